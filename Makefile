@@ -1,0 +1,72 @@
+# Everyday commands; the build itself is CMake (CMakeLists.txt). `make help` lists them.
+# With CI=true in the environment, warnings are errors.
+
+PREFIX ?= /usr/local
+JOBS   ?= 2
+CMAKE  ?= cmake
+CTEST  ?= ctest
+# Tests run one at a time by default: several write files in the build directory.
+CTEST_FLAGS ?= --output-on-failure
+
+CMAKE_FLAGS :=
+ifeq ($(CI),true)
+CMAKE_FLAGS += -DPPK_WERROR=ON
+endif
+
+BUILD      := build
+ASAN_BUILD := build/asan
+TSAN_BUILD := build/tsan
+BENCHES    := $(basename $(notdir $(wildcard bench/*.c)))
+
+.PHONY: all build test asan tsan demo bench install clean deps help
+
+all: build
+
+# Configuring again is cheap and picks up a changed PREFIX or CI.
+build:
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	$(CMAKE) --build $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && $(CTEST) $(CTEST_FLAGS)
+
+# Sanitizer builds use Debug so that assert() checks the internal invariants too.
+asan:
+	$(CMAKE) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+		-DPPK_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	$(CMAKE) --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && $(CTEST) $(CTEST_FLAGS)
+
+tsan:
+	$(CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+		-DPPK_SANITIZE=thread $(CMAKE_FLAGS)
+	$(CMAKE) --build $(TSAN_BUILD) -j$(JOBS)
+	cd $(TSAN_BUILD) && $(CTEST) $(CTEST_FLAGS)
+
+demo:
+	bash tools/demo.sh
+
+bench: build
+	$(CMAKE) --build $(BUILD) -j$(JOBS) --target bench
+	@set -e; for b in $(BENCHES); do echo "== $$b"; ./$(BUILD)/$$b; done
+
+install: build
+	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) demo-out
+
+deps:
+	bash tools/deps.sh
+
+help:
+	@echo "make [build]   configure (RelWithDebInfo) in $(BUILD)/ and build"
+	@echo "make test      build and run ctest in $(BUILD)/"
+	@echo "make asan      ASan+UBSan build in $(ASAN_BUILD)/ and its tests"
+	@echo "make tsan      TSan build in $(TSAN_BUILD)/ and its tests"
+	@echo "make demo      bash tools/demo.sh"
+	@echo "make bench     build and run the benchmarks of bench/"
+	@echo "make install   install under PREFIX=$(PREFIX)"
+	@echo "make deps      install the Debian packages (tools/deps.sh)"
+	@echo "make clean     remove $(BUILD)/ and demo-out/"
