@@ -1,0 +1,354 @@
+/*
+ * pprofkit.h - turn stack samples into pprof profiles, with bounded memory.
+ *
+ * pprofkit is a C11 library for the native core of in-process profilers (Python, Ruby,
+ * PHP or a native program profiling itself). A profiler takes stack samples, hands each
+ * one to pprofkit, and every few seconds asks for the aggregated window as a pprof
+ * profile (profile.proto, gzip or zstd compressed) that `go tool pprof` and profiling
+ * backends read.
+ *
+ * This header is the only public one. It reads top to bottom:
+ *   1. conventions: strings, errors, allocators;
+ *   2. the simple path: a profile, add samples, encode, reset;
+ *   3. advanced calls: endpoints, upscaling rules, statistics.
+ *
+ * Conventions that hold for every function:
+ *   - Strings are pointer + length (ppk_str), never NUL-terminated. A NULL pointer with
+ *     a zero length is the empty string; NULL with a non-zero length is PPK_ENULL.
+ *   - Everything passed in is transient: the caller may free or overwrite any string or
+ *     array as soon as the call returns. pprofkit copies what it keeps.
+ *   - Functions that can fail return 0 or a negative PPK_E* code; ppk_strerror()
+ *     explains a code. A call that fails leaves the object as it was.
+ *   - A ppk_profile is not thread safe: calls on one profile must not overlap. Different
+ *     profiles are independent. No function here is async-signal safe.
+ *   - Invalid UTF-8 is repaired (each bad byte becomes U+FFFD) and strings longer than
+ *     max_string_len are cut at a character boundary; both repairs are counted in the
+ *     statistics. pprof requires valid UTF-8 strings.
+ */
+#ifndef PPROFKIT_H
+#define PPROFKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PPK_VERSION_MAJOR 0
+#define PPK_VERSION_MINOR 1
+#define PPK_VERSION_PATCH 0
+#define PPK_VERSION_STRING "0.1.0"
+
+#if defined(PPK_STATIC)
+#define PPK_API
+#elif defined(__GNUC__)
+#define PPK_API __attribute__((visibility("default")))
+#else
+#define PPK_API
+#endif
+
+/* ---------------------------------------------------------------------------------- */
+/* 1. Conventions                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* A borrowed string: `len` bytes at `ptr`, not NUL-terminated. */
+typedef struct ppk_str {
+    const char *ptr;
+    size_t len;
+} ppk_str;
+
+/* A ppk_str from a string literal, without strlen. */
+#define PPK_STR(lit) ((ppk_str){(lit), sizeof(lit) - 1})
+
+/* A ppk_str from a NUL-terminated string (NULL gives the empty string). */
+PPK_API ppk_str ppk_cstr(const char *s);
+
+/* Error codes: name, value, message. ppk_strerror() returns the message. */
+#define PPK_ERROR_LIST(X)                                                                  \
+    X(PPK_OK, 0, "success")                                                                \
+    X(PPK_EINVAL, -1, "invalid argument")                                                  \
+    X(PPK_ENOMEM, -2, "out of memory")                                                     \
+    X(PPK_ENULL, -3, "NULL pointer with a non-zero length")                                \
+    X(PPK_EVALUES, -4, "number of values does not match the number of sample types")       \
+    X(PPK_EDUPLABEL, -5, "a label key appears more than once in one sample")               \
+    X(PPK_ESPANID, -6, "label \"local root span id\" must be numeric and non-zero")        \
+    X(PPK_ERESERVED, -7, "label key \"end_timestamp_ns\" is reserved: set the timestamp")  \
+    X(PPK_ETOOMANY, -8, "too many labels in one sample (see max_labels)")                  \
+    X(PPK_EEMPTYKEY, -9, "a label key must not be empty")                                  \
+    X(PPK_ECOMPRESS, -10, "compression failed")
+
+#define PPK_ERROR_ENUM_(name, value, msg) name = (value),
+enum ppk_error { PPK_ERROR_LIST(PPK_ERROR_ENUM_) };
+#undef PPK_ERROR_ENUM_
+
+/* A static, NUL-terminated message for any code (unknown codes included). */
+PPK_API const char *ppk_strerror(int code);
+
+/*
+ * A memory allocator. `alloc` returns memory aligned for any type, or NULL on failure;
+ * `free` receives the pointer and the size it was allocated with. Both may be called
+ * from any thread that uses an object built with them. A zeroed ppk_allocator (alloc
+ * NULL) selects malloc/free.
+ */
+typedef struct ppk_allocator {
+    void *(*alloc)(void *opaque, size_t size);
+    void (*free)(void *opaque, void *ptr, size_t size);
+    void *opaque;
+} ppk_allocator;
+
+/* Bytes returned by pprofkit, owned by the caller until ppk_bytes_free(). */
+typedef struct ppk_bytes {
+    uint8_t *data;
+    size_t len;
+    size_t cap_;           /* private */
+    ppk_allocator alloc_;  /* private: how data is freed */
+} ppk_bytes;
+
+/* Frees `b->data` and zeroes `b`. Accepts NULL and an already zeroed ppk_bytes. */
+PPK_API void ppk_bytes_free(ppk_bytes *b);
+
+/* Wall-clock time (CLOCK_REALTIME) in nanoseconds since the Unix epoch. */
+PPK_API int64_t ppk_now_ns(void);
+
+/* ---------------------------------------------------------------------------------- */
+/* 2. The simple path: a single-threaded profile                                       */
+/* ---------------------------------------------------------------------------------- */
+
+#define PPK_MAX_SAMPLE_TYPES 16
+
+/* A (type, unit) pair, e.g. ("cpu-time", "nanoseconds"). */
+typedef struct ppk_value_type {
+    ppk_str type;
+    ppk_str unit;
+} ppk_value_type;
+
+/*
+ * Everything a profile is created with. Start from ppk_profile_config_init(), which
+ * sets the defaults given below, then set the sample types and the period.
+ */
+typedef struct ppk_profile_config {
+    ppk_value_type sample_types[PPK_MAX_SAMPLE_TYPES]; /* 1..16 of them */
+    size_t n_sample_types;
+    ppk_value_type period_type; /* e.g. ("wall-time", "nanoseconds"); may be empty */
+    int64_t period;             /* e.g. 10000000 for a 10 ms sampling interval */
+
+    /* Limits (G7). Default 4096 bytes: longer strings are cut at a UTF-8 boundary. */
+    size_t max_string_len;
+    /* Default 512: deeper stacks keep their leaf-most max_frames - 1 frames and get one
+     * synthetic root frame "<N frames omitted>". Minimum 2. */
+    size_t max_frames;
+    /* Default 32: a sample with more labels is refused with PPK_ETOOMANY. */
+    size_t max_labels;
+
+    /* Memory. Arena chunks are chunk_size bytes (default 256 KiB). A reset keeps up to
+     * keep_bytes of chunk memory for the next window (default 8 MiB) and returns the rest:
+     * re-faulting returned pages costs far more than keeping them. */
+    size_t chunk_size;
+    size_t keep_bytes;
+
+    /* Allocator for everything the profile allocates, including encoded output and
+     * compression state. Zeroed: malloc/free. */
+    ppk_allocator allocator;
+} ppk_profile_config;
+
+/* Fills `cfg` with defaults and no sample types. */
+PPK_API void ppk_profile_config_init(ppk_profile_config *cfg);
+
+/* A profile: one aggregation window. Opaque. */
+typedef struct ppk_profile ppk_profile;
+
+/*
+ * Creates an empty profile whose window starts now. The config's strings are copied.
+ * @return 0, PPK_EINVAL (no or more than 16 sample types, bad limits), PPK_ENULL,
+ *         PPK_ENOMEM. On error *out is NULL.
+ */
+PPK_API int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out);
+
+/* Frees the profile and everything it owns. Accepts NULL. */
+PPK_API void ppk_profile_free(ppk_profile *p);
+
+/*
+ * A binary mapping (an executable or shared library mapped into memory). Optional:
+ * interpreted languages leave frames without one.
+ */
+typedef struct ppk_mapping {
+    uint64_t memory_start;
+    uint64_t memory_limit;
+    uint64_t file_offset;
+    ppk_str filename;
+    ppk_str build_id;
+} ppk_mapping;
+
+/*
+ * One stack frame. A frame whose name, system_name and filename are all empty and whose
+ * start_line is 0 has no function (an unsymbolized native frame: address and mapping).
+ */
+typedef struct ppk_frame {
+    ppk_str name;               /* function name, e.g. "pkg.mod.handler" */
+    ppk_str system_name;        /* e.g. a mangled name; may be empty */
+    ppk_str filename;           /* source file; may be empty */
+    int64_t start_line;         /* first line of the function; 0 if unknown */
+    int64_t line;               /* the line executing in this frame; 0 if unknown */
+    uint64_t address;           /* instruction address; 0 if unknown */
+    const ppk_mapping *mapping; /* NULL: no mapping */
+} ppk_frame;
+
+/*
+ * A label: a key with either a string value or a number (with an optional unit).
+ * Reserved keys: "end_timestamp_ns" (set ppk_sample_data.timestamp_ns instead) and
+ * "local root span id", which must be numeric and non-zero.
+ */
+typedef struct ppk_label {
+    ppk_str key;
+    int is_num;       /* 0: str is the value; 1: num (and num_unit) is */
+    ppk_str str;
+    int64_t num;
+    ppk_str num_unit; /* e.g. "bytes"; may be empty */
+} ppk_label;
+
+/* One sample as handed to ppk_profile_add(). */
+typedef struct ppk_sample_data {
+    const ppk_frame *frames; /* leaf (innermost) first */
+    size_t n_frames;
+    const ppk_label *labels; /* any order, each key at most once */
+    size_t n_labels;
+    const int64_t *values;   /* one per sample type, in the config's order */
+    size_t n_values;
+    /* 0: aggregate with every sample of the same stack and labels. Non-zero: keep this
+     * sample on its own, written with a numeric label "end_timestamp_ns". */
+    int64_t timestamp_ns;
+} ppk_sample_data;
+
+/*
+ * Adds one sample. Samples with the same stack and the same labels (in any order) are
+ * aggregated: their values are summed, saturating at INT64_MIN/INT64_MAX.
+ * @return 0; PPK_EINVAL, PPK_ENULL, PPK_EVALUES, PPK_EDUPLABEL, PPK_ESPANID,
+ *         PPK_ERESERVED, PPK_ETOOMANY, PPK_EEMPTYKEY for bad input; PPK_ENOMEM.
+ *         After an error the profile is unchanged.
+ */
+PPK_API int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s);
+
+/* Output codecs. gzip is what `go tool pprof` and most backends expect. */
+typedef enum ppk_codec {
+    PPK_CODEC_GZIP = 0, /* default */
+    PPK_CODEC_ZSTD = 1,
+    PPK_CODEC_NONE = 2  /* the raw protobuf */
+} ppk_codec;
+
+typedef struct ppk_encode_options {
+    ppk_codec codec;
+    int level;        /* 0: the codec's default here (gzip 1, zstd 1) */
+    int64_t start_ns; /* 0: when the window started (create or reset) */
+    int64_t end_ns;   /* 0: now. duration_nanos = end_ns - start_ns */
+} ppk_encode_options;
+
+/*
+ * Encodes the window as a pprof profile into `out` (which the caller frees with
+ * ppk_bytes_free). `opt` may be NULL for gzip, default level, start..now. The same
+ * window and options give the same bytes. The window is not changed.
+ * @return 0, PPK_EINVAL, PPK_ENOMEM, PPK_ECOMPRESS. On error *out is zeroed.
+ */
+PPK_API int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt,
+                               ppk_bytes *out);
+
+/*
+ * Empties the window for the next period: samples, strings, stacks, endpoints and
+ * endpoint counts go; the config and upscaling rules stay. Keeps up to keep_bytes of
+ * arena memory for reuse. `start_ns` is the new window's start (0: now). Cannot fail.
+ */
+PPK_API void ppk_profile_reset(ppk_profile *p, int64_t start_ns);
+
+/* ---------------------------------------------------------------------------------- */
+/* 3. Advanced: endpoints, upscaling, statistics                                       */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * Registers the endpoint (e.g. "GET /users") of a local root span. At encode, every
+ * sample whose numeric label "local root span id" equals `local_root_span_id` also gets
+ * a string label "trace endpoint" with this value (unless it already has that key).
+ * Registering the same id again replaces the endpoint. Cleared by reset.
+ * @return 0, PPK_EINVAL (id 0), PPK_ENULL, PPK_ENOMEM.
+ */
+PPK_API int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id,
+                                     ppk_str endpoint);
+
+/*
+ * Adds `count` to the number of requests seen for `endpoint` in this window, for
+ * uploaders that report endpoint counts (saturating). Cleared by reset.
+ * @return 0, PPK_EINVAL (count < 0), PPK_ENULL, PPK_ENOMEM.
+ */
+PPK_API int ppk_profile_add_endpoint_count(ppk_profile *p, ppk_str endpoint, int64_t count);
+
+/*
+ * Calls fn(opaque, endpoint, count) for each endpoint count of the window, in the order
+ * the endpoints were first counted. The endpoint string is valid during the call only.
+ */
+PPK_API void ppk_profile_foreach_endpoint_count(const ppk_profile *p,
+                                                void (*fn)(void *opaque, ppk_str endpoint,
+                                                           int64_t count),
+                                                void *opaque);
+
+/*
+ * Upscaling rules turn sampled values into estimates of the real totals. They are
+ * applied when encoding (the window keeps the raw values) and survive reset. A rule
+ * applies to the samples that carry the string label (label_key, label_value), or to
+ * every sample when label_key is empty; it scales the values at the listed indices.
+ * Each value of a sample is scaled by at most one rule: the first added that matches.
+ *
+ * Proportional: values are multiplied by total_real / total_sampled (e.g. 1000 of
+ * 10000 exceptions were sampled: 1000, 10000).
+ * @return 0, PPK_EINVAL (index out of range, n_idx 0, total_sampled 0), PPK_ENULL,
+ *         PPK_ENOMEM.
+ */
+PPK_API int ppk_profile_add_upscaling_proportional(ppk_profile *p, const size_t *value_idx,
+                                                   size_t n_idx, ppk_str label_key,
+                                                   ppk_str label_value,
+                                                   uint64_t total_sampled,
+                                                   uint64_t total_real);
+
+/*
+ * Poisson: for allocations sampled once every `sampling_distance` bytes on average.
+ * With avg = values[sum_idx] / values[count_idx], values are multiplied by
+ * 1 / (1 - exp(-avg / sampling_distance)). Samples with a zero count are not scaled.
+ * @return 0, PPK_EINVAL (an index out of range, n_idx 0, sampling_distance 0),
+ *         PPK_ENULL, PPK_ENOMEM.
+ */
+PPK_API int ppk_profile_add_upscaling_poisson(ppk_profile *p, const size_t *value_idx,
+                                              size_t n_idx, ppk_str label_key,
+                                              ppk_str label_value, size_t sum_idx,
+                                              size_t count_idx, uint64_t sampling_distance);
+
+/* What a profile holds and what it had to repair. Counters cover the current window
+ * except the memory figures, which cover the profile's life (peak) and now (bytes). */
+typedef struct ppk_profile_stats {
+    uint64_t samples_added;        /* successful ppk_profile_add calls */
+    uint64_t samples_aggregated;   /* distinct (stack, labels) samples */
+    uint64_t samples_timestamped;  /* samples kept one by one */
+    uint64_t strings;              /* string table entries, "" included */
+    uint64_t string_bytes;         /* their bytes */
+    uint64_t functions;
+    uint64_t mappings;
+    uint64_t locations;
+    uint64_t stacks;
+    uint64_t labels;               /* distinct (key, value) labels */
+    uint64_t label_sets;
+    uint64_t endpoints;
+    /* Repairs, counted by reason (G7). */
+    uint64_t strings_utf8_repaired;
+    uint64_t strings_truncated;
+    uint64_t stacks_truncated;
+    uint64_t values_saturated;
+    /* Memory held from the allocator by this profile: now and the largest ever. */
+    uint64_t memory_bytes;
+    uint64_t memory_peak_bytes;
+} ppk_profile_stats;
+
+/* Fills `st`. */
+PPK_API void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PPROFKIT_H */

@@ -1,0 +1,80 @@
+/*
+ * alloc.c - the internal allocator: see alloc.h.
+ */
+#include "alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void *libc_alloc(void *opaque, size_t size) {
+    (void)opaque;
+    return malloc(size);
+}
+
+static void libc_free(void *opaque, void *ptr, size_t size) {
+    (void)opaque;
+    (void)size;
+    free(ptr);
+}
+
+void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in) {
+    if (in && in->alloc && in->free) {
+        *out = *in;
+    } else {
+        out->alloc = libc_alloc;
+        out->free = libc_free;
+        out->opaque = NULL;
+    }
+}
+
+void ppk__mem_init(ppk__mem *m, const ppk_allocator *a) {
+    ppk__fill_allocator(&m->a, a);
+    m->bytes = 0;
+    m->peak = 0;
+}
+
+void *ppk__mem_alloc(ppk__mem *m, size_t size) {
+    if (size == 0) size = 1;
+    void *p = m->a.alloc(m->a.opaque, size);
+    if (!p) return NULL;
+    m->bytes += size;
+    if (m->bytes > m->peak) m->peak = m->bytes;
+    return p;
+}
+
+void *ppk__mem_alloc_array(ppk__mem *m, size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    return ppk__mem_alloc(m, n * size);
+}
+
+void ppk__mem_free(ppk__mem *m, void *ptr, size_t size) {
+    if (!ptr) return;
+    if (size == 0) size = 1;
+    m->bytes -= size;
+    m->a.free(m->a.opaque, ptr, size);
+}
+
+void *ppk__mem_resize(ppk__mem *m, void *ptr, size_t old_cap, size_t used, size_t new_cap,
+                      size_t size) {
+    void *q = ppk__mem_alloc_array(m, new_cap, size);
+    if (!q) return NULL;
+    if (ptr) {
+        if (used) memcpy(q, ptr, used * size);
+        ppk__mem_free(m, ptr, old_cap * size);
+    }
+    return q;
+}
+
+int ppk__grow(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) {
+        if (c > SIZE_MAX / 2) return PPK_ENOMEM;
+        c *= 2;
+    }
+    void *q = ppk__mem_resize(m, *arr, *cap, used, c, size);
+    if (!q) return PPK_ENOMEM;
+    *arr = q;
+    *cap = c;
+    return 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * alloc.h - the one internal allocator, with exact accounting.
+ *
+ * Every byte a profile allocates goes through a ppk__mem: it wraps the user's
+ * ppk_allocator (or malloc/free), checks sizes for overflow and counts the bytes held
+ * now and at the peak. Frees pass the size back, so the count is exact. A ppk__mem is
+ * used by one thread at a time (its owner's lock decides which).
+ */
+#ifndef PPK_ALLOC_H
+#define PPK_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pprofkit.h"
+
+typedef struct ppk__mem {
+    ppk_allocator a; /* always filled: the defaults replace a NULL alloc */
+    size_t bytes;    /* held now */
+    size_t peak;     /* most ever held */
+} ppk__mem;
+
+void ppk__mem_init(ppk__mem *m, const ppk_allocator *a);
+void *ppk__mem_alloc(ppk__mem *m, size_t size);
+/* n * size bytes, NULL on overflow or failure; not zeroed. */
+void *ppk__mem_alloc_array(ppk__mem *m, size_t n, size_t size);
+void ppk__mem_free(ppk__mem *m, void *ptr, size_t size);
+/* Replaces an array of old_cap elements, of which `used` are in use, by one of new_cap
+ * (>= used) elements holding a copy of them. On failure returns NULL and leaves the old
+ * array alone. */
+void *ppk__mem_resize(ppk__mem *m, void *ptr, size_t old_cap, size_t used, size_t new_cap,
+                      size_t size);
+/* Makes the array *arr (of *cap elements of `size` bytes, `used` of them in use) hold at
+ * least `need` elements, doubling. 0 or PPK_ENOMEM (the array is then unchanged). */
+int ppk__grow(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t need, size_t size);
+
+/* The default allocator's functions, for the callers that need a ppk_allocator. */
+void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * dict.c - byte keys to dense ids: see dict.h.
+ */
+#include "dict.h"
+
+#include <assert.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+uint64_t ppk__hash(const void *key, size_t len) { return XXH3_64bits(key, len); }
+
+void ppk__dict_init(ppk__dict *d, ppk__mem *mem, ppk__arena *arena) {
+    memset(d, 0, sizeof *d);
+    d->mem = mem;
+    d->arena = arena;
+}
+
+static size_t slot_count(const ppk__dict *d) { return d->slots ? (size_t)d->mask + 1 : 0; }
+
+size_t ppk__dict_table_bytes(const ppk__dict *d) {
+    return (size_t)d->cap * sizeof(ppk__dent) + slot_count(d) * sizeof(uint64_t);
+}
+
+void ppk__dict_destroy(ppk__dict *d) {
+    ppk__mem_free(d->mem, d->ents, (size_t)d->cap * sizeof(ppk__dent));
+    ppk__mem_free(d->mem, d->slots, slot_count(d) * sizeof(uint64_t));
+    d->ents = NULL;
+    d->slots = NULL;
+    d->n = d->cap = d->mask = 0;
+    d->key_bytes = 0;
+}
+
+void ppk__dict_clear(ppk__dict *d) {
+    if (d->slots) memset(d->slots, 0, slot_count(d) * sizeof(uint64_t));
+    d->n = 0;
+    d->key_bytes = 0;
+}
+
+static void place(uint64_t *slots, uint32_t mask, uint32_t hash_lo, uint64_t slot) {
+    uint32_t i = hash_lo & mask;
+    while (slots[i]) i = (i + 1) & mask;
+    slots[i] = slot;
+}
+
+int ppk__dict_reserve(ppk__dict *d, size_t extra) {
+    if (extra > (size_t)(UINT32_MAX / 2) - d->n) return PPK_ENOMEM;
+    size_t need = (size_t)d->n + extra;
+    if (need > d->cap) {
+        size_t cap = d->cap ? (size_t)d->cap * 2 : 16;
+        while (cap < need) cap *= 2;
+        ppk__dent *e = ppk__mem_resize(d->mem, d->ents, d->cap, d->n, cap, sizeof(ppk__dent));
+        if (!e) return PPK_ENOMEM;
+        d->ents = e;
+        d->cap = (uint32_t)cap;
+    }
+    size_t nslots = slot_count(d);
+    if (need * 4 > nslots * 3) {
+        size_t ns = nslots ? nslots * 2 : 32;
+        while (need * 4 > ns * 3) ns *= 2;
+        uint64_t *s = ppk__mem_alloc_array(d->mem, ns, sizeof(uint64_t));
+        if (!s) return PPK_ENOMEM;
+        memset(s, 0, ns * sizeof(uint64_t));
+        uint32_t mask = (uint32_t)(ns - 1);
+        for (size_t i = 0; i < nslots; i++) {
+            if (d->slots[i]) {
+                uint32_t id = (uint32_t)d->slots[i] - 1;
+                place(s, mask, d->ents[id].hash_lo, d->slots[i]);
+            }
+        }
+        ppk__mem_free(d->mem, d->slots, nslots * sizeof(uint64_t));
+        d->slots = s;
+        d->mask = mask;
+    }
+    return 0;
+}
+
+uint32_t ppk__dict_find(const ppk__dict *d, const void *key, size_t len, uint64_t hash) {
+    if (!d->slots) return PPK_DICT_NONE;
+    uint32_t lo = (uint32_t)hash;
+    uint64_t tag = hash & 0xffffffff00000000ull;
+    uint32_t i = lo & d->mask;
+    for (;;) {
+        uint64_t s = d->slots[i];
+        if (!s) return PPK_DICT_NONE;
+        if ((s & 0xffffffff00000000ull) == tag) {
+            uint32_t id = (uint32_t)s - 1;
+            const ppk__dent *e = &d->ents[id];
+            if (e->len == len && e->hash_lo == lo && (len == 0 || memcmp(e->key, key, len) == 0))
+                return id;
+        }
+        i = (i + 1) & d->mask;
+    }
+}
+
+uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t hash,
+                          size_t align, int *is_new) {
+    assert(len <= UINT32_MAX);
+    if ((d->n >= d->cap || (size_t)(d->n + 1) * 4 > slot_count(d) * 3) &&
+        ppk__dict_reserve(d, 1) != 0)
+        return PPK_DICT_NONE;
+    uint32_t lo = (uint32_t)hash;
+    uint64_t tag = hash & 0xffffffff00000000ull;
+    uint32_t i = lo & d->mask;
+    for (;;) {
+        uint64_t s = d->slots[i];
+        if (!s) break;
+        if ((s & 0xffffffff00000000ull) == tag) {
+            uint32_t id = (uint32_t)s - 1;
+            const ppk__dent *e = &d->ents[id];
+            if (e->len == len && e->hash_lo == lo && (len == 0 || memcmp(e->key, key, len) == 0)) {
+                if (is_new) *is_new = 0;
+                return id;
+            }
+        }
+        i = (i + 1) & d->mask;
+    }
+    /* The empty key takes no arena room. */
+    const uint8_t *copy = key;
+    if (len == 0) {
+        copy = (const uint8_t *)"";
+    } else if (align) {
+        copy = ppk__arena_dup(d->arena, key, len, align);
+        if (!copy) return PPK_DICT_NONE;
+    }
+    uint32_t id = d->n++;
+    d->ents[id].key = copy;
+    d->ents[id].len = (uint32_t)len;
+    d->ents[id].hash_lo = lo;
+    d->slots[i] = tag | (uint64_t)(id + 1);
+    d->key_bytes += len;
+    if (is_new) *is_new = 1;
+    return id;
+}
+
+void ppk__dict_truncate(ppk__dict *d, uint32_t n) {
+    if (n >= d->n) return;
+    /* Rebuild the slots from the surviving keys: simple, and only failures come here. */
+    memset(d->slots, 0, slot_count(d) * sizeof(uint64_t));
+    d->n = n;
+    d->key_bytes = 0;
+    for (uint32_t id = 0; id < n; id++) {
+        const ppk__dent *e = &d->ents[id];
+        uint64_t h = ppk__hash(e->key, e->len);
+        place(d->slots, d->mask, e->hash_lo, (h & 0xffffffff00000000ull) | (uint64_t)(id + 1));
+        d->key_bytes += e->len;
+    }
+}

@@ -1,0 +1,71 @@
+/*
+ * dict.h - byte keys to dense ids, in insertion order.
+ *
+ * A ppk__dict interns byte strings: the first key gets id 0, the next new key id 1, and
+ * so on; interning a known key returns its id and changes nothing. It stores strings and
+ * also fixed-size records (a function, a location, a stack of location ids): anything
+ * compared byte for byte.
+ *
+ * Layout: `ents` holds each key's pointer (into the arena), length and the low half of
+ * its 64-bit XXH3 hash, indexed by id; `slots` is an open-addressing table (linear
+ * probing, at most 3/4 full) of (high half of the hash << 32 | id + 1), 0 meaning empty.
+ * A lookup compares the stored hash halves and the length before any byte compare, so
+ * most mismatches never touch the key bytes.
+ *
+ * ppk__dict_truncate() forgets the keys added after a given count, so a caller whose
+ * work fails halfway can undo its inserts (with an arena rollback for their bytes).
+ * Single-threaded; keys live until ppk__dict_clear() (or the arena's reset).
+ */
+#ifndef PPK_DICT_H
+#define PPK_DICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "arena.h"
+
+typedef struct ppk__dent {
+    const uint8_t *key;
+    uint32_t len;
+    uint32_t hash_lo;
+} ppk__dent;
+
+typedef struct ppk__dict {
+    ppk__mem *mem;
+    ppk__arena *arena;
+    ppk__dent *ents;
+    uint64_t *slots;
+    uint32_t n;        /* keys */
+    uint32_t cap;      /* entries allocated */
+    uint32_t mask;     /* slots - 1; 0 when no slots */
+    size_t key_bytes;  /* sum of key lengths */
+} ppk__dict;
+
+#define PPK_DICT_NONE UINT32_MAX
+
+void ppk__dict_init(ppk__dict *d, ppk__mem *mem, ppk__arena *arena);
+void ppk__dict_destroy(ppk__dict *d);
+/* Forgets every key (their bytes are the arena's to reset); keeps the tables. */
+void ppk__dict_clear(ppk__dict *d);
+/* Room for `extra` more keys without allocating. 0 or PPK_ENOMEM. */
+int ppk__dict_reserve(ppk__dict *d, size_t extra);
+/* Forgets the keys with ids >= n (their bytes stay in the arena). Rare: O(n). */
+void ppk__dict_truncate(ppk__dict *d, uint32_t n);
+uint64_t ppk__hash(const void *key, size_t len);
+/* The id of a key, or PPK_DICT_NONE. */
+uint32_t ppk__dict_find(const ppk__dict *d, const void *key, size_t len, uint64_t hash);
+/* The id of a key, inserting it when new (*is_new tells which; is_new may be NULL). A new
+ * key is copied into the arena, aligned to `align` (1..8); align 0 stores the pointer
+ * itself, for keys that outlive the dict. PPK_DICT_NONE when out of memory. */
+uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t hash,
+                          size_t align, int *is_new);
+/* Bytes held by the tables (not the keys, which are in the arena). */
+size_t ppk__dict_table_bytes(const ppk__dict *d);
+
+static inline const uint8_t *ppk__dict_key(const ppk__dict *d, uint32_t id, uint32_t *len) {
+    *len = d->ents[id].len;
+    return d->ents[id].key;
+}
+
+#endif

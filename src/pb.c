@@ -1,0 +1,43 @@
+/*
+ * pb.c - the protocol buffers writer: see pb.h.
+ */
+#include "pb.h"
+
+void ppk__pb_init(ppk__pb *pb, ppk__mem *mem) {
+    pb->mem = mem;
+    pb->buf = NULL;
+    pb->len = pb->cap = 0;
+}
+
+void ppk__pb_destroy(ppk__pb *pb) {
+    ppk__mem_free(pb->mem, pb->buf, pb->cap);
+    pb->buf = NULL;
+    pb->len = pb->cap = 0;
+}
+
+int ppk__pb_reserve(ppk__pb *pb, size_t n) {
+    if (n <= pb->cap - pb->len) return 0;
+    if (n > SIZE_MAX / 2 - pb->len) return PPK_ENOMEM;
+    size_t cap = pb->cap ? pb->cap : 4096;
+    while (cap < pb->len + n) cap *= 2;
+    uint8_t *b = ppk__mem_resize(pb->mem, pb->buf, pb->cap, pb->len, cap, 1);
+    if (!b) return PPK_ENOMEM;
+    pb->buf = b;
+    pb->cap = cap;
+    return 0;
+}
+
+void ppk__pb_end(ppk__pb *pb, size_t start) {
+    size_t body = pb->len - start;
+    if (body < 0x80) {
+        pb->buf[start - 1] = (uint8_t)body;
+        return;
+    }
+    /* The length needs k > 1 bytes: move the body k - 1 bytes forward. The room for
+     * that was reserved with PPK_PB_NEST_MAX. */
+    size_t k = ppk__pb_varint_size(body);
+    memmove(pb->buf + start - 1 + k, pb->buf + start, body);
+    pb->len = start - 1;
+    ppk__pb_varint(pb, body);
+    pb->len += body;
+}

@@ -1,0 +1,90 @@
+/*
+ * pb.h - a small protocol buffers writer.
+ *
+ * Just what profile.proto needs: varints, tags, length-delimited fields (strings,
+ * packed repeated varints, nested messages). It sits on the export path, so writes are
+ * unchecked inline stores: the caller first makes room with ppk__pb_reserve() for an
+ * upper bound of what it will write (PPK_PB_VARINT_MAX per varint, PPK_PB_NEST_MAX per
+ * nested message), then writes. A nested message reserves one byte for its length and
+ * ppk__pb_end() moves the body forward in the rare case the length needs more.
+ * Single-threaded; the buffer is reused across encodes.
+ */
+#ifndef PPK_PB_H
+#define PPK_PB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "alloc.h"
+
+#define PPK_PB_VARINT_MAX 10
+/* Tag and length of a nested message: a tag of 1..2 bytes and a length of up to 5. */
+#define PPK_PB_NEST_MAX 7
+
+enum { PPK_PB_VARINT = 0, PPK_PB_LEN = 2 };
+
+typedef struct ppk__pb {
+    ppk__mem *mem;
+    uint8_t *buf;
+    size_t len;
+    size_t cap;
+} ppk__pb;
+
+void ppk__pb_init(ppk__pb *pb, ppk__mem *mem);
+void ppk__pb_destroy(ppk__pb *pb);
+/* Room for `n` more bytes. 0 or PPK_ENOMEM. */
+int ppk__pb_reserve(ppk__pb *pb, size_t n);
+/* Closes the nested message opened at `start` (what ppk__pb_begin returned). */
+void ppk__pb_end(ppk__pb *pb, size_t start);
+
+static inline size_t ppk__pb_varint_size(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline void ppk__pb_varint(ppk__pb *pb, uint64_t v) {
+    uint8_t *p = pb->buf + pb->len;
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    pb->len = (size_t)(p - pb->buf);
+}
+
+static inline void ppk__pb_tag(ppk__pb *pb, uint32_t field, uint32_t wire_type) {
+    ppk__pb_varint(pb, ((uint64_t)field << 3) | wire_type);
+}
+
+/* A varint field, written even when 0. int64 values are written as their two's
+ * complement (10 bytes when negative), as protobuf's int64 requires. */
+static inline void ppk__pb_uint(ppk__pb *pb, uint32_t field, uint64_t v) {
+    ppk__pb_tag(pb, field, PPK_PB_VARINT);
+    ppk__pb_varint(pb, v);
+}
+
+/* A varint field, omitted when 0 (proto3's default). */
+static inline void ppk__pb_uint_nz(ppk__pb *pb, uint32_t field, uint64_t v) {
+    if (v) ppk__pb_uint(pb, field, v);
+}
+
+static inline void ppk__pb_bytes(ppk__pb *pb, uint32_t field, const void *p, size_t n) {
+    ppk__pb_tag(pb, field, PPK_PB_LEN);
+    ppk__pb_varint(pb, n);
+    if (n) memcpy(pb->buf + pb->len, p, n);
+    pb->len += n;
+}
+
+/* Opens a length-delimited field (a nested message or a packed array). */
+static inline size_t ppk__pb_begin(ppk__pb *pb, uint32_t field) {
+    ppk__pb_tag(pb, field, PPK_PB_LEN);
+    pb->len++; /* the length, usually one byte */
+    return pb->len;
+}
+
+#endif

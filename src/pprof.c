@@ -1,0 +1,323 @@
+/*
+ * pprof.c - encodes a window as a pprof Profile message (profile.proto).
+ *
+ * One function per message, written in the order of profile.proto's fields:
+ * sample_type, sample, mapping, location, function, string_table, time_nanos,
+ * duration_nanos, period_type, period. Tables are walked in id order, so the same
+ * window gives the same bytes. pprof ids are dict ids + 1. Zero scalars are omitted
+ * (proto3 defaults). The protobuf is built in the profile's reusable buffer and then
+ * compressed (compress.c) into the caller's ppk_bytes.
+ *
+ * At encode time, and only here, three things are added to what the window holds:
+ * upscaling (values scaled by the profile's rules), the "trace endpoint" label of
+ * samples whose "local root span id" has a registered endpoint, and the
+ * "end_timestamp_ns" label of timestamped samples. The window itself is not changed.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "compress.h"
+#include "profile.h"
+
+/* Profile field numbers. */
+enum {
+    F_SAMPLE_TYPE = 1, F_SAMPLE = 2, F_MAPPING = 3, F_LOCATION = 4, F_FUNCTION = 5,
+    F_STRING_TABLE = 6, F_TIME_NANOS = 9, F_DURATION_NANOS = 10, F_PERIOD_TYPE = 11,
+    F_PERIOD = 12
+};
+
+/* A rule with its label resolved to string ids for this window. */
+typedef struct rule_ids {
+    const ppk__rule *r;
+    int any;         /* matches every sample */
+    int never;       /* its label is not in this window */
+    uint32_t key, value;
+} rule_ids;
+
+typedef struct enc {
+    ppk_profile *p;
+    ppk__pb *pb;
+    rule_ids *rules;
+    uint32_t span_key;    /* "local root span id", or PPK_DICT_NONE */
+    int64_t *scaled;      /* n_types values */
+} enc;
+
+static const ppk__label_rec *label_rec(const ppk_profile *p, uint32_t id) {
+    uint32_t len;
+    return (const ppk__label_rec *)(const void *)ppk__dict_key(&p->labels, id, &len);
+}
+
+static const uint32_t *id_array(const ppk__dict *d, uint32_t id, size_t *n) {
+    uint32_t len;
+    const uint8_t *k = ppk__dict_key(d, id, &len);
+    *n = len / sizeof(uint32_t);
+    return (const uint32_t *)(const void *)k;
+}
+
+static int has_string_label(const ppk_profile *p, const uint32_t *set, size_t n, uint32_t key,
+                            uint32_t value) {
+    for (size_t i = 0; i < n; i++) {
+        const ppk__label_rec *l = label_rec(p, set[i]);
+        if (l->key == key && !l->is_num && l->str == value) return 1;
+    }
+    return 0;
+}
+
+static int64_t scale_value(int64_t v, double f) {
+    double r = (double)v * f;
+    if (r >= 9.2233720368547758e18) return INT64_MAX;
+    if (r <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)llround(r);
+}
+
+/* Applies the upscaling rules to one sample's values, into e->scaled. */
+static const int64_t *upscale(enc *e, const uint32_t *set, size_t n_set, const int64_t *v) {
+    const ppk_profile *p = e->p;
+    if (!p->n_rules) return v;
+    memcpy(e->scaled, v, p->n_types * sizeof(int64_t));
+    uint32_t done = 0;
+    for (size_t k = 0; k < p->n_rules; k++) {
+        const rule_ids *ri = &e->rules[k];
+        uint32_t mask = ri->r->value_mask & ~done;
+        if (!mask || ri->never ||
+            (!ri->any && !has_string_label(p, set, n_set, ri->key, ri->value)))
+            continue;
+        done |= mask;
+        double f = ri->r->scale;
+        if (ri->r->kind == PPK__RULE_POISSON) {
+            int64_t sum = v[ri->r->sum_idx], count = v[ri->r->count_idx];
+            if (count <= 0 || sum <= 0) continue;
+            double avg = (double)sum / (double)count;
+            f = 1.0 / (1.0 - exp(-avg / (double)ri->r->sampling_distance));
+        }
+        for (size_t i = 0; i < p->n_types; i++)
+            if (mask & (1u << i)) e->scaled[i] = scale_value(v[i], f);
+    }
+    return e->scaled;
+}
+
+/* The endpoint string id for a sample's label set, or 0. */
+static uint32_t endpoint_for(const enc *e, const uint32_t *set, size_t n) {
+    const ppk_profile *p = e->p;
+    uint32_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ppk__label_rec *l = label_rec(p, set[i]);
+        if (l->key == p->endpoint_key) return 0; /* the sample has its own */
+        if (l->key == e->span_key && l->is_num) {
+            uint64_t span = (uint64_t)l->num;
+            uint32_t id = ppk__dict_find(&p->endpoints, &span, sizeof span,
+                                         ppk__hash(&span, sizeof span));
+            if (id != PPK_DICT_NONE) found = p->endpoint_str[id];
+        }
+    }
+    return found;
+}
+
+static void label(ppk__pb *pb, uint32_t key, uint32_t str, int64_t num, uint32_t unit) {
+    size_t b = ppk__pb_begin(pb, 3);
+    ppk__pb_uint_nz(pb, 1, key);
+    ppk__pb_uint_nz(pb, 2, str);
+    ppk__pb_uint_nz(pb, 3, (uint64_t)num);
+    ppk__pb_uint_nz(pb, 4, unit);
+    ppk__pb_end(pb, b);
+}
+
+static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values, int64_t ts) {
+    const ppk_profile *p = e->p;
+    ppk__pb *pb = e->pb;
+    size_t n_loc, n_set;
+    const uint32_t *locs = id_array(&p->stacks, stack, &n_loc);
+    const uint32_t *set = id_array(&p->label_sets, set_id, &n_set);
+    size_t bound = 3 * PPK_PB_NEST_MAX + (n_loc + p->n_types) * PPK_PB_VARINT_MAX +
+                   (n_set + 2) * (PPK_PB_NEST_MAX + 4 * (1 + PPK_PB_VARINT_MAX));
+    if (ppk__pb_reserve(pb, bound)) return PPK_ENOMEM;
+    const int64_t *v = upscale(e, set, n_set, values);
+
+    size_t b = ppk__pb_begin(pb, F_SAMPLE);
+    if (n_loc) {
+        size_t l = ppk__pb_begin(pb, 1);
+        for (size_t i = 0; i < n_loc; i++) ppk__pb_varint(pb, (uint64_t)locs[i] + 1);
+        ppk__pb_end(pb, l);
+    }
+    size_t vb = ppk__pb_begin(pb, 2);
+    for (size_t i = 0; i < p->n_types; i++) ppk__pb_varint(pb, (uint64_t)v[i]);
+    ppk__pb_end(pb, vb);
+    for (size_t i = 0; i < n_set; i++) {
+        const ppk__label_rec *l = label_rec(p, set[i]);
+        if (l->is_num)
+            label(pb, l->key, 0, l->num, l->num_unit);
+        else
+            label(pb, l->key, l->str, 0, 0);
+    }
+    if (p->endpoints.n) {
+        uint32_t ep = endpoint_for(e, set, n_set);
+        if (ep) label(pb, p->endpoint_key, ep, 0, 0);
+    }
+    if (ts) label(pb, p->end_ts_key, 0, ts, 0);
+    ppk__pb_end(pb, b);
+    return 0;
+}
+
+static void value_type(ppk__pb *pb, uint32_t field, uint32_t type, uint32_t unit) {
+    size_t b = ppk__pb_begin(pb, field);
+    ppk__pb_uint_nz(pb, 1, type);
+    ppk__pb_uint_nz(pb, 2, unit);
+    ppk__pb_end(pb, b);
+}
+
+static int mappings(enc *e) {
+    const ppk_profile *p = e->p;
+    ppk__pb *pb = e->pb;
+    if (!p->mappings.n) return 0;
+    /* has_functions: whether any location in the mapping is symbolized. */
+    uint8_t *has_fn = ppk__mem_alloc(&e->p->mem, p->mappings.n);
+    if (!has_fn) return PPK_ENOMEM;
+    memset(has_fn, 0, p->mappings.n);
+    for (uint32_t i = 0; i < p->locations.n; i++) {
+        uint32_t len;
+        const ppk__location_rec *l =
+            (const void *)ppk__dict_key(&p->locations, i, &len);
+        if (l->mapping && l->function) has_fn[l->mapping - 1] = 1;
+    }
+    int rc = ppk__pb_reserve(pb, p->mappings.n * (PPK_PB_NEST_MAX + 7 * 11));
+    for (uint32_t i = 0; !rc && i < p->mappings.n; i++) {
+        uint32_t len;
+        const ppk__mapping_rec *m = (const void *)ppk__dict_key(&p->mappings, i, &len);
+        size_t b = ppk__pb_begin(pb, F_MAPPING);
+        ppk__pb_uint(pb, 1, (uint64_t)i + 1);
+        ppk__pb_uint_nz(pb, 2, m->memory_start);
+        ppk__pb_uint_nz(pb, 3, m->memory_limit);
+        ppk__pb_uint_nz(pb, 4, m->file_offset);
+        ppk__pb_uint_nz(pb, 5, m->filename);
+        ppk__pb_uint_nz(pb, 6, m->build_id);
+        ppk__pb_uint_nz(pb, 7, has_fn[i]);
+        ppk__pb_end(pb, b);
+    }
+    ppk__mem_free(&e->p->mem, has_fn, p->mappings.n);
+    return rc;
+}
+
+static int locations(enc *e) {
+    const ppk_profile *p = e->p;
+    ppk__pb *pb = e->pb;
+    if (ppk__pb_reserve(pb, (size_t)p->locations.n * (2 * PPK_PB_NEST_MAX + 5 * 11)))
+        return PPK_ENOMEM;
+    for (uint32_t i = 0; i < p->locations.n; i++) {
+        uint32_t len;
+        const ppk__location_rec *l = (const void *)ppk__dict_key(&p->locations, i, &len);
+        size_t b = ppk__pb_begin(pb, F_LOCATION);
+        ppk__pb_uint(pb, 1, (uint64_t)i + 1);
+        ppk__pb_uint_nz(pb, 2, l->mapping);
+        ppk__pb_uint_nz(pb, 3, l->address);
+        if (l->function) {
+            size_t lb = ppk__pb_begin(pb, 4);
+            ppk__pb_uint(pb, 1, l->function);
+            ppk__pb_uint_nz(pb, 2, (uint64_t)l->line);
+            ppk__pb_end(pb, lb);
+        }
+        ppk__pb_end(pb, b);
+    }
+    return 0;
+}
+
+static int functions(enc *e) {
+    const ppk_profile *p = e->p;
+    ppk__pb *pb = e->pb;
+    if (ppk__pb_reserve(pb, (size_t)p->functions.n * (PPK_PB_NEST_MAX + 5 * 11)))
+        return PPK_ENOMEM;
+    for (uint32_t i = 0; i < p->functions.n; i++) {
+        uint32_t len;
+        const ppk__function_rec *f = (const void *)ppk__dict_key(&p->functions, i, &len);
+        size_t b = ppk__pb_begin(pb, F_FUNCTION);
+        ppk__pb_uint(pb, 1, (uint64_t)i + 1);
+        ppk__pb_uint_nz(pb, 2, f->name);
+        ppk__pb_uint_nz(pb, 3, f->system_name);
+        ppk__pb_uint_nz(pb, 4, f->filename);
+        ppk__pb_uint_nz(pb, 5, (uint64_t)f->start_line);
+        ppk__pb_end(pb, b);
+    }
+    return 0;
+}
+
+static int strings(enc *e) {
+    const ppk__strtab *st = &e->p->strings;
+    ppk__pb *pb = e->pb;
+    uint32_t n = ppk__strtab_count(st);
+    if (ppk__pb_reserve(pb, ppk__strtab_bytes(st) + (size_t)n * PPK_PB_NEST_MAX))
+        return PPK_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t len;
+        const char *s = ppk__strtab_get(st, i, &len);
+        ppk__pb_bytes(pb, F_STRING_TABLE, s, len);
+    }
+    return 0;
+}
+
+static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
+    ppk__pb *pb = &p->pb;
+    pb->len = 0;
+    enc e = {p, pb, NULL, PPK_DICT_NONE, NULL};
+    int64_t scaled[PPK_MAX_SAMPLE_TYPES];
+    e.scaled = scaled;
+    int rc = 0;
+    if (p->n_rules) {
+        e.rules = ppk__mem_alloc_array(&p->mem, p->n_rules, sizeof *e.rules);
+        if (!e.rules) return PPK_ENOMEM;
+        for (size_t i = 0; i < p->n_rules; i++) {
+            const ppk__rule *r = &p->rules[i];
+            rule_ids *ri = &e.rules[i];
+            ri->r = r;
+            ri->any = r->label_key_len == 0;
+            ri->key = ppk__strtab_find(&p->strings, r->label_key, r->label_key_len);
+            ri->value = ppk__strtab_find(&p->strings, r->label_value, r->label_value_len);
+            ri->never = !ri->any && (ri->key == PPK_DICT_NONE || ri->value == PPK_DICT_NONE);
+        }
+    }
+    if (p->endpoints.n) {
+        static const char span_key[] = "local root span id";
+        e.span_key = ppk__strtab_find(&p->strings, span_key, sizeof span_key - 1);
+    }
+
+    rc = ppk__pb_reserve(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * 11));
+    for (size_t i = 0; !rc && i < p->n_types; i++)
+        value_type(pb, F_SAMPLE_TYPE, p->type_ids[i], p->unit_ids[i]);
+    for (uint32_t i = 0; !rc && i < p->samples.n; i++) {
+        uint32_t len;
+        const ppk__sample_rec *s = (const void *)ppk__dict_key(&p->samples, i, &len);
+        rc = sample(&e, s->stack, s->label_set, &p->values[(size_t)i * p->n_types], 0);
+    }
+    for (size_t i = 0; !rc && i < p->ts_n; i++)
+        rc = sample(&e, p->ts[i].stack, p->ts[i].label_set, &p->ts_values[i * p->n_types],
+                    p->ts[i].timestamp_ns);
+    if (!rc) rc = mappings(&e);
+    if (!rc) rc = locations(&e);
+    if (!rc) rc = functions(&e);
+    if (!rc) rc = strings(&e);
+    if (!rc) rc = ppk__pb_reserve(pb, 4 * 11 + PPK_PB_NEST_MAX + 2 * 11);
+    if (!rc) {
+        ppk__pb_uint_nz(pb, F_TIME_NANOS, (uint64_t)start_ns);
+        ppk__pb_uint_nz(pb, F_DURATION_NANOS, (uint64_t)(end_ns - start_ns));
+        value_type(pb, F_PERIOD_TYPE, p->period_type_id, p->period_unit_id);
+        ppk__pb_uint_nz(pb, F_PERIOD, (uint64_t)p->period);
+    }
+    if (e.rules) ppk__mem_free(&p->mem, e.rules, p->n_rules * sizeof *e.rules);
+    return rc;
+}
+
+int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt, ppk_bytes *out) {
+    if (!out) return PPK_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!p) return PPK_EINVAL;
+    ppk_encode_options o;
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (o.start_ns < 0 || o.end_ns < 0) return PPK_EINVAL;
+    int64_t start = o.start_ns ? o.start_ns : p->start_ns;
+    int64_t end = o.end_ns ? o.end_ns : ppk_now_ns();
+    if (end < start) end = start;
+    int rc = ppk__compress_check(o.codec, o.level);
+    if (rc) return rc;
+    rc = encode_pb(p, start, end);
+    if (rc) return rc;
+    return ppk__compress(&p->mem.a, o.codec, o.level, p->pb.buf, p->pb.len, out);
+}

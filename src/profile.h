@@ -1,0 +1,127 @@
+/*
+ * profile.h - one aggregation window (struct ppk_profile), shared by profile.c, which
+ * fills it, and pprof.c, which encodes it.
+ *
+ * Everything a window holds is interned into dense ids, in insertion order, by
+ * ppk__dict tables whose keys are fixed-layout records (no padding left undefined):
+ * strings -> mappings, functions -> locations -> stacks (arrays of location ids);
+ * labels -> label sets (sorted arrays of label ids); (stack, label set) -> aggregated
+ * sample, whose values live in `values`. Timestamped samples are kept one by one in
+ * `ts`. Ids inside records are the dict ids (0-based); pprof ids are those + 1, and 0
+ * means "none" in the few records where a reference is optional (stored as id + 1).
+ * All record bytes live in the window's arena; the tables and arrays are allocated
+ * through `mem` and kept (not shrunk) across resets. Single-threaded.
+ */
+#ifndef PPK_PROFILE_H
+#define PPK_PROFILE_H
+
+#include "pprofkit.h"
+
+#include "alloc.h"
+#include "arena.h"
+#include "dict.h"
+#include "pb.h"
+#include "strtab.h"
+
+typedef struct ppk__mapping_rec {
+    uint64_t memory_start;
+    uint64_t memory_limit;
+    uint64_t file_offset;
+    uint32_t filename;
+    uint32_t build_id;
+} ppk__mapping_rec;
+
+typedef struct ppk__function_rec {
+    uint32_t name;
+    uint32_t system_name;
+    uint32_t filename;
+    uint32_t pad_;
+    int64_t start_line;
+} ppk__function_rec;
+
+typedef struct ppk__location_rec {
+    uint32_t mapping;  /* mapping id + 1; 0: none */
+    uint32_t function; /* function id + 1; 0: none */
+    uint64_t address;
+    int64_t line;
+} ppk__location_rec;
+
+typedef struct ppk__label_rec {
+    uint32_t key;
+    uint32_t str;
+    uint32_t num_unit;
+    uint32_t is_num;
+    int64_t num;
+} ppk__label_rec;
+
+typedef struct ppk__sample_rec {
+    uint32_t stack;
+    uint32_t label_set;
+} ppk__sample_rec;
+
+typedef struct ppk__ts_sample {
+    uint32_t stack;
+    uint32_t label_set;
+    int64_t timestamp_ns;
+} ppk__ts_sample;
+
+enum { PPK__RULE_PROPORTIONAL, PPK__RULE_POISSON };
+
+typedef struct ppk__rule {
+    int kind;
+    uint32_t value_mask;  /* bit i: scale value i */
+    char *label_key;      /* owned copies; empty key: every sample */
+    size_t label_key_len;
+    char *label_value;
+    size_t label_value_len;
+    double scale;         /* proportional */
+    size_t sum_idx, count_idx;
+    uint64_t sampling_distance;
+} ppk__rule;
+
+struct ppk_profile {
+    ppk__mem mem;
+    ppk__arena arena;
+    ppk__strtab strings;
+    ppk__dict mappings, functions, locations, stacks, labels, label_sets, samples;
+    ppk__dict endpoints;      /* uint64 local root span id -> endpoint string id */
+    ppk__dict endpoint_names; /* endpoint string id (uint32) -> count */
+
+    int64_t *values;          /* n_types per aggregated sample */
+    size_t values_cap;        /* in samples */
+    ppk__ts_sample *ts;
+    int64_t *ts_values;       /* n_types per timestamped sample */
+    size_t ts_n, ts_cap, ts_values_cap;
+    uint32_t *endpoint_str;   /* by endpoints id */
+    size_t endpoint_str_cap;
+    int64_t *endpoint_counts; /* by endpoint_names id */
+    size_t endpoint_counts_cap;
+
+    /* Configuration. */
+    size_t n_types;
+    char *cfg_text;           /* owned copies of the config strings */
+    size_t cfg_text_len;
+    ppk_value_type types[PPK_MAX_SAMPLE_TYPES]; /* pointing into cfg_text */
+    ppk_value_type period_type;
+    int64_t period;
+    size_t max_frames, max_labels;
+    ppk__rule *rules;
+    size_t n_rules, rules_cap;
+
+    /* The window. */
+    int64_t start_ns;
+    uint32_t type_ids[PPK_MAX_SAMPLE_TYPES], unit_ids[PPK_MAX_SAMPLE_TYPES];
+    uint32_t period_type_id, period_unit_id;
+    uint32_t end_ts_key;      /* "end_timestamp_ns", 0 until a timestamped sample */
+    uint32_t endpoint_key;    /* "trace endpoint", 0 until an endpoint is set */
+    uint64_t samples_added;
+    uint64_t stacks_truncated;
+    uint64_t values_saturated;
+
+    /* Scratch, sized by the limits at create. */
+    uint32_t *stack_buf;      /* max_frames location ids */
+    uint32_t *label_buf;      /* max_labels label ids */
+    ppk__pb pb;               /* the encoder's buffer, reused */
+};
+
+#endif
