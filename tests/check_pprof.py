@@ -29,6 +29,8 @@ failures = []
 def check(cond, what):
     if not cond:
         failures.append(what)
+        if len(what) > 1500:
+            what = what[:1500] + " ..."
         print("FAIL: " + what, file=sys.stderr)
 
 
@@ -419,12 +421,18 @@ def check_go_header(g, sample_types, period_type, period):
 
 
 def go_expected(expected):
-    out = []
+    """What go tool pprof shows: function names only, and samples with the same stack
+    and labels merged (it merges the timestamped ones too)."""
+    merged = collections.OrderedDict()
     for f, l, v in expected:
         names = tuple(fr if isinstance(fr, str) else (fr[2][0][0] if fr[2] else "")
                       for fr in f)
-        out.append((names, frozenset(go_label(x) for x in l), v))
-    return out
+        key = (names, frozenset(go_label(x) for x in l))
+        if key in merged:
+            merged[key] = [a + b for a, b in zip(merged[key], v)]
+        else:
+            merged[key] = list(v)
+    return [(f, l, v) for (f, l), v in merged.items()]
 
 
 def check_small(proto_text, go_text):
