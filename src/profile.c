@@ -445,20 +445,16 @@ int ppk_profile_add_endpoint_count(ppk_profile *p, ppk_str endpoint, int64_t cou
     if (!str_ok(endpoint)) return PPK_ENULL;
     undo u;
     undo_save(p, &u);
-    uint32_t sid, id;
+    uint32_t id = PPK_DICT_NONE;
     int is_new = 0;
-    int rc = str_id(p, endpoint, &sid);
-    if (!rc)
-        rc = PPK_GROW(&p->mem, p->endpoint_counts, p->endpoint_counts_cap,
-                      p->endpoint_names.n, (size_t)p->endpoint_names.n + 1);
-    if (!rc) {
-        id = ppk__dict_intern(&p->endpoint_names, &sid, sizeof sid,
-                              ppk__hash(&sid, sizeof sid), 4, &is_new);
-        if (id == PPK_DICT_NONE) rc = PPK_ENOMEM;
-    }
-    if (rc) {
+    size_t len = endpoint.len;
+    const char *name = ppk__strtab_fit(&p->strings, endpoint.ptr, &len);
+    if (!PPK_GROW(&p->mem, p->endpoint_counts, p->endpoint_counts_cap, p->endpoint_names.n,
+                  (size_t)p->endpoint_names.n + 1))
+        id = ppk__dict_intern(&p->endpoint_names, name, len, ppk__hash(name, len), 1, &is_new);
+    if (id == PPK_DICT_NONE) {
         undo_restore(p, &u);
-        return rc;
+        return PPK_ENOMEM;
     }
     if (is_new) p->endpoint_counts[id] = 0;
     uint64_t ignored = 0;
@@ -470,10 +466,9 @@ void ppk_profile_foreach_endpoint_count(const ppk_profile *p,
                                         void (*fn)(void *, ppk_str, int64_t), void *opaque) {
     if (!p || !fn) return;
     for (uint32_t i = 0; i < p->endpoint_names.n; i++) {
-        uint32_t len, sid;
-        memcpy(&sid, ppk__dict_key(&p->endpoint_names, i, &len), sizeof sid);
-        ppk_str s;
-        s.ptr = ppk__strtab_get(&p->strings, sid, &s.len);
+        uint32_t len;
+        const uint8_t *name = ppk__dict_key(&p->endpoint_names, i, &len);
+        ppk_str s = {(const char *)name, len};
         fn(opaque, s, p->endpoint_counts[i]);
     }
 }

@@ -85,7 +85,7 @@ struct ppk_profile {
     ppk__strtab strings;
     ppk__dict mappings, functions, locations, stacks, labels, label_sets, samples;
     ppk__dict endpoints;      /* uint64 local root span id -> endpoint string id */
-    ppk__dict endpoint_names; /* endpoint string id (uint32) -> count */
+    ppk__dict endpoint_names; /* endpoint name -> index into endpoint_counts */
 
     int64_t *values;          /* n_types per aggregated sample */
     size_t values_cap;        /* in samples */

@@ -33,17 +33,22 @@ void ppk__strtab_clear(ppk__strtab *st) {
     st->utf8_repaired = st->truncated = 0;
 }
 
-uint32_t ppk__strtab_intern(ppk__strtab *st, const char *s, size_t len) {
-    if (len == 0) return 0;
+const char *ppk__strtab_fit(ppk__strtab *st, const char *s, size_t *len) {
     const uint8_t *p = (const uint8_t *)s;
-    if (len > st->max_len || !ppk__utf8_valid(p, len)) {
+    if (*len > st->max_len || !ppk__utf8_valid(p, *len)) {
         int repaired, truncated;
-        len = ppk__utf8_repair(p, len, st->scratch, st->max_len, &repaired, &truncated);
-        p = st->scratch;
+        *len = ppk__utf8_repair(p, *len, st->scratch, st->max_len, &repaired, &truncated);
         st->utf8_repaired += (uint64_t)repaired;
         st->truncated += (uint64_t)truncated;
+        return (const char *)st->scratch;
     }
-    return ppk__dict_intern(&st->d, p, len, ppk__hash(p, len), 1, NULL);
+    return s;
+}
+
+uint32_t ppk__strtab_intern(ppk__strtab *st, const char *s, size_t len) {
+    if (len == 0) return 0;
+    s = ppk__strtab_fit(st, s, &len);
+    return ppk__dict_intern(&st->d, s, len, ppk__hash(s, len), 1, NULL);
 }
 
 uint32_t ppk__strtab_intern_stable(ppk__strtab *st, const char *s, size_t len) {

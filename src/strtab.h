@@ -26,6 +26,10 @@ void ppk__strtab_destroy(ppk__strtab *st);
 /* Forgets every string but "" and zeroes the repair counters. Cannot fail. */
 void ppk__strtab_clear(ppk__strtab *st);
 
+/* The string made fit for pprof: `s` itself when valid and short enough, else its
+ * repaired, cut copy in the table's scratch buffer (valid until the next call); *len is
+ * updated and the repair counted. */
+const char *ppk__strtab_fit(ppk__strtab *st, const char *s, size_t *len);
 /* The id of the string, after repair and cut; PPK_DICT_NONE when out of memory. */
 uint32_t ppk__strtab_intern(ppk__strtab *st, const char *s, size_t len);
 /* Interns a valid string of at most max_len bytes that outlives the table, without

@@ -1,0 +1,535 @@
+/*
+ * test_profile.c - the public single-threaded API: validation, aggregation, repair,
+ * reset, endpoints, rules, encoding options.
+ *
+ * Content is checked here by comparing encodings of windows that must be equal (the same
+ * samples reached by different routes), and by decompressing with zlib/zstd's own
+ * decoders; test_decode.sh checks the content itself with protoc and go tool pprof.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "check.h"
+#include "pprofkit.h"
+
+static ppk_profile_config config(void) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    cfg.sample_types[0] = (ppk_value_type){PPK_STR("cpu-time"), PPK_STR("nanoseconds")};
+    cfg.sample_types[1] = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    cfg.n_sample_types = 2;
+    cfg.period_type = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    cfg.period = 10000000;
+    return cfg;
+}
+
+static ppk_profile *make(void) {
+    ppk_profile_config cfg = config();
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    return p;
+}
+
+static const ppk_frame FRAMES[3] = {
+    {PPK_STR("leaf"), {0}, PPK_STR("a.py"), 1, 11, 0, NULL},
+    {PPK_STR("middle"), {0}, PPK_STR("a.py"), 20, 25, 0, NULL},
+    {PPK_STR("main"), {0}, PPK_STR("main.py"), 1, 3, 0, NULL},
+};
+
+static int add(ppk_profile *p, const ppk_label *labels, size_t n_labels, int64_t cpu,
+               int64_t wall) {
+    int64_t v[2] = {cpu, wall};
+    ppk_sample_data s = {FRAMES, 3, labels, n_labels, v, 2, 0};
+    return ppk_profile_add(p, &s);
+}
+
+/* The raw protobuf of a window, with fixed times so it is comparable. */
+static ppk_bytes raw(ppk_profile *p) {
+    ppk_bytes b;
+    ppk_encode_options o = {PPK_CODEC_NONE, 0, 1000, 5000};
+    CHECK_EQ_INT(ppk_profile_encode(p, &o, &b), 0);
+    return b;
+}
+
+static int same_bytes(ppk_bytes *a, ppk_bytes *b) {
+    int same = a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+    ppk_bytes_free(a);
+    ppk_bytes_free(b);
+    return same;
+}
+
+static void test_create_validates_config(void) {
+    ppk_profile *p = (ppk_profile *)1;
+    ppk_profile_config cfg = config();
+    CHECK_EQ_INT(ppk_profile_create(&cfg, NULL), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_create(NULL, &p), PPK_EINVAL);
+    CHECK(p == NULL);
+    cfg.n_sample_types = 0;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    cfg.n_sample_types = PPK_MAX_SAMPLE_TYPES + 1;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    cfg = config();
+    cfg.sample_types[1].unit = (ppk_str){NULL, 3};
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_ENULL);
+    cfg = config();
+    cfg.sample_types[0].type = PPK_STR("bad\xff");
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    cfg = config();
+    cfg.max_frames = 1;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    cfg = config();
+    cfg.period = -1;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    CHECK(p == NULL);
+    cfg = config();
+    cfg.n_sample_types = PPK_MAX_SAMPLE_TYPES;
+    for (int i = 2; i < PPK_MAX_SAMPLE_TYPES; i++) cfg.sample_types[i] = cfg.sample_types[0];
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    ppk_profile_free(p);
+    ppk_profile_free(NULL);
+}
+
+static void test_strerror_covers_every_code(void) {
+    static const int codes[] = {
+#define CODE_(name, value, msg) name,
+        PPK_ERROR_LIST(CODE_)
+#undef CODE_
+    };
+    size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *m = ppk_strerror(codes[i]);
+        CHECK(m && *m && strcmp(m, "unknown error") != 0);
+        for (size_t k = 0; k < i; k++) CHECK(strcmp(m, ppk_strerror(codes[k])) != 0);
+    }
+    CHECK(strcmp(ppk_strerror(-9999), "unknown error") == 0);
+    CHECK(strcmp(ppk_strerror(PPK_ENOMEM), "out of memory") == 0);
+}
+
+/* Every kind of bad input gets its code and leaves the window as it was. */
+static void test_bad_input_is_refused_without_change(void) {
+    ppk_profile *p = make();
+    ppk_label ok[1] = {{PPK_STR("thread name"), 0, PPK_STR("main"), 0, {0}}};
+    CHECK_EQ_INT(add(p, ok, 1, 1, 1), 0);
+    ppk_profile_stats before, after;
+    ppk_profile_stats_get(p, &before);
+    ppk_bytes b0 = raw(p);
+
+    int64_t v[3] = {1, 2, 3};
+    ppk_sample_data s = {FRAMES, 3, ok, 1, v, 3, 0};
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_EVALUES);
+    s.n_values = 1;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_EVALUES);
+    s.n_values = 2;
+    s.values = NULL;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_ENULL);
+    s.values = v;
+    s.frames = NULL;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_ENULL);
+    s.frames = FRAMES;
+    ppk_frame badf[2] = {FRAMES[0], FRAMES[1]};
+    badf[1].filename = (ppk_str){NULL, 5};
+    s.frames = badf;
+    s.n_frames = 2;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_ENULL);
+    ppk_mapping badm = {1, 2, 0, {NULL, 1}, {0}};
+    badf[1] = FRAMES[1];
+    badf[1].mapping = &badm;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_ENULL);
+    s.frames = FRAMES;
+    s.n_frames = 3;
+    s.timestamp_ns = -5;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), PPK_EINVAL);
+    s.timestamp_ns = 0;
+
+    ppk_label dup[3] = {{PPK_STR("a"), 0, PPK_STR("x"), 0, {0}},
+                        {PPK_STR("b"), 1, {0}, 5, {0}},
+                        {PPK_STR("a"), 0, PPK_STR("y"), 0, {0}}};
+    CHECK_EQ_INT(add(p, dup, 3, 1, 1), PPK_EDUPLABEL);
+    ppk_label span_str[1] = {{PPK_STR("local root span id"), 0, PPK_STR("12"), 0, {0}}};
+    CHECK_EQ_INT(add(p, span_str, 1, 1, 1), PPK_ESPANID);
+    ppk_label span_zero[1] = {{PPK_STR("local root span id"), 1, {0}, 0, {0}}};
+    CHECK_EQ_INT(add(p, span_zero, 1, 1, 1), PPK_ESPANID);
+    ppk_label reserved[1] = {{PPK_STR("end_timestamp_ns"), 1, {0}, 7, {0}}};
+    CHECK_EQ_INT(add(p, reserved, 1, 1, 1), PPK_ERESERVED);
+    ppk_label empty_key[1] = {{{0}, 0, PPK_STR("v"), 0, {0}}};
+    CHECK_EQ_INT(add(p, empty_key, 1, 1, 1), PPK_EEMPTYKEY);
+    ppk_label null_val[1] = {{PPK_STR("k"), 0, {NULL, 2}, 0, {0}}};
+    CHECK_EQ_INT(add(p, null_val, 1, 1, 1), PPK_ENULL);
+    ppk_label null_unit[1] = {{PPK_STR("k"), 1, {0}, 3, {NULL, 2}}};
+    CHECK_EQ_INT(add(p, null_unit, 1, 1, 1), PPK_ENULL);
+    ppk_label many[33];
+    char keys[33][8];
+    for (int i = 0; i < 33; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        many[i] = (ppk_label){ppk_cstr(keys[i]), 1, {0}, i, {0}};
+    }
+    CHECK_EQ_INT(add(p, many, 33, 1, 1), PPK_ETOOMANY);
+    CHECK_EQ_INT(add(p, many, 32, 1, 1), 0); /* the limit itself is fine */
+    CHECK_EQ_INT(ppk_profile_add(NULL, &s), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add(p, NULL), PPK_EINVAL);
+
+    /* Only the last, valid call changed anything: undo it by comparing with a window
+     * that got the same two samples. */
+    ppk_profile *q = make();
+    CHECK_EQ_INT(add(q, ok, 1, 1, 1), 0);
+    ppk_bytes b1 = raw(q);
+    CHECK(same_bytes(&b0, &b1));
+    CHECK_EQ_INT(add(q, many, 32, 1, 1), 0);
+    ppk_bytes bp = raw(p), bq = raw(q);
+    CHECK(same_bytes(&bp, &bq));
+    ppk_profile_stats_get(p, &after);
+    CHECK_EQ_U64(after.samples_added, before.samples_added + 1);
+    ppk_profile_free(p);
+    ppk_profile_free(q);
+}
+
+static void test_labels_in_any_order_aggregate(void) {
+    ppk_label l1[3] = {{PPK_STR("thread id"), 1, {0}, 7, {0}},
+                       {PPK_STR("thread name"), 0, PPK_STR("T-7"), 0, {0}},
+                       {PPK_STR("bytes"), 1, {0}, 64, PPK_STR("bytes")}};
+    ppk_label l2[3] = {l1[2], l1[0], l1[1]};
+    ppk_profile *a = make(), *b = make();
+    CHECK_EQ_INT(add(a, l1, 3, 1, 10), 0);
+    CHECK_EQ_INT(add(a, l2, 3, 2, 20), 0);
+    CHECK_EQ_INT(add(a, l1, 3, 3, 30), 0);
+    CHECK_EQ_INT(add(b, l1, 3, 6, 60), 0);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(a, &st);
+    CHECK_EQ_U64(st.samples_added, 3);
+    CHECK_EQ_U64(st.samples_aggregated, 1);
+    CHECK_EQ_U64(st.label_sets, 1);
+    ppk_bytes ea = raw(a), eb = raw(b);
+    CHECK(same_bytes(&ea, &eb));
+    /* A different value of one label is another sample. */
+    ppk_label l3[3] = {l1[0], l1[1], {PPK_STR("bytes"), 1, {0}, 65, PPK_STR("bytes")}};
+    CHECK_EQ_INT(add(a, l3, 3, 1, 1), 0);
+    ppk_profile_stats_get(a, &st);
+    CHECK_EQ_U64(st.samples_aggregated, 2);
+    ppk_profile_free(a);
+    ppk_profile_free(b);
+}
+
+static void test_values_saturate(void) {
+    ppk_profile *a = make(), *b = make();
+    CHECK_EQ_INT(add(a, NULL, 0, INT64_MAX - 1, INT64_MIN + 1), 0);
+    CHECK_EQ_INT(add(a, NULL, 0, 5, -5), 0);
+    CHECK_EQ_INT(add(b, NULL, 0, INT64_MAX, INT64_MIN), 0);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(a, &st);
+    CHECK_EQ_U64(st.values_saturated, 2);
+    ppk_bytes ea = raw(a), eb = raw(b);
+    CHECK(same_bytes(&ea, &eb));
+    ppk_profile_free(a);
+    ppk_profile_free(b);
+}
+
+static void test_timestamped_samples_stay_apart(void) {
+    ppk_profile *p = make();
+    int64_t v[2] = {1, 2};
+    ppk_sample_data s = {FRAMES, 3, NULL, 0, v, 2, 1700000000000000001};
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    s.timestamp_ns = 0;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.samples_timestamped, 2);
+    CHECK_EQ_U64(st.samples_aggregated, 1);
+    CHECK_EQ_U64(st.stacks, 1);
+    ppk_profile_free(p);
+}
+
+static void test_repairs_are_counted(void) {
+    ppk_profile_config cfg = config();
+    cfg.max_string_len = 24; /* room for "<3 frames omitted>" */
+    cfg.max_frames = 4;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    ppk_frame f[6];
+    for (int i = 0; i < 6; i++) f[i] = FRAMES[i % 3];
+    f[0].name = PPK_STR("bad\xc3(utf8-long-long-long"); /* invalid; 26 bytes repaired: cut */
+    f[1].name = PPK_STR("\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac"
+                        "\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac"); /* 27: cut to 24 */
+    int64_t v[2] = {1, 1};
+    ppk_sample_data s = {f, 6, NULL, 0, v, 2, 0};
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.strings_utf8_repaired, 1);
+    CHECK_EQ_U64(st.strings_truncated, 2);
+    CHECK_EQ_U64(st.stacks_truncated, 1);
+    CHECK_EQ_U64(st.locations, 4); /* 3 kept frames and "<3 frames omitted>" */
+    /* The repaired strings are known: the same input again adds nothing. */
+    uint64_t strings = st.strings;
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.strings, strings);
+    CHECK_EQ_U64(st.samples_aggregated, 1);
+    ppk_profile_free(p);
+}
+
+/* G1: the caller's buffers may change right after each call. */
+static void test_input_is_transient(void) {
+    ppk_profile *a = make(), *b = make();
+    for (int k = 0; k < 50; k++) {
+        char *name = malloc(32), *file = malloc(32), *key = malloc(16), *val = malloc(16);
+        snprintf(name, 32, "fn_%d", k % 7);
+        snprintf(file, 32, "file_%d.py", k % 3);
+        snprintf(key, 16, "task name");
+        snprintf(val, 16, "task-%d", k);
+        ppk_frame f = {ppk_cstr(name), {0}, ppk_cstr(file), 0, k, 0, NULL};
+        ppk_label l = {ppk_cstr(key), 0, ppk_cstr(val), 0, {0}};
+        int64_t *v = malloc(2 * sizeof *v);
+        v[0] = k;
+        v[1] = 2 * k;
+        ppk_sample_data s = {&f, 1, &l, 1, v, 2, 0};
+        CHECK_EQ_INT(ppk_profile_add(a, &s), 0);
+        memset(name, 'X', 31);
+        memset(file, 'Y', 31);
+        memset(val, 'Z', 15);
+        v[0] = v[1] = -1;
+        free(name);
+        free(file);
+        free(key);
+        free(val);
+        free(v);
+        char n2[32], f2[32], v2[16];
+        snprintf(n2, sizeof n2, "fn_%d", k % 7);
+        snprintf(f2, sizeof f2, "file_%d.py", k % 3);
+        snprintf(v2, sizeof v2, "task-%d", k);
+        ppk_frame g = {ppk_cstr(n2), {0}, ppk_cstr(f2), 0, k, 0, NULL};
+        ppk_label m = {PPK_STR("task name"), 0, ppk_cstr(v2), 0, {0}};
+        int64_t w[2] = {k, 2 * k};
+        ppk_sample_data t = {&g, 1, &m, 1, w, 2, 0};
+        CHECK_EQ_INT(ppk_profile_add(b, &t), 0);
+    }
+    ppk_bytes ea = raw(a), eb = raw(b);
+    CHECK(same_bytes(&ea, &eb));
+    ppk_profile_free(a);
+    ppk_profile_free(b);
+}
+
+static void fill(ppk_profile *p, int n, int salt) {
+    for (int k = 0; k < n; k++) {
+        char task[32];
+        snprintf(task, sizeof task, "Task-%d-%d", salt, k);
+        ppk_label l[2] = {{PPK_STR("task name"), 0, ppk_cstr(task), 0, {0}},
+                          {PPK_STR("local root span id"), 1, {0}, 1 + k % 4, {0}}};
+        CHECK_EQ_INT(add(p, l, 2, k, k), 0);
+    }
+}
+
+static void test_reset_gives_a_fresh_window(void) {
+    ppk_profile_config cfg = config();
+    cfg.chunk_size = 4096;
+    cfg.keep_bytes = 3 * 4096;
+    ppk_profile *p = NULL, *fresh = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &fresh), 0);
+    ppk_profile_stats st0, st;
+    ppk_profile_stats_get(p, &st0);
+    fill(p, 2000, 1);
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 1, PPK_STR("GET /a")), 0);
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.strings > 2000);
+    uint64_t full = st.memory_bytes;
+    ppk_profile_reset(p, 0);
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.samples_added, 0);
+    CHECK_EQ_U64(st.samples_aggregated, 0);
+    CHECK_EQ_U64(st.endpoints, 0);
+    CHECK_EQ_U64(st.strings, st0.strings);
+    CHECK(st.memory_bytes < full);
+    ppk_bytes ep = raw(p), ef = raw(fresh);
+    CHECK(same_bytes(&ep, &ef));
+    /* The next window holds exactly what a fresh profile would. */
+    fill(p, 300, 2);
+    fill(fresh, 300, 2);
+    ep = raw(p);
+    ef = raw(fresh);
+    CHECK(same_bytes(&ep, &ef));
+    /* Only keep_bytes of chunk memory survive a reset: a second reset after a big window
+     * brings memory back to the level of the first. */
+    ppk_profile_reset(p, 0);
+    ppk_profile_stats_get(p, &st);
+    uint64_t after_one = st.memory_bytes;
+    fill(p, 2000, 3);
+    ppk_profile_reset(p, 0);
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.memory_bytes <= after_one + cfg.keep_bytes);
+    ppk_profile_free(p);
+    ppk_profile_free(fresh);
+}
+
+static void test_same_input_same_bytes(void) {
+    ppk_profile *a = make(), *b = make();
+    fill(a, 500, 9);
+    fill(b, 500, 9);
+    CHECK_EQ_INT(ppk_profile_set_endpoint(a, 2, PPK_STR("GET /x")), 0);
+    CHECK_EQ_INT(ppk_profile_set_endpoint(b, 2, PPK_STR("GET /x")), 0);
+    ppk_bytes e1 = raw(a), e2 = raw(a), e3 = raw(b);
+    CHECK(e1.len == e3.len && memcmp(e1.data, e3.data, e1.len) == 0);
+    CHECK(same_bytes(&e1, &e2));
+    ppk_bytes_free(&e3);
+    ppk_profile_free(a);
+    ppk_profile_free(b);
+}
+
+static void count_cb(void *opaque, ppk_str endpoint, int64_t count) {
+    char *out = opaque;
+    size_t n = strlen(out);
+    snprintf(out + n, 256 - n, "%.*s=%lld;", (int)endpoint.len, endpoint.ptr,
+             (long long)count);
+}
+
+static void test_endpoints(void) {
+    ppk_profile *p = make();
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 0, PPK_STR("x")), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 1, (ppk_str){NULL, 1}), PPK_ENULL);
+    CHECK_EQ_INT(ppk_profile_add_endpoint_count(p, PPK_STR("GET /b"), -1), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add_endpoint_count(p, PPK_STR("GET /b"), 2), 0);
+    CHECK_EQ_INT(ppk_profile_add_endpoint_count(p, PPK_STR("GET /a"), 1), 0);
+    CHECK_EQ_INT(ppk_profile_add_endpoint_count(p, PPK_STR("GET /b"), INT64_MAX), 0);
+    char out[256] = "";
+    ppk_profile_foreach_endpoint_count(p, count_cb, out);
+    CHECK(strcmp(out, "GET /b=9223372036854775807;GET /a=1;") == 0);
+    /* Setting an endpoint changes the encoding (a "trace endpoint" label) only for the
+     * samples of that span. */
+    ppk_profile *q = make();
+    fill(p, 8, 0);
+    fill(q, 8, 0);
+    ppk_bytes ep = raw(p), eq = raw(q);
+    CHECK(same_bytes(&ep, &eq));
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 99, PPK_STR("GET /none")), 0);
+    CHECK_EQ_INT(ppk_profile_set_endpoint(q, 99, PPK_STR("GET /none")), 0);
+    ep = raw(p);
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 3, PPK_STR("GET /three")), 0);
+    ppk_bytes ep3 = raw(p);
+    CHECK(ep3.len > ep.len);
+    ppk_bytes_free(&ep);
+    ppk_bytes_free(&ep3);
+    ppk_profile_reset(p, 0);
+    out[0] = 0;
+    ppk_profile_foreach_endpoint_count(p, count_cb, out);
+    CHECK_EQ_INT(strlen(out), 0);
+    ppk_profile_free(p);
+    ppk_profile_free(q);
+}
+
+static void test_upscaling_rules_validate(void) {
+    ppk_profile *p = make();
+    size_t idx[2] = {0, 2};
+    CHECK_EQ_INT(ppk_profile_add_upscaling_proportional(p, idx, 2, PPK_STR(""), PPK_STR(""),
+                                                        1, 2),
+                 PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add_upscaling_proportional(p, idx, 0, PPK_STR(""), PPK_STR(""),
+                                                        1, 2),
+                 PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add_upscaling_proportional(p, idx, 1, PPK_STR(""), PPK_STR(""),
+                                                        0, 2),
+                 PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add_upscaling_poisson(p, idx, 1, PPK_STR(""), PPK_STR(""), 0, 1,
+                                                   0),
+                 PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add_upscaling_poisson(p, idx, 1, PPK_STR(""), PPK_STR(""), 0, 2,
+                                                   100),
+                 PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_add_upscaling_proportional(p, NULL, 1, PPK_STR(""), PPK_STR(""),
+                                                        1, 2),
+                 PPK_ENULL);
+    /* A proportional x3 rule on every sample: the window of 1,1 encodes as a window of
+     * 3,1 without rules. */
+    CHECK_EQ_INT(ppk_profile_add_upscaling_proportional(p, idx, 1, PPK_STR(""), PPK_STR(""),
+                                                        1, 3),
+                 0);
+    /* A second rule on the same value is shadowed by the first. */
+    CHECK_EQ_INT(ppk_profile_add_upscaling_proportional(p, idx, 1, PPK_STR(""), PPK_STR(""),
+                                                        1, 100),
+                 0);
+    ppk_profile *q = make();
+    CHECK_EQ_INT(add(p, NULL, 0, 1, 1), 0);
+    CHECK_EQ_INT(add(q, NULL, 0, 3, 1), 0);
+    ppk_bytes ep = raw(p), eq = raw(q);
+    CHECK(same_bytes(&ep, &eq));
+    /* Rules survive reset. */
+    ppk_profile_reset(p, 0);
+    ppk_profile_reset(q, 0);
+    CHECK_EQ_INT(add(p, NULL, 0, 5, 7), 0);
+    CHECK_EQ_INT(add(q, NULL, 0, 15, 7), 0);
+    ep = raw(p);
+    eq = raw(q);
+    CHECK(same_bytes(&ep, &eq));
+    ppk_profile_free(p);
+    ppk_profile_free(q);
+}
+
+static void test_encode_options_and_codecs(void) {
+    ppk_profile *p = make();
+    fill(p, 200, 4);
+    ppk_bytes out = {(uint8_t *)1, 1, 0, {0}};
+    ppk_encode_options bad = {(ppk_codec)7, 0, 0, 0};
+    CHECK_EQ_INT(ppk_profile_encode(p, &bad, &out), PPK_EINVAL);
+    CHECK(out.data == NULL && out.len == 0);
+    ppk_encode_options badlevel = {PPK_CODEC_GZIP, 10, 0, 0};
+    CHECK_EQ_INT(ppk_profile_encode(p, &badlevel, &out), PPK_EINVAL);
+    ppk_encode_options badtime = {PPK_CODEC_GZIP, 0, -1, 0};
+    CHECK_EQ_INT(ppk_profile_encode(p, &badtime, &out), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_profile_encode(p, NULL, NULL), PPK_EINVAL);
+
+    ppk_bytes plain = raw(p);
+    /* gzip, each level: zlib's inflate gives back the raw bytes. */
+    for (int level = 0; level <= 9; level += 3) {
+        ppk_encode_options o = {PPK_CODEC_GZIP, level, 1000, 5000};
+        ppk_bytes gz;
+        CHECK_EQ_INT(ppk_profile_encode(p, &o, &gz), 0);
+        CHECK(gz.len > 18 && gz.data[0] == 0x1f && gz.data[1] == 0x8b);
+        uint8_t *back = malloc(plain.len + 1);
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        CHECK_EQ_INT(inflateInit2(&zs, 15 + 16), Z_OK);
+        zs.next_in = gz.data;
+        zs.avail_in = (uInt)gz.len;
+        zs.next_out = back;
+        zs.avail_out = (uInt)plain.len + 1;
+        CHECK_EQ_INT(inflate(&zs, Z_FINISH), Z_STREAM_END);
+        CHECK_EQ_U64(zs.total_out, plain.len);
+        CHECK(memcmp(back, plain.data, plain.len) == 0);
+        inflateEnd(&zs);
+        free(back);
+        ppk_bytes_free(&gz);
+    }
+    ppk_encode_options oz = {PPK_CODEC_ZSTD, 3, 1000, 5000};
+    ppk_bytes zs;
+    CHECK_EQ_INT(ppk_profile_encode(p, &oz, &zs), 0);
+    CHECK(zs.len > 4 && zs.data[0] == 0x28 && zs.data[1] == 0xb5 && zs.data[2] == 0x2f &&
+          zs.data[3] == 0xfd);
+    uint8_t *back = malloc(plain.len + 1);
+    size_t n = ZSTD_decompress(back, plain.len + 1, zs.data, zs.len);
+    CHECK(!ZSTD_isError(n) && n == plain.len && memcmp(back, plain.data, n) == 0);
+    free(back);
+    ppk_bytes_free(&zs);
+    ppk_bytes_free(&plain);
+    ppk_bytes_free(&plain); /* a second free of a zeroed ppk_bytes is harmless */
+    ppk_bytes_free(NULL);
+    ppk_profile_free(p);
+}
+
+int main(void) {
+    RUN(test_create_validates_config);
+    RUN(test_strerror_covers_every_code);
+    RUN(test_bad_input_is_refused_without_change);
+    RUN(test_labels_in_any_order_aggregate);
+    RUN(test_values_saturate);
+    RUN(test_timestamped_samples_stay_apart);
+    RUN(test_repairs_are_counted);
+    RUN(test_input_is_transient);
+    RUN(test_reset_gives_a_fresh_window);
+    RUN(test_same_input_same_bytes);
+    RUN(test_endpoints);
+    RUN(test_upscaling_rules_validate);
+    RUN(test_encode_options_and_codecs);
+    return check_summary();
+}
