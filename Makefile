@@ -2,6 +2,7 @@
 # With CI=true in the environment, warnings are errors.
 
 PREFIX ?= /usr/local
+MAKEFLAGS += --no-print-directory
 JOBS   ?= 2
 CMAKE  ?= cmake
 CTEST  ?= ctest
