@@ -76,45 +76,45 @@ int ppk__dict_reserve(ppk__dict *d, size_t extra) {
     return 0;
 }
 
-uint32_t ppk__dict_find(const ppk__dict *d, const void *key, size_t len, uint64_t hash) {
-    if (!d->slots) return PPK_DICT_NONE;
+/* The slot holding the key, or the empty slot where it would go. */
+static uint32_t probe(const ppk__dict *d, const void *key, size_t len, uint64_t hash) {
     uint32_t lo = (uint32_t)hash;
     uint64_t tag = hash & 0xffffffff00000000ull;
     uint32_t i = lo & d->mask;
     for (;;) {
         uint64_t s = d->slots[i];
-        if (!s) return PPK_DICT_NONE;
+        if (!s) return i;
         if ((s & 0xffffffff00000000ull) == tag) {
-            uint32_t id = (uint32_t)s - 1;
-            const ppk__dent *e = &d->ents[id];
+            const ppk__dent *e = &d->ents[(uint32_t)s - 1];
             if (e->len == len && e->hash_lo == lo && (len == 0 || memcmp(e->key, key, len) == 0))
-                return id;
+                return i;
         }
         i = (i + 1) & d->mask;
     }
 }
 
+uint32_t ppk__dict_find(const ppk__dict *d, const void *key, size_t len, uint64_t hash) {
+    if (!d->slots) return PPK_DICT_NONE;
+    uint64_t s = d->slots[probe(d, key, len, hash)];
+    return s ? (uint32_t)s - 1 : PPK_DICT_NONE;
+}
+
 uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t hash,
                           size_t align, int *is_new) {
     assert(len <= UINT32_MAX);
-    if ((d->n >= d->cap || (size_t)(d->n + 1) * 4 > slot_count(d) * 3) &&
-        ppk__dict_reserve(d, 1) != 0)
-        return PPK_DICT_NONE;
-    uint32_t lo = (uint32_t)hash;
-    uint64_t tag = hash & 0xffffffff00000000ull;
-    uint32_t i = lo & d->mask;
-    for (;;) {
-        uint64_t s = d->slots[i];
-        if (!s) break;
-        if ((s & 0xffffffff00000000ull) == tag) {
-            uint32_t id = (uint32_t)s - 1;
-            const ppk__dent *e = &d->ents[id];
-            if (e->len == len && e->hash_lo == lo && (len == 0 || memcmp(e->key, key, len) == 0)) {
-                if (is_new) *is_new = 0;
-                return id;
-            }
+    uint32_t i = 0;
+    if (d->slots) {
+        i = probe(d, key, len, hash);
+        if (d->slots[i]) {
+            if (is_new) *is_new = 0;
+            return (uint32_t)d->slots[i] - 1;
         }
-        i = (i + 1) & d->mask;
+    }
+    /* A new key: make room first (a known key never allocates), then find its slot in
+     * the possibly regrown table. */
+    if (d->n >= d->cap || (size_t)(d->n + 1) * 4 > slot_count(d) * 3) {
+        if (ppk__dict_reserve(d, 1) != 0) return PPK_DICT_NONE;
+        i = probe(d, key, len, hash);
     }
     /* The empty key takes no arena room. */
     const uint8_t *copy = key;
@@ -127,8 +127,8 @@ uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t ha
     uint32_t id = d->n++;
     d->ents[id].key = copy;
     d->ents[id].len = (uint32_t)len;
-    d->ents[id].hash_lo = lo;
-    d->slots[i] = tag | (uint64_t)(id + 1);
+    d->ents[id].hash_lo = (uint32_t)hash;
+    d->slots[i] = (hash & 0xffffffff00000000ull) | (uint64_t)(id + 1);
     d->key_bytes += len;
     if (is_new) *is_new = 1;
     return id;
