@@ -11,7 +11,9 @@ and compares both with what the profile must hold, worked out here from first pr
   w1     the first N samples of the reference workload W1 (steady), regenerated here with
          an own splitmix64 from the specification, aggregated here.
 
-Usage: check_pprof.py small|w1 PROTOC_TEXT GO_RAW_TEXT [N]
+Usage: check_pprof.py small PROTOC_TEXT GO_RAW_TEXT
+       check_pprof.py w1 PROTOC_TEXT GO_RAW_TEXT [N [START storm|steady]]
+(with START and a variant, the profile is a ppk-demo export: its times are real ones)
 Exit status 0 when every check passed; each failure is printed.
 """
 
@@ -474,7 +476,8 @@ class SplitMix64:
         return z ^ (z >> 31)
 
 
-def w1_expected(n, storm=False):
+def w1_expected(n, storm=False, start=0):
+    """The samples start .. start+n-1 of W1, aggregated."""
     rng = SplitMix64(42)
     F, S = 2000, 5000
     funcs = [("pkg%d.mod%d.handler_%d" % (i % 50, i % 200, i),
@@ -485,7 +488,9 @@ def w1_expected(n, storm=False):
         d = 8 + rng.next() % 57
         stacks.append(tuple(rng.next() % F for _ in range(d)))
     agg = collections.OrderedDict()
-    for k in range(n):
+    for _ in range(start):
+        rng.next()
+    for k in range(start, start + n):
         st = stacks[rng.next() % S]
         t = k % 8
         labels = frozenset([("thread id", "n", 1000 + t, ""),
@@ -512,15 +517,27 @@ def thread_totals(samples, key):
     return dict(tot)
 
 
-def check_w1(proto_text, go_text, n):
+def check_w1(proto_text, go_text, n, start=0, storm=False, fixed_time=True):
+    """Samples start .. start+n-1 of W1. fixed_time: the fixture's start and end times;
+    otherwise (a ppk-demo export) real ones."""
     d = Decoded(parse_text(proto_text))
     st = [("cpu-time", "nanoseconds"), ("wall-time", "nanoseconds")]
-    check_header(d, st, ("wall-time", "nanoseconds"), 10000000)
-    exp = w1_expected(n)
-    print("w1: %d samples aggregated into %d (python)" % (n, len(exp)))
+    if fixed_time:
+        check_header(d, st, ("wall-time", "nanoseconds"), 10000000)
+    else:
+        check_eq(d.sample_types, st, "sample_type")
+        check_eq(d.period_type, ("wall-time", "nanoseconds"), "period_type")
+        check_eq(d.period, 10000000, "period")
+        check(d.time_nanos > 1600000000 * 10**9, "time_nanos is a real time: %d"
+              % d.time_nanos)
+        check(d.duration_nanos > 0, "duration_nanos > 0: %d" % d.duration_nanos)
+    exp = w1_expected(n, storm, start)
+    print("w1: samples %d..%d (%s) aggregated into %d (python)"
+          % (start, start + n - 1, "storm" if storm else "steady", len(exp)))
 
     # Per-thread totals first: the headline figure.
-    want = {1000 + t: 10000000 * len(range(t, n, 8)) for t in range(8)}
+    want = {1000 + t: 10000000 * len([k for k in range(start, start + n) if k % 8 == t])
+            for t in range(8)}
     check_eq(thread_totals(exp, "thread id"), want, "python's own per-thread totals")
     check_eq(thread_totals(d.samples, "thread id"), want, "protoc: cpu-time per thread id")
     check_eq(sum(v[1] for _, _, v in d.samples), 10000000 * n, "protoc: total wall-time")
@@ -570,7 +587,9 @@ def main(argv):
     if argv[1] == "small":
         check_small(proto_text, go_text)
     else:
-        check_w1(proto_text, go_text, int(argv[4]) if len(argv) > 4 else 20000)
+        check_w1(proto_text, go_text, int(argv[4]) if len(argv) > 4 else 20000,
+                 int(argv[5]) if len(argv) > 5 else 0,
+                 len(argv) > 6 and argv[6] == "storm", len(argv) <= 6)
     if failures:
         print("%s: %d check(s) failed" % (argv[1], len(failures)), file=sys.stderr)
         return 1
