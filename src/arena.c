@@ -116,10 +116,11 @@ void ppk__arena_rollback(ppk__arena *a, ppk__arena_mark m) {
 
 void *ppk__arena_alloc(ppk__arena *a, size_t n, size_t align) {
     assert(align && align <= 8 && (align & (align - 1)) == 0);
+    if (n > SIZE_MAX / 2) return NULL; /* no such chunk; and n + pad cannot wrap below */
     uintptr_t pos = (uintptr_t)a->pos;
     size_t pad = (size_t)(-pos & (align - 1));
     if (!a->pos || (size_t)(a->end - a->pos) < n + pad) {
-        if (n > SIZE_MAX - 8 || next_chunk(a, n + 8) != 0) return NULL;
+        if (next_chunk(a, n + 8) != 0) return NULL;
         pos = (uintptr_t)a->pos;
         pad = (size_t)(-pos & (align - 1));
     }

@@ -53,6 +53,7 @@ int ppk__dict_reserve(ppk__dict *d, size_t extra);
 /* Forgets the keys with ids >= n (their bytes stay in the arena). Rare: O(n). */
 void ppk__dict_truncate(ppk__dict *d, uint32_t n);
 uint64_t ppk__hash(const void *key, size_t len);
+/* `hash` arguments below must be ppk__hash(key, len): truncate recomputes it. */
 /* The id of a key, or PPK_DICT_NONE. */
 uint32_t ppk__dict_find(const ppk__dict *d, const void *key, size_t len, uint64_t hash);
 /* The id of a key, inserting it when new (*is_new tells which; is_new may be NULL). A new

@@ -69,12 +69,12 @@ size_t ppk__utf8_repair(const uint8_t *s, size_t n, uint8_t *dst, size_t max, in
             src = fffd;
             out = 3;
             k = 1;
-            *repaired = 1;
         }
         if (o + out > max) {
             *truncated = 1;
             break;
         }
+        if (src == fffd) *repaired = 1;
         memcpy(dst + o, src, out);
         o += out;
         i += k;
