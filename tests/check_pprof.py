@@ -8,10 +8,13 @@ and compares both with what the profile must hold, worked out here from first pr
 
   small  the profile that tools/ppk-gen-fixture.c writes as small.pb (the description
          below is written independently of that file: change both together);
+  edge   edge.pb: negative and saturated values, top-of-address-space mapping, function
+         and location identity, refused samples leaving no trace;
+  reset  reset.pb: the window after a reset (old strings and endpoints gone, rule kept);
   w1     the first N samples of the reference workload W1 (steady), regenerated here with
          an own splitmix64 from the specification, aggregated here.
 
-Usage: check_pprof.py small PROTOC_TEXT GO_RAW_TEXT
+Usage: check_pprof.py small|edge|reset PROTOC_TEXT GO_RAW_TEXT
        check_pprof.py w1 PROTOC_TEXT GO_RAW_TEXT [N [START storm|steady]]
 (with START and a variant, the profile is a ppk-demo export: its times are real ones)
 Exit status 0 when every check passed; each failure is printed.
@@ -460,6 +463,53 @@ def check_small(proto_text, go_text):
 
 
 # ---------------------------------------------------------------------------------------
+# edge.pb and reset.pb
+
+
+def check_no_strings(d, forbidden, what):
+    for f in forbidden:
+        check(not any(f in s for s in d.strings), "%s: %r is not in the string table"
+              % (what, f))
+
+
+def check_edge(proto_text, go_text):
+    d = Decoded(parse_text(proto_text))
+    check_eq(d.sample_types, [("samples", "count")], "sample_type")
+    check(d.period_type in (None, ("", "")), "no period type: %r" % (d.period_type,))
+    check_eq(d.period, 0, "period")
+    check_eq(d.time_nanos, START_NS, "time_nanos")
+    check_eq(d.duration_nanos, DURATION_NS, "duration_nanos")
+    hi = (0xffffffffff000000, 0xffffffffffffffff, 0, "[vdso]", "")
+    G10 = (0, None, (("g", "", "g.py", 1, 10),))
+    G11 = (0, None, (("g", "", "g.py", 1, 11),))
+    DA = (0, None, (("dup", "", "a.py", 0, 1),))
+    DB = (0, None, (("dup", "", "b.py", 0, 1),))
+    TOP = (0xfffffffffffffff0, hi, (("vdso_fn", "", "", 0, 0),))
+    temp = frozenset([("temperature", "n", -42, "celsius")])
+    exp = [((G10, G11), frozenset(), [5]),
+           ((DA, DB), frozenset(), [-7]),
+           ((TOP,), temp, [2**63 - 1])]  # (2^63 - 2) + 10 saturates
+    compare_samples(d.samples, exp, "protoc")
+    check_eq(len(d.functions), 4, "functions (g, dup a.py, dup b.py, vdso_fn)")
+    check_eq(len(d.locations), 5, "locations (two lines of g are two locations)")
+    check_no_strings(d, ["refused"], "refused samples leave no trace")
+    g = parse_go_raw(go_text)
+    compare_samples(g["samples"], go_expected(exp), "go pprof -raw")
+
+
+def check_reset(proto_text, go_text):
+    d = Decoded(parse_text(proto_text))
+    check_header(d, [("samples", "count")], ("cpu", "nanoseconds"), 1000)
+    NEW = (0, None, (("new_fn", "", "new.py", 0, 2),))
+    span = frozenset([("local root span id", "n", 5, "")])  # endpoint cleared by reset
+    exp = [((NEW,), span, [7 * 3])]  # the x3 rule survives the reset
+    compare_samples(d.samples, exp, "protoc")
+    check_no_strings(d, ["old", "before-reset"], "the previous window is gone")
+    g = parse_go_raw(go_text)
+    compare_samples(g["samples"], go_expected(exp), "go pprof -raw")
+
+
+# ---------------------------------------------------------------------------------------
 # W1, regenerated from its specification
 
 
@@ -577,7 +627,7 @@ def check_w1(proto_text, go_text, n, start=0, storm=False, fixed_time=True):
 
 
 def main(argv):
-    if len(argv) < 4 or argv[1] not in ("small", "w1"):
+    if len(argv) < 4 or argv[1] not in ("small", "edge", "reset", "w1"):
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[2], encoding="utf-8", errors="strict") as f:
@@ -586,6 +636,10 @@ def main(argv):
         go_text = f.read()
     if argv[1] == "small":
         check_small(proto_text, go_text)
+    elif argv[1] == "edge":
+        check_edge(proto_text, go_text)
+    elif argv[1] == "reset":
+        check_reset(proto_text, go_text)
     else:
         check_w1(proto_text, go_text, int(argv[4]) if len(argv) > 4 else 20000,
                  int(argv[5]) if len(argv) > 5 else 0,

@@ -38,7 +38,7 @@ step "generate (twice)"
 mkdir -p "$WORK/a" "$WORK/b"
 "$GEN" "$WORK/a"
 "$GEN" "$WORK/b" >/dev/null
-for f in small.pb small.pb.gz small.pb.zst w1.pb w1.pb.gz; do
+for f in small.pb small.pb.gz small.pb.zst edge.pb reset.pb w1.pb w1.pb.gz; do
     [ -s "$WORK/a/$f" ] || fail "$f was not written"
     cmp "$WORK/a/$f" "$WORK/b/$f" || fail "$f differs between two runs (not deterministic)"
 done
@@ -63,18 +63,20 @@ fi
 
 step "protoc --decode"
 PROTO_DIR=$(dirname "$PROTO")
-for p in small w1; do
+for p in small edge reset w1; do
     protoc --decode=perftools.profiles.Profile -I "$PROTO_DIR" "$(basename "$PROTO")" \
         < "$p.pb" > "$p.txt" 2> "$p.protoc.err" || { cat "$p.protoc.err" >&2; fail "protoc rejected $p.pb"; }
     [ ! -s "$p.protoc.err" ] || { cat "$p.protoc.err" >&2; fail "protoc warned on $p.pb"; }
 done
-echo "ok   protoc decoded small.pb and w1.pb"
+echo "ok   protoc decoded small.pb, edge.pb, reset.pb and w1.pb"
 
 step "go tool pprof"
 pprof() { go tool pprof -symbolize=none "$@"; }
 pprof -raw small.pb.gz > small.raw 2> small.raw.err || { cat small.raw.err >&2; fail "pprof -raw small"; }
 pprof -raw w1.pb.gz > w1.raw 2> w1.raw.err || { cat w1.raw.err >&2; fail "pprof -raw w1"; }
 # go tool pprof also reads the uncompressed protobuf.
+pprof -raw edge.pb > edge.raw 2>/dev/null || fail "pprof -raw edge.pb"
+pprof -raw reset.pb > reset.raw 2>/dev/null || fail "pprof -raw reset.pb"
 pprof -raw small.pb > small.raw2 2>/dev/null || fail "pprof -raw small.pb"
 cmp small.raw small.raw2 || fail "pprof reads small.pb and small.pb.gz differently"
 pprof -top -sample_index=cpu-time w1.pb.gz > w1.top 2>/dev/null || fail "pprof -top w1"
@@ -88,5 +90,7 @@ echo "ok   go tool pprof read every file"
 
 step "check_pprof.py"
 python3 "$CHECK" small small.txt small.raw
+python3 "$CHECK" edge edge.txt edge.raw
+python3 "$CHECK" reset reset.txt reset.raw
 python3 "$CHECK" w1 w1.txt w1.raw 20000
 echo "PASS"

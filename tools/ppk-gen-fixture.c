@@ -6,6 +6,8 @@
  *
  * Writes, with fixed start/end times so the bytes are deterministic:
  *   OUTDIR/small.pb, small.pb.gz, small.pb.zst  the "small" profile below, raw / gzip / zstd
+ *   OUTDIR/edge.pb                              edge cases of the encoding (gen_edge)
+ *   OUTDIR/reset.pb                             the window after a reset (gen_reset)
  *   OUTDIR/w1.pb, w1.pb.gz                      the first 20,000 samples of W1 (steady)
  *
  * The small profile exercises every feature that shows in the output: two sample types
@@ -194,6 +196,126 @@ static void gen_small(void) {
     ppk_profile_free(p);
 }
 
+/* Adds a sample and returns the library's code (for the refusals below). */
+static int add_raw(ppk_profile *p, const ppk_frame *frames, size_t n_frames,
+                   const ppk_label *labels, size_t n_labels, const int64_t *values,
+                   size_t n_values) {
+    ppk_sample_data s = {frames, n_frames, labels, n_labels, values, n_values, 0};
+    return ppk_profile_add(p, &s);
+}
+
+static void expect_refused(int rc, int want, const char *what) {
+    if (rc != want) {
+        fprintf(stderr, "ppk-gen-fixture: %s: got %d (%s), expected %d (%s)\n", what, rc,
+                ppk_strerror(rc), want, ppk_strerror(want));
+        exit(1);
+    }
+}
+
+/*
+ * edge.pb: one sample type, no period. Two lines of one function (one function, two
+ * locations); one name in two files (two functions); a negative value; a sum that
+ * saturates at INT64_MAX; a negative numeric label with a unit; an address and mapping
+ * at the top of the address space. Refused samples (duplicate key, wrong value count,
+ * reserved key, string span id) leave no trace: none of their strings is in the output.
+ */
+static void gen_edge(void) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    cfg.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.n_sample_types = 1;
+    ppk_profile *p = NULL;
+    TRY(ppk_profile_create(&cfg, &p));
+    ppk_profile_reset(p, START_NS);
+
+    const ppk_mapping hi = {UINT64_C(0xffffffffff000000), UINT64_C(0xffffffffffffffff), 0,
+                            PPK_STR("[vdso]"), PPK_STR("")};
+    const ppk_frame g10 = {PPK_STR("g"), PPK_STR(""), PPK_STR("g.py"), 1, 10, 0, NULL};
+    const ppk_frame g11 = {PPK_STR("g"), PPK_STR(""), PPK_STR("g.py"), 1, 11, 0, NULL};
+    const ppk_frame da = {PPK_STR("dup"), PPK_STR(""), PPK_STR("a.py"), 0, 1, 0, NULL};
+    const ppk_frame db = {PPK_STR("dup"), PPK_STR(""), PPK_STR("b.py"), 0, 1, 0, NULL};
+    const ppk_frame top = {PPK_STR("vdso_fn"), PPK_STR(""), PPK_STR(""), 0, 0,
+                           UINT64_C(0xfffffffffffffff0), &hi};
+
+    const ppk_frame s_g[] = {g10, g11};
+    const ppk_frame s_dup[] = {da, db};
+    const ppk_frame s_top[] = {top};
+    int64_t v;
+    v = 5;
+    TRY(add_raw(p, s_g, 2, NULL, 0, &v, 1));
+    v = -7;
+    TRY(add_raw(p, s_dup, 2, NULL, 0, &v, 1));
+    const ppk_label temp[] = {{PPK_STR("temperature"), 1, PPK_STR(""), -42,
+                               PPK_STR("celsius")}};
+    v = INT64_MAX - 1;
+    TRY(add_raw(p, s_top, 1, temp, 1, &v, 1));
+    v = 10;
+    TRY(add_raw(p, s_top, 1, temp, 1, &v, 1)); /* saturates at INT64_MAX */
+
+    /* Refusals: each with strings of its own that must not reach the output. */
+    const ppk_frame r1[] = {{PPK_STR("refused_dup_fn"), PPK_STR(""), PPK_STR("r1.py"), 0, 1,
+                             0, NULL}};
+    const ppk_label dup[] = {{PPK_STR("refused-key"), 0, PPK_STR("refused-a"), 0, PPK_STR("")},
+                             {PPK_STR("refused-key"), 0, PPK_STR("refused-b"), 0, PPK_STR("")}};
+    v = 1;
+    expect_refused(add_raw(p, r1, 1, dup, 2, &v, 1), PPK_EDUPLABEL, "duplicate label key");
+    const ppk_frame r2[] = {{PPK_STR("refused_values_fn"), PPK_STR(""), PPK_STR("r2.py"), 0,
+                             1, 0, NULL}};
+    int64_t two[2] = {1, 2};
+    expect_refused(add_raw(p, r2, 1, NULL, 0, two, 2), PPK_EVALUES, "two values for one type");
+    const ppk_frame r3[] = {{PPK_STR("refused_reserved_fn"), PPK_STR(""), PPK_STR("r3.py"),
+                             0, 1, 0, NULL}};
+    const ppk_label res[] = {{PPK_STR("end_timestamp_ns"), 1, PPK_STR(""), 5, PPK_STR("")}};
+    expect_refused(add_raw(p, r3, 1, res, 1, &v, 1), PPK_ERESERVED, "reserved label key");
+    const ppk_frame r4[] = {{PPK_STR("refused_span_fn"), PPK_STR(""), PPK_STR("r4.py"), 0, 1,
+                             0, NULL}};
+    const ppk_label sp[] = {{PPK_STR("local root span id"), 0, PPK_STR("refused-span"), 0,
+                             PPK_STR("")}};
+    expect_refused(add_raw(p, r4, 1, sp, 1, &v, 1), PPK_ESPANID, "string span id");
+
+    encode_to(p, PPK_CODEC_NONE, 0, "edge.pb");
+    ppk_profile_free(p);
+}
+
+/*
+ * reset.pb: a window filled, encoded and reset; what it held must be gone from the next
+ * one (samples, strings, endpoints) while the upscaling rule (x3 for every sample) stays.
+ */
+static void gen_reset(void) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    cfg.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.n_sample_types = 1;
+    cfg.period_type = (ppk_value_type){PPK_STR("cpu"), PPK_STR("nanoseconds")};
+    cfg.period = 1000;
+    ppk_profile *p = NULL;
+    TRY(ppk_profile_create(&cfg, &p));
+    size_t idx0 = 0;
+    TRY(ppk_profile_add_upscaling_proportional(p, &idx0, 1, PPK_STR(""), PPK_STR(""), 1, 3));
+
+    const ppk_frame old_fr[] = {{PPK_STR("old_fn"), PPK_STR(""), PPK_STR("old.py"), 0, 1, 0,
+                                 NULL}};
+    const ppk_label old_lb[] = {{PPK_STR("old-key"), 0, PPK_STR("old-value"), 0, PPK_STR("")},
+                                {PPK_STR("local root span id"), 1, PPK_STR(""), 5,
+                                 PPK_STR("")}};
+    int64_t v = 100;
+    TRY(ppk_profile_set_endpoint(p, 5, PPK_STR("GET /before-reset")));
+    TRY(add_raw(p, old_fr, 1, old_lb, 2, &v, 1));
+    ppk_bytes out = {0};
+    TRY(ppk_profile_encode(p, NULL, &out));
+    ppk_bytes_free(&out);
+    ppk_profile_reset(p, START_NS);
+
+    const ppk_frame new_fr[] = {{PPK_STR("new_fn"), PPK_STR(""), PPK_STR("new.py"), 0, 2, 0,
+                                 NULL}};
+    const ppk_label new_lb[] = {{PPK_STR("local root span id"), 1, PPK_STR(""), 5,
+                                 PPK_STR("")}};
+    v = 7;
+    TRY(add_raw(p, new_fr, 1, new_lb, 1, &v, 1));
+    encode_to(p, PPK_CODEC_NONE, 0, "reset.pb");
+    ppk_profile_free(p);
+}
+
 static void gen_w1(void) {
     struct w1 w;
     if (w1_init(&w) != 0) die("w1_init", PPK_ENOMEM);
@@ -224,6 +346,8 @@ int main(int argc, char **argv) {
     }
     g_outdir = argv[1];
     gen_small();
+    gen_edge();
+    gen_reset();
     gen_w1();
     return 0;
 }
