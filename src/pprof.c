@@ -297,7 +297,8 @@ static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
     if (!rc) {
         ppk__pb_uint_nz(pb, F_TIME_NANOS, (uint64_t)start_ns);
         ppk__pb_uint_nz(pb, F_DURATION_NANOS, (uint64_t)(end_ns - start_ns));
-        value_type(pb, F_PERIOD_TYPE, p->period_type_id, p->period_unit_id);
+        if (p->period_type_id || p->period_unit_id)
+            value_type(pb, F_PERIOD_TYPE, p->period_type_id, p->period_unit_id);
         ppk__pb_uint_nz(pb, F_PERIOD, (uint64_t)p->period);
     }
     if (e.rules) ppk__mem_free(&p->mem, e.rules, p->n_rules * sizeof *e.rules);
