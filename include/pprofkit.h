@@ -10,7 +10,9 @@
  * This header is the only public one. It reads top to bottom:
  *   1. conventions: strings, errors, allocators;
  *   2. the simple path: a profile, add samples, encode, reset;
- *   3. advanced calls: endpoints, upscaling rules, statistics.
+ *   3. advanced calls: endpoints, upscaling rules, statistics;
+ *   4. concurrent recording: a thread-safe recorder, per-thread sample builders, exports
+ *      that swap windows, a background exporter, sinks.
  *
  * Conventions that hold for every function:
  *   - Strings are pointer + length (ppk_str), never NUL-terminated. A NULL pointer with
@@ -20,7 +22,8 @@
  *   - Functions that can fail return 0 or a negative PPK_E* code; ppk_strerror()
  *     explains a code. A call that fails leaves the object as it was.
  *   - A ppk_profile is not thread safe: calls on one profile must not overlap. Different
- *     profiles are independent. No function here is async-signal safe.
+ *     profiles are independent. A ppk_recorder is thread safe; each ppk_sample builder is
+ *     used by one thread at a time. No function here is async-signal safe.
  *   - Invalid UTF-8 is repaired (each bad byte becomes U+FFFD) and strings longer than
  *     max_string_len are cut at a character boundary; both repairs are counted in the
  *     statistics. pprof requires valid UTF-8 strings.
@@ -76,7 +79,10 @@ PPK_API ppk_str ppk_cstr(const char *s);
     X(PPK_ERESERVED, -7, "label key \"end_timestamp_ns\" is reserved: set the timestamp")  \
     X(PPK_ETOOMANY, -8, "too many labels in one sample (see max_labels)")                  \
     X(PPK_EEMPTYKEY, -9, "a label key must not be empty")                                  \
-    X(PPK_ECOMPRESS, -10, "compression failed")
+    X(PPK_ECOMPRESS, -10, "compression failed")                                          \
+    X(PPK_ESTATE, -11, "call out of order (e.g. push before start, flush twice)")          \
+    X(PPK_ECLOSED, -12, "the recorder was freed or is shutting down")                     \
+    X(PPK_ESYS, -13, "a system call failed (thread, file or directory; see errno)")
 
 #define PPK_ERROR_ENUM_(name, value, msg) name = (value),
 enum ppk_error { PPK_ERROR_LIST(PPK_ERROR_ENUM_) };
@@ -346,6 +352,209 @@ typedef struct ppk_profile_stats {
 
 /* Fills `st`. */
 PPK_API void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st);
+
+/* ---------------------------------------------------------------------------------- */
+/* 4. Concurrent recording                                                             */
+/* ---------------------------------------------------------------------------------- */
+/*
+ * A ppk_recorder owns two windows: the active one, which flushes fill, and a spare.
+ * Samples are built over several calls with a ppk_sample builder (one per thread,
+ * reused), which copies every string it is given into its own scratch memory, so
+ * nothing it holds points into a window. ppk_sample_flush() takes the recorder's lock
+ * only to insert the finished sample into the active window. An export takes the same
+ * lock only to swap the active window with the spare, then encodes the retired window
+ * outside the lock, resets it and keeps it as the next spare. So every flushed sample is
+ * in exactly one exported profile, and a flush never waits for encoding or I/O.
+ *
+ * Typical use:
+ *   ppk_recorder_create(&cfg, &rec);   // cfg.out_dir set: files every export_period_ms
+ *   ppk_recorder_start(rec);           // the background exporter
+ *   per thread: ppk_sample_create(rec, &s); then per sample:
+ *       ppk_sample_start(s); ppk_sample_push_frame(s, ...)...; ppk_sample_push_label_str(
+ *       s, ...); ppk_sample_set_value(s, 0, v); ppk_sample_flush(s);
+ *   ppk_sample_free(s); ppk_recorder_free(rec);  // exports the last window
+ *
+ * Fork: after fork() the child's recorders are usable and empty (what was recorded
+ * before the fork is the parent's to export), no lock is held, and a started exporter
+ * thread is started again in the child by its next flush or export. The parent goes on
+ * unaffected. A window the parent was exporting at the moment of the fork is left to
+ * the parent: the child neither exports nor frees it (at most one window of memory).
+ */
+
+typedef struct ppk_recorder ppk_recorder;
+typedef struct ppk_sample ppk_sample;
+
+/* One exported window. */
+typedef struct ppk_export {
+    ppk_bytes data;          /* the encoded (compressed) profile */
+    ppk_codec codec;
+    int64_t start_ns;        /* the window: [start_ns, end_ns) */
+    int64_t end_ns;
+    uint64_t seq;            /* 1 for the recorder's first export, then 2, 3, ... */
+    ppk_profile_stats stats; /* of the window, taken before it was reset */
+    double encode_ms;        /* encoding and compression time */
+} ppk_export;
+
+/* Frees e->data and zeroes *e. Accepts NULL. */
+PPK_API void ppk_export_free(ppk_export *e);
+
+/*
+ * A destination for exported windows. write() is called by the exporting thread (the
+ * background exporter, or the caller of ppk_recorder_export(r, NULL)), never with the
+ * recorder's lock held, so a slow sink delays the next export but never a flush. It
+ * must not keep `e` or its bytes after returning (copy them). It returns 0 or a negative
+ * code; failures are counted in the statistics. destroy (may be NULL) is called once,
+ * when the recorder is freed.
+ */
+typedef struct ppk_sink {
+    int (*write)(void *opaque, const ppk_export *e);
+    void (*destroy)(void *opaque);
+    void *opaque;
+} ppk_sink;
+
+/*
+ * A file sink: each export is written to DIR/NAME.PID.SEQ.pb.gz (.pb.zst for zstd, .pb
+ * for none), first under a temporary name in DIR, then renamed, so a reader never sees a
+ * partial file. DIR must exist. The strings are copied.
+ * @return 0, PPK_EINVAL, PPK_ENULL, PPK_ENOMEM.
+ */
+PPK_API int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out);
+
+typedef struct ppk_recorder_config {
+    ppk_profile_config profile; /* sample types, period, limits, allocator (thread safe) */
+    ppk_codec codec;            /* of exports; default gzip */
+    int level;                  /* 0: the codec's default */
+    int64_t export_period_ms;   /* background exporter period; default 60000 */
+    /* When out_dir is not empty, a file sink (ppk_sink_file(out_dir, name)) is added.
+     * name defaults to "profile". */
+    ppk_str out_dir;
+    ppk_str name;
+    /* Scratch memory a builder keeps between samples (default 64 KiB); a sample that
+     * needed more gives the excess back when it ends. */
+    size_t builder_keep_bytes;
+} ppk_recorder_config;
+
+/* Defaults, as documented above, and no sample types. */
+PPK_API void ppk_recorder_config_init(ppk_recorder_config *cfg);
+
+/*
+ * Creates a recorder with an empty active window. Does not start a thread.
+ * @return 0, PPK_EINVAL (see ppk_profile_create), PPK_ENULL, PPK_ENOMEM, PPK_ESYS.
+ */
+PPK_API int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out);
+
+/*
+ * Stops the background exporter if it runs (exporting the last window to the sinks),
+ * then frees the recorder, its windows and its sinks. Builders of this recorder are not
+ * freed: they must be freed by their owners, and any other call on them returns
+ * PPK_ECLOSED. Must not run concurrently with calls on the recorder or its builders.
+ * Accepts NULL. Blocks while the last export runs.
+ */
+PPK_API void ppk_recorder_free(ppk_recorder *r);
+
+/* Adds a sink (copied). Thread safe; takes effect from the next export.
+ * @return 0, PPK_EINVAL, PPK_ENOMEM. */
+PPK_API int ppk_recorder_add_sink(ppk_recorder *r, const ppk_sink *sink);
+
+/*
+ * Exports now: swaps the windows (O(1) under the lock), encodes the retired window,
+ * resets it. With `out`, the export is returned to the caller (ppk_export_free it) and
+ * the sinks are not called; with out NULL, it is handed to every sink. Exports are
+ * serialized: a second caller waits for the first. Thread safe; blocks for the encode
+ * (and the sinks).
+ * @return 0, PPK_EINVAL, PPK_ENOMEM (the window's samples are then lost, and counted),
+ *         PPK_ECOMPRESS, PPK_ECLOSED.
+ */
+PPK_API int ppk_recorder_export(ppk_recorder *r, ppk_export *out);
+
+/* Starts the background exporter thread: an export to the sinks every
+ * export_period_ms. Starting a started recorder does nothing.
+ * @return 0, PPK_ESYS (thread creation failed), PPK_ECLOSED. */
+PPK_API int ppk_recorder_start(ppk_recorder *r);
+
+/* Stops the background exporter: it exports the last window, then the thread is joined.
+ * Blocks for that export. Stopping a stopped recorder does nothing. Thread safe. */
+PPK_API void ppk_recorder_stop(ppk_recorder *r);
+
+/* Registers an endpoint in the active window (see ppk_profile_set_endpoint), or adds
+ * to an endpoint count. Thread safe. */
+PPK_API int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id,
+                                      ppk_str endpoint);
+PPK_API int ppk_recorder_add_endpoint_count(ppk_recorder *r, ppk_str endpoint,
+                                            int64_t count);
+
+typedef struct ppk_recorder_stats {
+    uint64_t samples_flushed;      /* flushes accepted into a window */
+    uint64_t samples_exported;     /* of those, in windows exported since */
+    uint64_t windows_exported;
+    uint64_t strings;              /* strings in the active window */
+    uint64_t window_bytes;         /* memory of the active window now */
+    uint64_t window_bytes_peak;    /* the largest any window has held */
+    double export_ms_last;         /* encode + compress time of the last export */
+    double export_ms_max;
+    double export_ms_total;
+    /* Degradations, by reason. */
+    uint64_t strings_utf8_repaired;
+    uint64_t strings_truncated;
+    uint64_t stacks_truncated;
+    uint64_t values_saturated;
+    uint64_t samples_dropped_nomem;   /* flushes refused for lack of memory */
+    uint64_t samples_dropped_closed;  /* flushes after the recorder closed */
+    uint64_t samples_lost_export;     /* in windows whose encoding failed */
+    uint64_t export_failures;         /* encodings that failed */
+    uint64_t sink_failures;           /* sink writes that returned an error */
+} ppk_recorder_stats;
+
+/* Fills `st`. Thread safe; the figures are each exact, taken under the lock. */
+PPK_API void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st);
+
+/*
+ * A sample builder, owned by one thread at a time (any thread, not necessarily the same
+ * each time). Reusable: start, push, set, then flush or drop; again. Every string pushed
+ * is copied (and repaired or cut like ppk_profile_add does) at push time into the
+ * builder's scratch memory. Calls out of order return PPK_ESTATE; calls after the
+ * recorder was freed, PPK_ECLOSED. A failed push leaves the sample as it was.
+ * @return of create: 0, PPK_EINVAL, PPK_ENOMEM, PPK_ECLOSED.
+ */
+PPK_API int ppk_sample_create(ppk_recorder *r, ppk_sample **out);
+/* Frees a builder (an unfinished sample is dropped). Accepts NULL. */
+PPK_API void ppk_sample_free(ppk_sample *s);
+
+/* Begins a sample: no frames, no labels, every value 0, no timestamp. PPK_ESTATE if a
+ * sample is already begun. */
+PPK_API int ppk_sample_start(ppk_sample *s);
+
+/* Pushes the next frame, leaf first. Frames beyond max_frames are counted and replaced
+ * by one "<N frames omitted>" frame at flush. */
+PPK_API int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename,
+                                  uint64_t address, int64_t line);
+/* The same with every field of ppk_frame (system name, start line, mapping). */
+PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
+
+/* Pushes a label. PPK_EDUPLABEL if the key was pushed already in this sample,
+ * PPK_ETOOMANY past max_labels, and the checks of ppk_profile_add. */
+PPK_API int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value);
+PPK_API int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num,
+                                      ppk_str unit);
+
+/* Sets value `idx` (the sample type's index), or the first n values. PPK_EINVAL for an
+ * index out of range, PPK_EVALUES for n above the number of sample types. */
+PPK_API int ppk_sample_set_value(ppk_sample *s, size_t idx, int64_t value);
+PPK_API int ppk_sample_set_values(ppk_sample *s, const int64_t *values, size_t n);
+
+/* Makes the sample a timestamped one (see ppk_sample_data.timestamp_ns); 0 undoes it. */
+PPK_API int ppk_sample_set_timestamp(ppk_sample *s, int64_t timestamp_ns);
+
+/*
+ * Inserts the sample into the recorder's active window (under the recorder's lock,
+ * for the in-memory insert only) and ends it; the builder is then ready for the next
+ * ppk_sample_start(). On PPK_ENOMEM or PPK_ECLOSED the sample is dropped and counted.
+ * @return 0, PPK_ESTATE (no sample begun), PPK_ENOMEM, PPK_ECLOSED.
+ */
+PPK_API int ppk_sample_flush(ppk_sample *s);
+
+/* Ends the sample without recording it. PPK_ESTATE if none was begun. */
+PPK_API int ppk_sample_drop(ppk_sample *s);
 
 #ifdef __cplusplus
 }

@@ -32,7 +32,6 @@ static int grow_(ppk__mem *m, void **arr, size_t size, size_t *cap, size_t used,
 }
 
 static const char END_TS_KEY[] = "end_timestamp_ns";
-static const char SPAN_KEY[] = "local root span id";
 static const char ENDPOINT_KEY[] = "trace endpoint";
 
 #define MAX_STRING_LIMIT ((size_t)1 << 24)
@@ -51,8 +50,13 @@ void ppk_profile_config_init(ppk_profile_config *cfg) {
 
 static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
 
-static int str_eq(ppk_str s, const char *lit, size_t n) {
-    return s.len == n && memcmp(s.ptr, lit, n) == 0;
+/* Every table but the string table (which strtab.c manages), in a fixed order. */
+#define N_TABLES 11
+static void tables(ppk_profile *p, ppk__dict *t[N_TABLES]) {
+    ppk__dict *all[N_TABLES] = {&p->mappings,   &p->functions,  &p->locations, &p->stacks,
+                                &p->labels,     &p->label_sets, &p->samples,   &p->endpoints,
+                                &p->endpoint_names, &p->frame_recs, &p->label_recs};
+    memcpy(t, all, sizeof all);
 }
 
 /* Config strings must be valid and short enough: they are interned without repair. */
@@ -113,10 +117,9 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     memset(p, 0, sizeof *p);
     p->mem = mem;
     ppk__arena_init(&p->arena, &p->mem, cfg->chunk_size, cfg->keep_bytes);
-    ppk__dict *dicts[] = {&p->mappings, &p->functions, &p->locations, &p->stacks, &p->labels,
-                          &p->label_sets, &p->samples, &p->endpoints, &p->endpoint_names};
-    for (size_t i = 0; i < sizeof dicts / sizeof dicts[0]; i++)
-        ppk__dict_init(dicts[i], &p->mem, &p->arena);
+    ppk__dict *t[N_TABLES];
+    tables(p, t);
+    for (size_t i = 0; i < N_TABLES; i++) ppk__dict_init(t[i], &p->mem, &p->arena);
     ppk__dict_init(&p->strings.d, &p->mem, &p->arena);
     ppk__pb_init(&p->pb, &p->mem);
     p->n_types = cfg->n_sample_types;
@@ -157,10 +160,16 @@ static void free_rules(ppk_profile *p) {
 
 void ppk_profile_free(ppk_profile *p) {
     if (!p) return;
-    ppk__dict *dicts[] = {&p->mappings, &p->functions, &p->locations, &p->stacks, &p->labels,
-                          &p->label_sets, &p->samples, &p->endpoints, &p->endpoint_names};
-    for (size_t i = 0; i < sizeof dicts / sizeof dicts[0]; i++) ppk__dict_destroy(dicts[i]);
+    ppk__dict *t[N_TABLES];
+    tables(p, t);
+    for (size_t i = 0; i < N_TABLES; i++) ppk__dict_destroy(t[i]);
     ppk__strtab_destroy(&p->strings);
+    if (p->sbuf) {
+        ppk__sbuf_destroy(p->sbuf);
+        ppk__mem_free(&p->mem, p->sbuf, sizeof *p->sbuf);
+    }
+    ppk__mem_free(&p->mem, p->frame_loc, p->frame_loc_cap * sizeof *p->frame_loc);
+    ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
     ppk__pb_destroy(&p->pb);
     ppk__arena_destroy(&p->arena);
     free_rules(p);
@@ -182,17 +191,17 @@ void ppk_profile_free(ppk_profile *p) {
 
 typedef struct undo {
     ppk__arena_mark arena;
-    uint32_t n[10];
+    uint32_t n[N_TABLES + 1];
     uint64_t repaired, truncated;
     size_t ts_n;
     uint32_t end_ts_key, endpoint_key;
 } undo;
 
-static void undo_save(const ppk_profile *p, undo *u) {
-    const ppk__dict *d[10] = {&p->strings.d, &p->mappings,   &p->functions, &p->locations,
-                              &p->stacks,    &p->labels,     &p->label_sets, &p->samples,
-                              &p->endpoints, &p->endpoint_names};
-    for (int i = 0; i < 10; i++) u->n[i] = d[i]->n;
+static void undo_save(ppk_profile *p, undo *u) {
+    ppk__dict *t[N_TABLES];
+    tables(p, t);
+    for (int i = 0; i < N_TABLES; i++) u->n[i] = t[i]->n;
+    u->n[N_TABLES] = p->strings.d.n;
     u->arena = ppk__arena_get_mark(&p->arena);
     u->repaired = p->strings.utf8_repaired;
     u->truncated = p->strings.truncated;
@@ -202,10 +211,10 @@ static void undo_save(const ppk_profile *p, undo *u) {
 }
 
 static void undo_restore(ppk_profile *p, const undo *u) {
-    ppk__dict *d[10] = {&p->strings.d, &p->mappings,   &p->functions, &p->locations,
-                        &p->stacks,    &p->labels,     &p->label_sets, &p->samples,
-                        &p->endpoints, &p->endpoint_names};
-    for (int i = 0; i < 10; i++) ppk__dict_truncate(d[i], u->n[i]);
+    ppk__dict *t[N_TABLES];
+    tables(p, t);
+    for (int i = 0; i < N_TABLES; i++) ppk__dict_truncate(t[i], u->n[i]);
+    ppk__dict_truncate(&p->strings.d, u->n[N_TABLES]);
     ppk__arena_rollback(&p->arena, u->arena);
     p->strings.utf8_repaired = u->repaired;
     p->strings.truncated = u->truncated;
@@ -215,36 +224,6 @@ static void undo_restore(ppk_profile *p, const undo *u) {
 }
 
 /* ---- adding a sample -------------------------------------------------------------- */
-
-static int validate(const ppk_profile *p, const ppk_sample_data *s) {
-    if (s->n_values != p->n_types) return PPK_EVALUES;
-    if (!s->values) return PPK_ENULL;
-    if ((s->n_frames && !s->frames) || (s->n_labels && !s->labels)) return PPK_ENULL;
-    if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
-    if (s->timestamp_ns < 0) return PPK_EINVAL;
-    for (size_t i = 0; i < s->n_frames; i++) {
-        const ppk_frame *f = &s->frames[i];
-        if (!str_ok(f->name) || !str_ok(f->system_name) || !str_ok(f->filename))
-            return PPK_ENULL;
-        if (f->mapping && (!str_ok(f->mapping->filename) || !str_ok(f->mapping->build_id)))
-            return PPK_ENULL;
-    }
-    for (size_t i = 0; i < s->n_labels; i++) {
-        const ppk_label *l = &s->labels[i];
-        if (!str_ok(l->key) || (!l->is_num && !str_ok(l->str)) ||
-            (l->is_num && !str_ok(l->num_unit)))
-            return PPK_ENULL;
-        if (l->key.len == 0) return PPK_EEMPTYKEY;
-        if (str_eq(l->key, END_TS_KEY, sizeof END_TS_KEY - 1)) return PPK_ERESERVED;
-        if (str_eq(l->key, SPAN_KEY, sizeof SPAN_KEY - 1) && (!l->is_num || l->num == 0))
-            return PPK_ESPANID;
-        for (size_t k = 0; k < i; k++)
-            if (s->labels[k].key.len == l->key.len &&
-                memcmp(s->labels[k].key.ptr, l->key.ptr, l->key.len) == 0)
-                return PPK_EDUPLABEL;
-    }
-    return 0;
-}
 
 static int str_id(ppk_profile *p, ppk_str s, uint32_t *id) {
     *id = ppk__strtab_intern(&p->strings, s.ptr, s.len);
@@ -290,50 +269,90 @@ static int frame_id(ppk_profile *p, const ppk_frame *f, uint32_t *loc) {
     return rec_id(&p->locations, &lr, sizeof lr, 8, loc);
 }
 
-static int stack_id(ppk_profile *p, const ppk_sample_data *s, uint32_t *stack, int *cut) {
-    size_t n = s->n_frames, keep = n;
-    *cut = n > p->max_frames;
-    if (*cut) keep = p->max_frames - 1;
+/* The location of a frame record: one lookup when the window has seen the record. */
+static int frame_rec_loc(ppk_profile *p, const uint8_t *rec, const ppk__rec *r, uint32_t *loc) {
+    uint32_t id = ppk__dict_find(&p->frame_recs, rec, r->len, r->hash);
+    if (id != PPK_DICT_NONE) {
+        *loc = p->frame_loc[id];
+        return 0;
+    }
+    ppk_frame f;
+    ppk_mapping m;
+    ppk__sbuf_read_frame(rec, &f, &m);
+    int rc = frame_id(p, &f, loc);
+    if (!rc)
+        rc = PPK_GROW(&p->mem, p->frame_loc, p->frame_loc_cap, p->frame_recs.n,
+                      (size_t)p->frame_recs.n + 1);
+    if (!rc) rc = rec_id(&p->frame_recs, rec, r->len, 8, &id);
+    if (!rc) p->frame_loc[id] = *loc;
+    return rc;
+}
+
+static int stack_id(ppk_profile *p, const ppk__sbuf *sb, uint32_t *stack) {
+    size_t n = sb->n_frames;
     int rc;
-    for (size_t i = 0; i < keep; i++)
-        if ((rc = frame_id(p, &s->frames[i], &p->stack_buf[i]))) return rc;
-    if (*cut) {
+    for (size_t i = 0; i < n; i++)
+        if ((rc = frame_rec_loc(p, sb->buf + sb->frames[i].off, &sb->frames[i],
+                                &p->stack_buf[i])))
+            return rc;
+    if (sb->omitted) {
         char name[64];
         ppk_frame f;
         memset(&f, 0, sizeof f);
         f.name.ptr = name;
-        f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", n - keep);
-        if ((rc = frame_id(p, &f, &p->stack_buf[keep]))) return rc;
-        keep++;
+        f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", sb->omitted);
+        if ((rc = frame_id(p, &f, &p->stack_buf[n++]))) return rc;
     }
-    return rec_id(&p->stacks, p->stack_buf, keep * sizeof(uint32_t), 4, stack);
+    return rec_id(&p->stacks, p->stack_buf, n * sizeof(uint32_t), 4, stack);
 }
 
-static int label_set_id(ppk_profile *p, const ppk_sample_data *s, uint32_t *set) {
-    int rc;
-    for (size_t i = 0; i < s->n_labels; i++) {
-        const ppk_label *l = &s->labels[i];
-        ppk__label_rec lr;
-        memset(&lr, 0, sizeof lr);
-        if ((rc = str_id(p, l->key, &lr.key))) return rc;
-        if (l->is_num) {
-            lr.is_num = 1;
-            lr.num = l->num;
-            rc = str_id(p, l->num_unit, &lr.num_unit);
-        } else {
-            rc = str_id(p, l->str, &lr.str);
-        }
-        if (rc || (rc = rec_id(&p->labels, &lr, sizeof lr, 8, &p->label_buf[i]))) return rc;
+static int label_id(ppk_profile *p, const ppk_label *l, uint32_t *id) {
+    ppk__label_rec lr;
+    memset(&lr, 0, sizeof lr);
+    int rc = str_id(p, l->key, &lr.key);
+    if (rc) return rc;
+    if (l->is_num) {
+        lr.is_num = 1;
+        lr.num = l->num;
+        rc = str_id(p, l->num_unit, &lr.num_unit);
+    } else {
+        rc = str_id(p, l->str, &lr.str);
     }
-    /* Sorted label ids: the same labels in any order make the same set. */
+    return rc ? rc : rec_id(&p->labels, &lr, sizeof lr, 8, id);
+}
+
+static int label_rec_id(ppk_profile *p, const uint8_t *rec, const ppk__rec *r, uint32_t *out) {
+    uint32_t id = ppk__dict_find(&p->label_recs, rec, r->len, r->hash);
+    if (id != PPK_DICT_NONE) {
+        *out = p->label_of[id];
+        return 0;
+    }
+    ppk_label l;
+    ppk__sbuf_read_label(rec, &l);
+    int rc = label_id(p, &l, out);
+    if (!rc)
+        rc = PPK_GROW(&p->mem, p->label_of, p->label_of_cap, p->label_recs.n,
+                      (size_t)p->label_recs.n + 1);
+    if (!rc) rc = rec_id(&p->label_recs, rec, r->len, 8, &id);
+    if (!rc) p->label_of[id] = *out;
+    return rc;
+}
+
+static int label_set_id(ppk_profile *p, const ppk__sbuf *sb, uint32_t *set) {
+    int rc;
     uint32_t *b = p->label_buf;
-    for (size_t i = 1; i < s->n_labels; i++) {
+    size_t n = sb->n_labels;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = label_rec_id(p, sb->buf + sb->labels[i].off, &sb->labels[i], &b[i])))
+            return rc;
+    /* Sorted label ids: the same labels in any order make the same set. */
+    for (size_t i = 1; i < n; i++) {
         uint32_t v = b[i];
         size_t j = i;
         for (; j > 0 && b[j - 1] > v; j--) b[j] = b[j - 1];
         b[j] = v;
     }
-    return rec_id(&p->label_sets, b, s->n_labels * sizeof(uint32_t), 4, set);
+    return rec_id(&p->label_sets, b, n * sizeof(uint32_t), 4, set);
 }
 
 static int64_t sat_add(int64_t a, int64_t b, uint64_t *saturated) {
@@ -343,12 +362,12 @@ static int64_t sat_add(int64_t a, int64_t b, uint64_t *saturated) {
     return b > 0 ? INT64_MAX : INT64_MIN;
 }
 
-static int insert(ppk_profile *p, const ppk_sample_data *s, int *cut) {
+static int insert(ppk_profile *p, const ppk__sbuf *sb) {
     uint32_t stack, set;
     int rc;
-    if ((rc = stack_id(p, s, &stack, cut)) || (rc = label_set_id(p, s, &set))) return rc;
+    if ((rc = stack_id(p, sb, &stack)) || (rc = label_set_id(p, sb, &set))) return rc;
     size_t nt = p->n_types;
-    if (s->timestamp_ns) {
+    if (sb->timestamp_ns) {
         if (!p->end_ts_key) {
             if (ppk__dict_reserve(&p->strings.d, 1)) return PPK_ENOMEM;
             p->end_ts_key =
@@ -361,8 +380,8 @@ static int insert(ppk_profile *p, const ppk_sample_data *s, int *cut) {
         ppk__ts_sample *t = &p->ts[p->ts_n];
         t->stack = stack;
         t->label_set = set;
-        t->timestamp_ns = s->timestamp_ns;
-        memcpy(&p->ts_values[p->ts_n * nt], s->values, nt * sizeof(int64_t));
+        t->timestamp_ns = sb->timestamp_ns;
+        memcpy(&p->ts_values[p->ts_n * nt], sb->values, nt * sizeof(int64_t));
         p->ts_n++;
         return 0;
     }
@@ -370,41 +389,72 @@ static int insert(ppk_profile *p, const ppk_sample_data *s, int *cut) {
               p->samples.n, (size_t)p->samples.n + 1))
         return PPK_ENOMEM;
     ppk__sample_rec sr = {stack, set};
-    uint32_t id;
     int is_new;
-    id = ppk__dict_intern(&p->samples, &sr, sizeof sr, ppk__hash(&sr, sizeof sr), 4, &is_new);
+    uint32_t id =
+        ppk__dict_intern(&p->samples, &sr, sizeof sr, ppk__hash(&sr, sizeof sr), 4, &is_new);
     if (id == PPK_DICT_NONE) return PPK_ENOMEM;
     int64_t *v = &p->values[(size_t)id * nt];
     if (is_new) memset(v, 0, nt * sizeof(int64_t));
     /* Nothing below can fail: the values are added only once the sample exists. */
-    for (size_t i = 0; i < nt; i++) v[i] = sat_add(v[i], s->values[i], &p->values_saturated);
+    for (size_t i = 0; i < nt; i++) v[i] = sat_add(v[i], sb->values[i], &p->values_saturated);
     return 0;
 }
 
-int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
-    if (!p || !s) return PPK_EINVAL;
-    int rc = validate(p, s);
-    if (rc) return rc;
+int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
     undo u;
     undo_save(p, &u);
-    int cut = 0;
-    rc = insert(p, s, &cut);
+    int rc = insert(p, sb);
     if (rc) {
         undo_restore(p, &u);
         return rc;
     }
     p->samples_added++;
-    p->stacks_truncated += (uint64_t)cut;
+    p->stacks_truncated += sb->omitted != 0;
+    p->strings.utf8_repaired += sb->utf8_repaired;
+    p->strings.truncated += sb->truncated;
     return 0;
+}
+
+/* ppk_profile_add's sample buffer keeps this much between calls. */
+#define ADD_KEEP_BYTES (64 * 1024)
+
+int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
+    if (!p || !s) return PPK_EINVAL;
+    if (s->n_values != p->n_types) return PPK_EVALUES;
+    if (!s->values || (s->n_frames && !s->frames) || (s->n_labels && !s->labels))
+        return PPK_ENULL;
+    if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
+    if (s->timestamp_ns < 0) return PPK_EINVAL;
+    if (!p->sbuf) {
+        ppk__sbuf *sb = ppk__mem_alloc(&p->mem, sizeof *sb);
+        if (!sb) return PPK_ENOMEM;
+        if (ppk__sbuf_init(sb, &p->mem, p->strings.max_len, p->max_frames, p->max_labels,
+                           p->n_types)) {
+            ppk__mem_free(&p->mem, sb, sizeof *sb);
+            return PPK_ENOMEM;
+        }
+        p->sbuf = sb;
+    }
+    ppk__sbuf *sb = p->sbuf;
+    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
+    for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
+    if (!rc) {
+        memcpy(sb->values, s->values, p->n_types * sizeof(int64_t));
+        sb->timestamp_ns = s->timestamp_ns;
+        rc = ppk__profile_add_sbuf(p, sb);
+    }
+    return rc;
 }
 
 /* ---- reset, endpoints, rules, statistics ------------------------------------------ */
 
 void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     if (!p) return;
-    ppk__dict *dicts[] = {&p->mappings, &p->functions, &p->locations, &p->stacks, &p->labels,
-                          &p->label_sets, &p->samples, &p->endpoints, &p->endpoint_names};
-    for (size_t i = 0; i < sizeof dicts / sizeof dicts[0]; i++) ppk__dict_clear(dicts[i]);
+    ppk__dict *t[N_TABLES];
+    tables(p, t);
+    for (size_t i = 0; i < N_TABLES; i++) ppk__dict_clear(t[i]);
     ppk__strtab_clear(&p->strings);
     ppk__arena_reset(&p->arena);
     intern_fixed(p);

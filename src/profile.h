@@ -6,7 +6,8 @@
  * ppk__dict tables whose keys are fixed-layout records (no padding left undefined):
  * strings -> mappings, functions -> locations -> stacks (arrays of location ids);
  * labels -> label sets (sorted arrays of label ids); (stack, label set) -> aggregated
- * sample, whose values live in `values`. Timestamped samples are kept one by one in
+ * sample, whose values live in `values`. Samples arrive as the hashed records of a
+ * ppk__sbuf (sbuf.h), looked up first in caches keyed by those records. Timestamped samples are kept one by one in
  * `ts`. Ids inside records are the dict ids (0-based); pprof ids are those + 1, and 0
  * means "none" in the few records where a reference is optional (stored as id + 1).
  * All record bytes live in the window's arena; the tables and arrays are allocated
@@ -21,6 +22,7 @@
 #include "arena.h"
 #include "dict.h"
 #include "pb.h"
+#include "sbuf.h"
 #include "strtab.h"
 
 typedef struct ppk__mapping_rec {
@@ -86,6 +88,13 @@ struct ppk_profile {
     ppk__dict mappings, functions, locations, stacks, labels, label_sets, samples;
     ppk__dict endpoints;      /* uint64 local root span id -> endpoint string id */
     ppk__dict endpoint_names; /* endpoint name -> index into endpoint_counts */
+    /* Caches keyed by the records of sbuf.h, hashed at push: a known frame record gives
+     * its location at the cost of one lookup, a known label record its label. */
+    ppk__dict frame_recs, label_recs;
+    uint32_t *frame_loc;      /* by frame_recs id: location id */
+    size_t frame_loc_cap;
+    uint32_t *label_of;       /* by label_recs id: labels id */
+    size_t label_of_cap;
 
     int64_t *values;          /* n_types per aggregated sample */
     size_t values_cap;        /* in samples */
@@ -122,6 +131,11 @@ struct ppk_profile {
     uint32_t *stack_buf;      /* max_frames location ids */
     uint32_t *label_buf;      /* max_labels label ids */
     ppk__pb pb;               /* the encoder's buffer, reused */
+    ppk__sbuf *sbuf;          /* ppk_profile_add's sample, made on first use */
 };
+
+/* Adds the sample built in `sb` (see ppk_profile_add, whose checks the pushes made).
+ * All or nothing: on PPK_ENOMEM the window is as it was. */
+int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb);
 
 #endif

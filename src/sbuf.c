@@ -1,0 +1,240 @@
+/*
+ * sbuf.c - a sample being built, as hashed records: see sbuf.h.
+ */
+#include "sbuf.h"
+
+#include <string.h>
+
+#include "dict.h"
+#include "utf8.h"
+
+static const char END_TS_KEY[] = "end_timestamp_ns";
+static const char SPAN_KEY[] = "local root span id";
+
+int ppk__sbuf_init(ppk__sbuf *sb, ppk__mem *mem, size_t max_string_len, size_t max_frames,
+                   size_t max_labels, size_t n_types) {
+    memset(sb, 0, sizeof *sb);
+    sb->mem = mem;
+    sb->max_string_len = max_string_len;
+    sb->max_frames = max_frames;
+    sb->max_labels = max_labels;
+    sb->n_types = n_types;
+    sb->frames = ppk__mem_alloc_array(mem, sb->max_frames, sizeof *sb->frames);
+    sb->labels = ppk__mem_alloc_array(mem, sb->max_labels, sizeof *sb->labels);
+    if (!sb->frames || !sb->labels) {
+        ppk__sbuf_destroy(sb);
+        return PPK_ENOMEM;
+    }
+    return 0;
+}
+
+void ppk__sbuf_destroy(ppk__sbuf *sb) {
+    if (!sb->mem) return;
+    ppk__mem_free(sb->mem, sb->frames, sb->max_frames * sizeof *sb->frames);
+    ppk__mem_free(sb->mem, sb->labels, sb->max_labels * sizeof *sb->labels);
+    ppk__mem_free(sb->mem, sb->buf, sb->cap);
+    sb->frames = sb->labels = NULL;
+    sb->buf = NULL;
+    sb->cap = sb->len = 0;
+}
+
+size_t ppk__sbuf_bytes(const ppk__sbuf *sb) {
+    return sb->cap + sb->max_frames * sizeof *sb->frames + sb->max_labels * sizeof *sb->labels;
+}
+
+void ppk__sbuf_clear(ppk__sbuf *sb, size_t keep_bytes) {
+    sb->len = 0;
+    sb->n_frames = sb->n_labels = sb->omitted = 0;
+    memset(sb->values, 0, sizeof sb->values);
+    sb->timestamp_ns = 0;
+    sb->utf8_repaired = sb->truncated = 0;
+    if (sb->cap > keep_bytes) {
+        ppk__mem_free(sb->mem, sb->buf, sb->cap);
+        sb->buf = NULL;
+        sb->cap = 0;
+    }
+}
+
+static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
+
+/* Bytes a string may take once fitted: a repair can triple it, the cut bounds it. */
+static size_t bound(const ppk__sbuf *sb, ppk_str s) {
+    return s.len > sb->max_string_len / 3 ? sb->max_string_len : 3 * s.len;
+}
+
+/* Makes room for a record of up to n bytes at an 8-aligned offset, returned in *off. */
+static int reserve(ppk__sbuf *sb, size_t n, size_t *off) {
+    size_t start = (sb->len + 7) & ~(size_t)7;
+    if (n > SIZE_MAX / 4 - start) return PPK_ENOMEM;
+    if (start + n > sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 1024;
+        while (cap < start + n) cap *= 2;
+        uint8_t *b = ppk__mem_resize(sb->mem, sb->buf, sb->cap, sb->len, cap, 1);
+        if (!b) return PPK_ENOMEM;
+        sb->buf = b;
+        sb->cap = cap;
+    }
+    *off = start;
+    return 0;
+}
+
+/* Copies s to dst, fitted for pprof (see strtab.h); returns the length written. */
+static uint32_t put(ppk__sbuf *sb, uint8_t *dst, ppk_str s) {
+    const uint8_t *p = (const uint8_t *)s.ptr;
+    if (s.len <= sb->max_string_len && ppk__utf8_valid(p, s.len)) {
+        if (s.len) memcpy(dst, p, s.len);
+        return (uint32_t)s.len;
+    }
+    int repaired, truncated;
+    size_t n = ppk__utf8_repair(p, s.len, dst, sb->max_string_len, &repaired, &truncated);
+    sb->utf8_repaired += (uint64_t)repaired;
+    sb->truncated += (uint64_t)truncated;
+    return (uint32_t)n;
+}
+
+int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
+    if (!f) return PPK_EINVAL;
+    const ppk_mapping *m = f->mapping;
+    if (!str_ok(f->name) || !str_ok(f->system_name) || !str_ok(f->filename) ||
+        (m && (!str_ok(m->filename) || !str_ok(m->build_id))))
+        return PPK_ENULL;
+    if (sb->omitted || sb->n_frames == sb->max_frames) {
+        /* Past the limit: the leaf-most max_frames - 1 frames stay, the rest are counted
+         * and become one "<N frames omitted>" frame at flush. */
+        if (!sb->omitted) {
+            sb->n_frames--;
+            sb->omitted = 1;
+        }
+        sb->omitted++;
+        return 0;
+    }
+    size_t n = sizeof(ppk__frec) + bound(sb, f->name) + bound(sb, f->system_name) +
+               bound(sb, f->filename);
+    if (m) n += sizeof(ppk__mrec) + bound(sb, m->filename) + bound(sb, m->build_id);
+    size_t off;
+    if (reserve(sb, n, &off)) return PPK_ENOMEM;
+
+    uint8_t *rec = sb->buf + off;
+    uint8_t *p = rec + sizeof(ppk__frec) + (m ? sizeof(ppk__mrec) : 0);
+    ppk__frec h;
+    memset(&h, 0, sizeof h);
+    h.name_len = put(sb, p, f->name);
+    p += h.name_len;
+    h.system_name_len = put(sb, p, f->system_name);
+    p += h.system_name_len;
+    h.filename_len = put(sb, p, f->filename);
+    p += h.filename_len;
+    h.has_mapping = m != NULL;
+    h.start_line = f->start_line;
+    h.line = f->line;
+    h.address = f->address;
+    memcpy(rec, &h, sizeof h);
+    if (m) {
+        ppk__mrec mr;
+        memset(&mr, 0, sizeof mr);
+        mr.memory_start = m->memory_start;
+        mr.memory_limit = m->memory_limit;
+        mr.file_offset = m->file_offset;
+        mr.filename_len = put(sb, p, m->filename);
+        p += mr.filename_len;
+        mr.build_id_len = put(sb, p, m->build_id);
+        p += mr.build_id_len;
+        memcpy(rec + sizeof h, &mr, sizeof mr);
+    }
+    ppk__rec *r = &sb->frames[sb->n_frames++];
+    r->off = off;
+    r->len = (size_t)(p - rec);
+    r->hash = ppk__hash(rec, r->len);
+    sb->len = off + r->len;
+    return 0;
+}
+
+static int key_is(ppk_str k, const char *lit, size_t n) {
+    return k.len == n && memcmp(k.ptr, lit, n) == 0;
+}
+
+int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
+    if (!l) return PPK_EINVAL;
+    ppk_str value = l->is_num ? l->num_unit : l->str;
+    if (!str_ok(l->key) || !str_ok(value)) return PPK_ENULL;
+    if (l->key.len == 0) return PPK_EEMPTYKEY;
+    if (key_is(l->key, END_TS_KEY, sizeof END_TS_KEY - 1)) return PPK_ERESERVED;
+    if (key_is(l->key, SPAN_KEY, sizeof SPAN_KEY - 1) && (!l->is_num || l->num == 0))
+        return PPK_ESPANID;
+    if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
+    size_t off;
+    if (reserve(sb, sizeof(ppk__lrec) + bound(sb, l->key) + bound(sb, value), &off))
+        return PPK_ENOMEM;
+    uint64_t repaired = sb->utf8_repaired, truncated = sb->truncated;
+    uint8_t *rec = sb->buf + off;
+    ppk__lrec h;
+    memset(&h, 0, sizeof h);
+    uint8_t *key = rec + sizeof h;
+    h.key_len = put(sb, key, l->key);
+    h.value_len = put(sb, key + h.key_len, value);
+    h.is_num = l->is_num != 0;
+    h.num = l->is_num ? l->num : 0;
+    /* A key at most once per sample, compared as stored (after repair and cut). */
+    for (size_t i = 0; i < sb->n_labels; i++) {
+        ppk__lrec o;
+        memcpy(&o, sb->buf + sb->labels[i].off, sizeof o);
+        if (o.key_len == h.key_len &&
+            memcmp(sb->buf + sb->labels[i].off + sizeof o, key, h.key_len) == 0) {
+            sb->utf8_repaired = repaired;
+            sb->truncated = truncated;
+            return PPK_EDUPLABEL;
+        }
+    }
+    memcpy(rec, &h, sizeof h);
+    ppk__rec *r = &sb->labels[sb->n_labels++];
+    r->off = off;
+    r->len = sizeof h + h.key_len + h.value_len;
+    r->hash = ppk__hash(rec, r->len);
+    sb->len = off + r->len;
+    return 0;
+}
+
+void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m) {
+    ppk__frec h;
+    memcpy(&h, rec, sizeof h);
+    const char *p = (const char *)rec + sizeof h;
+    memset(f, 0, sizeof *f);
+    ppk__mrec mr;
+    if (h.has_mapping) {
+        memcpy(&mr, p, sizeof mr);
+        p += sizeof mr;
+    }
+    f->name = (ppk_str){p, h.name_len};
+    p += h.name_len;
+    f->system_name = (ppk_str){p, h.system_name_len};
+    p += h.system_name_len;
+    f->filename = (ppk_str){p, h.filename_len};
+    p += h.filename_len;
+    f->start_line = h.start_line;
+    f->line = h.line;
+    f->address = h.address;
+    if (h.has_mapping) {
+        memset(m, 0, sizeof *m);
+        m->memory_start = mr.memory_start;
+        m->memory_limit = mr.memory_limit;
+        m->file_offset = mr.file_offset;
+        m->filename = (ppk_str){p, mr.filename_len};
+        p += mr.filename_len;
+        m->build_id = (ppk_str){p, mr.build_id_len};
+        f->mapping = m;
+    }
+}
+
+void ppk__sbuf_read_label(const uint8_t *rec, ppk_label *l) {
+    ppk__lrec h;
+    memcpy(&h, rec, sizeof h);
+    const char *key = (const char *)rec + sizeof h;
+    memset(l, 0, sizeof *l);
+    l->key = (ppk_str){key, h.key_len};
+    l->is_num = (int)h.is_num;
+    l->num = h.num;
+    if (h.is_num)
+        l->num_unit = (ppk_str){key + h.key_len, h.value_len};
+    else
+        l->str = (ppk_str){key + h.key_len, h.value_len};
+}
