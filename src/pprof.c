@@ -299,7 +299,7 @@ static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
         ppk__pb_uint_nz(pb, F_DURATION_NANOS, (uint64_t)(end_ns - start_ns));
         if (p->period_type_id || p->period_unit_id)
             value_type(pb, F_PERIOD_TYPE, p->period_type_id, p->period_unit_id);
-        ppk__pb_uint_nz(pb, F_PERIOD, (uint64_t)p->period);
+        ppk__pb_uint_nz(pb, F_PERIOD, (uint64_t)p->cfg.period);
     }
     if (e.rules) ppk__mem_free(&p->mem, e.rules, p->n_rules * sizeof *e.rules);
     return rc;

@@ -70,15 +70,15 @@ static int cfg_str_check(ppk_str s, size_t max_len) {
  * for them from create on, so this cannot fail. */
 static void intern_fixed(ppk_profile *p) {
     for (size_t i = 0; i < p->n_types; i++) {
-        p->type_ids[i] = ppk__strtab_intern_stable(&p->strings, p->types[i].type.ptr,
-                                                   p->types[i].type.len);
-        p->unit_ids[i] = ppk__strtab_intern_stable(&p->strings, p->types[i].unit.ptr,
-                                                   p->types[i].unit.len);
+        p->type_ids[i] = ppk__strtab_intern_stable(&p->strings, p->cfg.sample_types[i].type.ptr,
+                                                   p->cfg.sample_types[i].type.len);
+        p->unit_ids[i] = ppk__strtab_intern_stable(&p->strings, p->cfg.sample_types[i].unit.ptr,
+                                                   p->cfg.sample_types[i].unit.len);
     }
-    p->period_type_id = ppk__strtab_intern_stable(&p->strings, p->period_type.type.ptr,
-                                                  p->period_type.type.len);
-    p->period_unit_id = ppk__strtab_intern_stable(&p->strings, p->period_type.unit.ptr,
-                                                  p->period_type.unit.len);
+    p->period_type_id = ppk__strtab_intern_stable(&p->strings, p->cfg.period_type.type.ptr,
+                                                  p->cfg.period_type.type.len);
+    p->period_unit_id = ppk__strtab_intern_stable(&p->strings, p->cfg.period_type.unit.ptr,
+                                                  p->cfg.period_type.unit.len);
     assert(p->period_unit_id != PPK_DICT_NONE);
 }
 
@@ -123,7 +123,7 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     ppk__dict_init(&p->strings.d, &p->mem, &p->arena);
     ppk__pb_init(&p->pb, &p->mem);
     p->n_types = cfg->n_sample_types;
-    p->period = cfg->period;
+    p->cfg = *cfg;
     p->max_frames = cfg->max_frames;
     p->max_labels = cfg->max_labels;
 
@@ -139,11 +139,11 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     }
     size_t pos = 0;
     for (size_t i = 0; i < p->n_types; i++) {
-        p->types[i].type = cfg_copy(p, &pos, cfg->sample_types[i].type);
-        p->types[i].unit = cfg_copy(p, &pos, cfg->sample_types[i].unit);
+        p->cfg.sample_types[i].type = cfg_copy(p, &pos, cfg->sample_types[i].type);
+        p->cfg.sample_types[i].unit = cfg_copy(p, &pos, cfg->sample_types[i].unit);
     }
-    p->period_type.type = cfg_copy(p, &pos, cfg->period_type.type);
-    p->period_type.unit = cfg_copy(p, &pos, cfg->period_type.unit);
+    p->cfg.period_type.type = cfg_copy(p, &pos, cfg->period_type.type);
+    p->cfg.period_type.unit = cfg_copy(p, &pos, cfg->period_type.unit);
     intern_fixed(p);
     p->start_ns = ppk_now_ns();
     *out = p;

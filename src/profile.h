@@ -110,9 +110,7 @@ struct ppk_profile {
     size_t n_types;
     char *cfg_text;           /* owned copies of the config strings */
     size_t cfg_text_len;
-    ppk_value_type types[PPK_MAX_SAMPLE_TYPES]; /* pointing into cfg_text */
-    ppk_value_type period_type;
-    int64_t period;
+    ppk_profile_config cfg;   /* as given, its strings pointing into cfg_text */
     size_t max_frames, max_labels;
     ppk__rule *rules;
     size_t n_rules, rules_cap;

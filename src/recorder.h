@@ -1,0 +1,61 @@
+/*
+ * recorder.h - the recorder's internals shared with sample.c.
+ *
+ * The recorder's lock guards the active window, the list of builders, the sinks and
+ * the statistics. A flush holds it for one ppk__profile_add_sbuf(); an export holds it
+ * twice, briefly: to swap the windows, and to hand the reset window back as the spare.
+ */
+#ifndef PPK_RECORDER_H
+#define PPK_RECORDER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "profile.h"
+#include "sbuf.h"
+
+#define PPK_MAX_SINKS 16
+
+struct ppk_sample {
+    _Atomic(ppk_recorder *) rec; /* NULL once the recorder is freed */
+    ppk_sample *prev, *next;     /* the recorder's list of builders, under its lock */
+    ppk__mem mem;                /* the builder's own memory: used by its thread only */
+    ppk__sbuf sb;
+    size_t keep_bytes;
+    int begun;
+};
+
+struct ppk_recorder {
+    pthread_mutex_t lock;
+    ppk__mem mem;              /* the recorder's own small allocations, under lock */
+    ppk_profile *active;
+    ppk_profile *spare;        /* NULL while an export holds it */
+    int exporting;             /* an export is between its swap and its hand-back */
+    pthread_cond_t export_done;
+    int closed;
+    uint64_t seq;
+    ppk_codec codec;
+    int level;
+    size_t builder_keep_bytes;
+    ppk_sink sinks[PPK_MAX_SINKS];
+    size_t n_sinks;
+    ppk_sample *builders;
+
+    /* The background exporter. */
+    int64_t period_ms;
+    int want_thread;           /* started and not stopped: restarted after fork */
+    int thread_running;
+    uint64_t thread_gen;       /* a thread runs while this equals the value it began with */
+    pthread_t thread;
+    pthread_cond_t wake;       /* CLOCK_MONOTONIC */
+
+    /* Totals over exported windows (the active window's are added when read). */
+    ppk_recorder_stats totals;
+
+    ppk_recorder *next_global; /* the registry the fork handlers walk */
+};
+
+/* Restarts the exporter thread of a forked child if it should run. Lock held. */
+void ppk__recorder_restart_locked(ppk_recorder *r);
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * sample.c - the sample builder: a sample built over many calls, flushed into the
+ * recorder's active window.
+ *
+ * A builder belongs to one thread at a time. Its pushes validate and copy into its own
+ * ppk__sbuf (sbuf.c), with memory of its own, so a sample in progress holds nothing of
+ * any window and no lock (G1, G2). Only ppk_sample_flush() takes the recorder's lock,
+ * for the insert itself. The recorder keeps a list of its builders so that, when it is
+ * freed, each one learns it (rec becomes NULL) and answers PPK_ECLOSED.
+ */
+#include <string.h>
+
+#include "recorder.h"
+
+int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
+    if (!out) return PPK_EINVAL;
+    *out = NULL;
+    if (!r) return PPK_EINVAL;
+    const ppk_profile_config *cfg = &r->active->cfg; /* immutable: no lock needed */
+    ppk__mem mem;
+    ppk__mem_init(&mem, &cfg->allocator);
+    ppk_sample *s = ppk__mem_alloc(&mem, sizeof *s);
+    if (!s) return PPK_ENOMEM;
+    memset(s, 0, sizeof *s);
+    s->mem = mem;
+    s->keep_bytes = r->builder_keep_bytes;
+    if (ppk__sbuf_init(&s->sb, &s->mem, cfg->max_string_len, cfg->max_frames, cfg->max_labels,
+                       cfg->n_sample_types)) {
+        ppk__mem_free(&mem, s, sizeof *s);
+        return PPK_ENOMEM;
+    }
+    pthread_mutex_lock(&r->lock);
+    int closed = r->closed;
+    if (!closed) {
+        atomic_init(&s->rec, r);
+        s->next = r->builders;
+        if (r->builders) r->builders->prev = s;
+        r->builders = s;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (closed) {
+        ppk_sample_free(s);
+        return PPK_ECLOSED;
+    }
+    *out = s;
+    return 0;
+}
+
+void ppk_sample_free(ppk_sample *s) {
+    if (!s) return;
+    ppk_recorder *r = atomic_load(&s->rec);
+    if (r) {
+        pthread_mutex_lock(&r->lock);
+        if (s->prev)
+            s->prev->next = s->next;
+        else if (r->builders == s)
+            r->builders = s->next;
+        if (s->next) s->next->prev = s->prev;
+        pthread_mutex_unlock(&r->lock);
+    }
+    ppk__sbuf_destroy(&s->sb);
+    ppk__mem mem = s->mem;
+    ppk__mem_free(&mem, s, sizeof *s);
+}
+
+/* PPK_ECLOSED once the recorder is gone, PPK_ESTATE unless a sample is (or is not)
+ * begun as `begun` requires. */
+static int check(const ppk_sample *s, int begun) {
+    if (!s) return PPK_EINVAL;
+    if (!atomic_load(&s->rec)) return PPK_ECLOSED;
+    return s->begun == begun ? 0 : PPK_ESTATE;
+}
+
+int ppk_sample_start(ppk_sample *s) {
+    int rc = check(s, 0);
+    if (rc) return rc;
+    ppk__sbuf_clear(&s->sb, s->keep_bytes);
+    s->begun = 1;
+    return 0;
+}
+
+int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f) {
+    int rc = check(s, 1);
+    return rc ? rc : ppk__sbuf_push_frame(&s->sb, f);
+}
+
+int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename, uint64_t address,
+                          int64_t line) {
+    ppk_frame f;
+    memset(&f, 0, sizeof f);
+    f.name = name;
+    f.filename = filename;
+    f.address = address;
+    f.line = line;
+    return ppk_sample_push_frame_ex(s, &f);
+}
+
+int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    ppk_label l;
+    memset(&l, 0, sizeof l);
+    l.key = key;
+    l.str = value;
+    return ppk__sbuf_push_label(&s->sb, &l);
+}
+
+int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num, ppk_str unit) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    ppk_label l;
+    memset(&l, 0, sizeof l);
+    l.key = key;
+    l.is_num = 1;
+    l.num = num;
+    l.num_unit = unit;
+    return ppk__sbuf_push_label(&s->sb, &l);
+}
+
+int ppk_sample_set_value(ppk_sample *s, size_t idx, int64_t value) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    if (idx >= s->sb.n_types) return PPK_EINVAL;
+    s->sb.values[idx] = value;
+    return 0;
+}
+
+int ppk_sample_set_values(ppk_sample *s, const int64_t *values, size_t n) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    if (n > s->sb.n_types) return PPK_EVALUES;
+    if (n && !values) return PPK_ENULL;
+    if (n) memcpy(s->sb.values, values, n * sizeof *values);
+    return 0;
+}
+
+int ppk_sample_set_timestamp(ppk_sample *s, int64_t timestamp_ns) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    if (timestamp_ns < 0) return PPK_EINVAL;
+    s->sb.timestamp_ns = timestamp_ns;
+    return 0;
+}
+
+int ppk_sample_drop(ppk_sample *s) {
+    int rc = check(s, 1);
+    if (rc == PPK_ECLOSED) s->begun = 0;
+    if (rc) return rc;
+    s->begun = 0;
+    ppk__sbuf_clear(&s->sb, s->keep_bytes);
+    return 0;
+}
+
+int ppk_sample_flush(ppk_sample *s) {
+    int rc = check(s, 1);
+    if (rc == PPK_ECLOSED) s->begun = 0;
+    if (rc) return rc;
+    ppk_recorder *r = atomic_load(&s->rec);
+    s->begun = 0;
+    pthread_mutex_lock(&r->lock);
+    if (r->closed) {
+        r->totals.samples_dropped_closed++;
+        rc = PPK_ECLOSED;
+    } else {
+        ppk__recorder_restart_locked(r);
+        rc = ppk__profile_add_sbuf(r->active, &s->sb);
+        if (rc == 0)
+            r->totals.samples_flushed++;
+        else
+            r->totals.samples_dropped_nomem++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    ppk__sbuf_clear(&s->sb, s->keep_bytes);
+    return rc;
+}

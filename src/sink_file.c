@@ -1,0 +1,106 @@
+/*
+ * sink_file.c - the file sink: each export becomes DIR/NAME.PID.SEQ.pb.gz.
+ *
+ * The bytes are written to a temporary name in DIR (a dot file, so globs for profiles
+ * skip it), then renamed: a reader sees a whole profile or none. The pid is read at each
+ * write, so a forked child writes under its own. Called by one exporting thread at a
+ * time (exports are serialized).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "pprofkit.h"
+
+typedef struct file_sink {
+    ppk__mem mem;
+    char *dir;  /* NUL-terminated copies */
+    char *name;
+    size_t dir_len, name_len;
+} file_sink;
+
+static const char *extension(ppk_codec c) {
+    return c == PPK_CODEC_GZIP ? "pb.gz" : c == PPK_CODEC_ZSTD ? "pb.zst" : "pb";
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int file_write(void *opaque, const ppk_export *e) {
+    file_sink *fs = opaque;
+    size_t n = fs->dir_len + fs->name_len + 96;
+    char *path = ppk__mem_alloc(&fs->mem, 2 * n);
+    if (!path) return PPK_ENOMEM;
+    char *tmp = path + n;
+    long pid = (long)getpid();
+    snprintf(path, n, "%s/%s.%ld.%llu.%s", fs->dir, fs->name, pid, (unsigned long long)e->seq,
+             extension(e->codec));
+    snprintf(tmp, n, "%s/.%s.%ld.%llu.tmp", fs->dir, fs->name, pid, (unsigned long long)e->seq);
+    int rc = PPK_ESYS;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        int ok = write_all(fd, e->data.data, e->data.len) == 0;
+        if (close(fd) != 0) ok = 0;
+        if (ok && rename(tmp, path) == 0)
+            rc = 0;
+        else
+            unlink(tmp);
+    }
+    ppk__mem_free(&fs->mem, path, 2 * n);
+    return rc;
+}
+
+static void file_destroy(void *opaque) {
+    file_sink *fs = opaque;
+    ppk__mem mem = fs->mem;
+    ppk__mem_free(&mem, fs->dir, fs->dir_len + 1);
+    ppk__mem_free(&mem, fs->name, fs->name_len + 1);
+    ppk__mem_free(&mem, fs, sizeof *fs);
+}
+
+static char *dup_str(ppk__mem *m, ppk_str s) {
+    char *c = ppk__mem_alloc(m, s.len + 1);
+    if (!c) return NULL;
+    if (s.len) memcpy(c, s.ptr, s.len);
+    c[s.len] = 0;
+    return c;
+}
+
+int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out) {
+    if (!out) return PPK_EINVAL;
+    memset(out, 0, sizeof *out);
+    if ((!dir.ptr && dir.len) || (!name.ptr && name.len)) return PPK_ENULL;
+    if (!dir.len || !name.len || memchr(dir.ptr, 0, dir.len) || memchr(name.ptr, 0, name.len) ||
+        memchr(name.ptr, '/', name.len))
+        return PPK_EINVAL;
+    ppk__mem mem;
+    ppk__mem_init(&mem, NULL);
+    file_sink *fs = ppk__mem_alloc(&mem, sizeof *fs);
+    if (!fs) return PPK_ENOMEM;
+    fs->mem = mem;
+    fs->dir_len = dir.len;
+    fs->name_len = name.len;
+    fs->dir = dup_str(&fs->mem, dir);
+    fs->name = dup_str(&fs->mem, name);
+    if (!fs->dir || !fs->name) {
+        file_destroy(fs);
+        return PPK_ENOMEM;
+    }
+    out->write = file_write;
+    out->destroy = file_destroy;
+    out->opaque = fs;
+    return 0;
+}
