@@ -16,7 +16,12 @@ int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
     if (!out) return PPK_EINVAL;
     *out = NULL;
     if (!r) return PPK_EINVAL;
-    const ppk_profile_config *cfg = &r->active->cfg; /* immutable: no lock needed */
+    /* Every window has the same configuration; the active one is read under the lock
+     * because an export may be swapping it. */
+    pthread_mutex_lock(&r->lock);
+    ppk_profile_config cfgv = r->active->cfg;
+    pthread_mutex_unlock(&r->lock);
+    const ppk_profile_config *cfg = &cfgv;
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->allocator);
     ppk_sample *s = ppk__mem_alloc(&mem, sizeof *s);
