@@ -1,0 +1,219 @@
+/*
+ * bench_w1 - the reference workload W1 through the public recorder API, exactly as a
+ * profiler uses it: per sample ppk_sample_start, one ppk_sample_push_frame per frame,
+ * three label pushes, ppk_sample_set_values, ppk_sample_flush; an export
+ * (ppk_recorder_export: swap, encode, compress, reset) every 100,000 samples.
+ *
+ * One run = one variant and one thread count, in its own process so the peak RSS is the
+ * run's own. With two threads, the producers split the samples (even k, odd k) and the
+ * thread whose flush completes a window of 100,000 exports it while the other goes on.
+ *
+ * Figures (JSON, one object on stdout):
+ *   add_ns           mean ns per sample of the builder calls: each producer's loop time,
+ *                    minus the time it spent exporting and minus the time of the same
+ *                    loop producing the samples without any pprofkit call, summed over
+ *                    producers, divided by the samples;
+ *   export_ms_encode median ms of encode + compress per export (ppk_export.encode_ms);
+ *   export_ms_total  median ms of the whole ppk_recorder_export call;
+ *   bytes            median compressed bytes per export; rss_kb peak RSS; total_s wall.
+ * Nothing is asserted. Usage: bench_w1 [--storm] [--threads 1|2] [--samples N]
+ *                                      [--codec zstd|gzip|none]
+ */
+#include <pprofkit.h>
+
+#include "w1.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define MAX_EXPORTS 64
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    if (n == 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static struct {
+    ppk_recorder *rec;
+    enum w1_variant variant;
+    int threads;
+    uint64_t samples;
+    atomic_uint_fast64_t flushed;
+    pthread_mutex_t mu; /* guards the export figures */
+    int n_exports;
+    double encode_ms[MAX_EXPORTS], total_ms[MAX_EXPORTS], bytes[MAX_EXPORTS];
+    atomic_int failed;
+} g;
+
+typedef struct producer {
+    int index;
+    double loop_s, export_s, gen_s;
+    pthread_t thread;
+} producer;
+
+static void do_export(producer *p) {
+    double t0 = now_s();
+    ppk_export e;
+    int rc = ppk_recorder_export(g.rec, &e);
+    double dt = now_s() - t0;
+    p->export_s += dt;
+    if (rc) {
+        fprintf(stderr, "export: %s\n", ppk_strerror(rc));
+        atomic_store(&g.failed, 1);
+        return;
+    }
+    pthread_mutex_lock(&g.mu);
+    if (g.n_exports < MAX_EXPORTS) {
+        g.encode_ms[g.n_exports] = e.encode_ms;
+        g.total_ms[g.n_exports] = dt * 1e3;
+        g.bytes[g.n_exports] = (double)e.data.len;
+        g.n_exports++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    ppk_export_free(&e);
+}
+
+static int record(ppk_sample *s, const ppk_sample_data *d) {
+    int rc = ppk_sample_start(s);
+    for (size_t i = 0; !rc && i < d->n_frames; i++)
+        rc = ppk_sample_push_frame(s, d->frames[i].name, d->frames[i].filename, 0,
+                                   d->frames[i].line);
+    const ppk_label *l = d->labels;
+    if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
+    if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
+    if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
+    if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
+    if (!rc) rc = ppk_sample_flush(s);
+    return rc;
+}
+
+static void *produce(void *arg) {
+    producer *p = arg;
+    struct w1 w;
+    struct w1_sample ws;
+    ppk_sample *s = NULL;
+    if (w1_init(&w) || ppk_sample_create(g.rec, &s)) {
+        atomic_store(&g.failed, 1);
+        return NULL;
+    }
+    /* The workload alone: the same loop without pprofkit calls. */
+    volatile size_t sink = 0;
+    double t0 = now_s();
+    for (uint64_t k = 0; k < g.samples; k++) {
+        if ((int)(k % (uint64_t)g.threads) != p->index) {
+            w1_skip(&w);
+            continue;
+        }
+        const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
+        sink += d->n_frames;
+    }
+    p->gen_s = now_s() - t0;
+    w1_rewind(&w);
+
+    t0 = now_s();
+    for (uint64_t k = 0; k < g.samples; k++) {
+        if ((int)(k % (uint64_t)g.threads) != p->index) {
+            w1_skip(&w);
+            continue;
+        }
+        const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
+        int rc = record(s, d);
+        if (rc) {
+            fprintf(stderr, "sample %llu: %s\n", (unsigned long long)k, ppk_strerror(rc));
+            atomic_store(&g.failed, 1);
+            break;
+        }
+        if ((atomic_fetch_add(&g.flushed, 1) + 1) % W1_WINDOW == 0) do_export(p);
+    }
+    p->loop_s = now_s() - t0;
+    ppk_sample_free(s);
+    w1_free(&w);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    g.variant = W1_STEADY;
+    g.threads = 1;
+    g.samples = W1_SAMPLES;
+    ppk_codec codec = PPK_CODEC_ZSTD;
+    const char *codec_name = "zstd-1";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--storm")) {
+            g.variant = W1_STORM;
+        } else if (!strcmp(argv[i], "--steady")) {
+            g.variant = W1_STEADY;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            g.threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
+            g.samples = strtoull(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--codec") && i + 1 < argc) {
+            codec_name = argv[++i];
+            codec = !strcmp(codec_name, "gzip")   ? PPK_CODEC_GZIP
+                    : !strcmp(codec_name, "none") ? PPK_CODEC_NONE
+                                                  : PPK_CODEC_ZSTD;
+            codec_name = codec == PPK_CODEC_GZIP   ? "gzip-1"
+                         : codec == PPK_CODEC_NONE ? "none"
+                                                   : "zstd-1";
+        } else {
+            fprintf(stderr, "usage: bench_w1 [--storm|--steady] [--threads 1|2] [--samples N] "
+                            "[--codec zstd|gzip|none]\n");
+            return 2;
+        }
+    }
+    if (g.threads < 1 || g.threads > 2) g.threads = 1;
+    pthread_mutex_init(&g.mu, NULL);
+
+    double start = now_s();
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    w1_config(&cfg.profile);
+    cfg.codec = codec;
+    int rc = ppk_recorder_create(&cfg, &g.rec);
+    if (rc) {
+        fprintf(stderr, "ppk_recorder_create: %s\n", ppk_strerror(rc));
+        return 1;
+    }
+    producer p[2];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < g.threads; i++) {
+        p[i].index = i;
+        pthread_create(&p[i].thread, NULL, produce, &p[i]);
+    }
+    for (int i = 0; i < g.threads; i++) pthread_join(p[i].thread, NULL);
+    double total = now_s() - start;
+
+    double add_s = 0;
+    for (int i = 0; i < g.threads; i++) add_s += p[i].loop_s - p[i].export_s - p[i].gen_s;
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(g.rec, &st);
+    ppk_recorder_free(g.rec);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"variant\": \"%s\", \"threads\": %d, \"samples\": %llu, \"add_ns\": %.0f, "
+           "\"export_ms_encode\": %.1f, \"export_ms_total\": %.1f, \"codec\": \"%s\", "
+           "\"bytes\": %.0f, \"exports\": %d, \"rss_kb\": %ld, \"total_s\": %.2f, "
+           "\"window_bytes_peak\": %llu}\n",
+           g.variant == W1_STORM ? "storm" : "steady", g.threads,
+           (unsigned long long)g.samples, add_s * 1e9 / (double)g.samples,
+           median(g.encode_ms, g.n_exports), median(g.total_ms, g.n_exports), codec_name,
+           median(g.bytes, g.n_exports), g.n_exports, ru.ru_maxrss, total,
+           (unsigned long long)st.window_bytes_peak);
+    return atomic_load(&g.failed) ? 1 : 0;
+}
