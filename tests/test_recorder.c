@@ -1,0 +1,1144 @@
+/*
+ * test_recorder.c - the concurrent recorder's API: builder state machine, errors, transient
+ * input (G1), sinks that block (G5), the file sink, statistics of degradations (G3, G7).
+ *
+ * Exports are read back with tests/pprof_read.h, a decoder that shares no code with the
+ * library. Cases:
+ *   - state machine: every builder call out of order is PPK_ESTATE; after
+ *     ppk_recorder_free every call is PPK_ECLOSED and ppk_sample_free still works;
+ *   - bad input: set_value out of range, set_values with too many values, duplicate label,
+ *     too many labels, reserved keys, NULL strings; each failed call leaves the sample as
+ *     it was (the export equals that of the same sample built without the failed calls)
+ *     and the sample stays usable;
+ *   - drop: a dropped sample leaves no trace (not even its strings);
+ *   - transient input: every string, array and struct passed in is in a fresh malloc'd
+ *     buffer, overwritten and freed right after the call (ASan sees any later read); the
+ *     export holds the right strings, the same as a recorder given static copies;
+ *   - a sink that blocks in write() does not block flushes, whether the export runs on a
+ *     caller's thread or on the background exporter; the blocked export completes when
+ *     released and the samples flushed meanwhile are in the next export;
+ *   - ppk_sink_file: NAME.PID.SEQ.pb.gz (.pb, .pb.zst) files that decode, no temporary
+ *     left, a failing write counted; destroy called once;
+ *   - statistics: UTF-8 repairs, truncated strings and stacks, saturated values, flushes
+ *     refused for memory, sink failures, each counted.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pprof_read.h"
+#include "pprofkit.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 5 /* sanitizers: longer timeouts */
+#else
+#define SLOW 1
+#endif
+
+/* ---------------------------------------------------------------------------------- */
+/* helpers                                                                            */
+
+static void config(ppk_recorder_config *cfg, ppk_codec codec) {
+    ppk_recorder_config_init(cfg);
+    cfg->profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg->profile.sample_types[1] =
+        (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    cfg->profile.n_sample_types = 2;
+    cfg->profile.period_type = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    cfg->profile.period = 10000000;
+    cfg->codec = codec;
+}
+
+static ppk_recorder *recorder(ppk_codec codec) {
+    ppk_recorder_config cfg;
+    config(&cfg, codec);
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    return r;
+}
+
+/* Exports to the caller and parses. @return 0 on success. */
+static int export_parse(ppk_recorder *r, pr_profile *pp) {
+    ppk_export e;
+    memset(&e, 0, sizeof e);
+    memset(pp, 0, sizeof *pp);
+    int rc = ppk_recorder_export(r, &e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) return rc;
+    rc = pr_parse(e.data.data, e.data.len, pp);
+    CHECK_EQ_INT(rc, 0);
+    ppk_export_free(&e);
+    return rc;
+}
+
+/* The canonical description of the next export (caller frees), or NULL. */
+static char *export_describe(ppk_recorder *r) {
+    pr_profile pp;
+    if (export_parse(r, &pp) != 0) return NULL;
+    char *d = pr_describe(&pp);
+    pr_free(&pp);
+    return d;
+}
+
+/* A simple sample: a 2-frame stack and a task name label. */
+static int simple_sample(ppk_sample *s, const char *task, int64_t wall) {
+    int rc = ppk_sample_start(s);
+    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 0, 3);
+    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("a.py"), 0, 1);
+    if (!rc) rc = ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task));
+    if (!rc) rc = ppk_sample_set_value(s, 0, 1);
+    if (!rc) rc = ppk_sample_set_value(s, 1, wall);
+    if (!rc) rc = ppk_sample_flush(s);
+    return rc;
+}
+
+static int has_string(const pr_profile *pp, const char *s) {
+    for (size_t i = 0; i < pp->nstrings; i++)
+        if (pr_streq(pp->strings[i], s)) return 1;
+    return 0;
+}
+
+static int64_t total(const pr_profile *pp, size_t idx) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < pp->nsamples; i++)
+        if (idx < pp->samples[i].nval) sum += pp->samples[i].val[idx];
+    return sum;
+}
+
+static void deadline_in(struct timespec *ts, double seconds) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    long long ns = (long long)ts->tv_nsec + (long long)(seconds * 1e9);
+    ts->tv_sec += (time_t)(ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
+}
+
+static int rm_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        remove(path);
+    }
+    closedir(d);
+    return rmdir(dir);
+}
+
+static int read_file(const char *path, uint8_t **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 4096, n = 0, got;
+    uint8_t *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return -1;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* state machine                                                                      */
+
+static void test_state_machine(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    ppk_sample *s = NULL;
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    if (!s) goto out;
+    int64_t v[2] = {1, 2};
+
+    /* Nothing begun. */
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), PPK_ESTATE);
+    ppk_frame fr = {.name = PPK_STR("f")};
+    CHECK_EQ_INT(ppk_sample_push_frame_ex(s, &fr), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k"), PPK_STR("v")), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("k"), 1, PPK_STR("")), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_set_values(s, v, 2), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_set_timestamp(s, 5), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_flush(s), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_drop(s), PPK_ESTATE);
+
+    /* Begun: start again is refused; flush ends it; then flush and drop are refused. */
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_start(s), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_set_values(s, v, 2), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_drop(s), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), PPK_ESTATE);
+
+    /* Drop ends a sample too. */
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_drop(s), 0);
+    CHECK_EQ_INT(ppk_sample_drop(s), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_flush(s), PPK_ESTATE);
+
+    /* The refused calls left nothing behind: one sample, with its values. */
+    pr_profile pp;
+    if (export_parse(r, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        CHECK_EQ_INT(total(&pp, 0), 1);
+        CHECK_EQ_INT(total(&pp, 1), 2);
+        pr_free(&pp);
+    }
+
+    /* The background exporter: starting twice does nothing; stopping twice too. */
+    CHECK_EQ_INT(ppk_recorder_start(r), 0);
+    CHECK_EQ_INT(ppk_recorder_start(r), 0);
+    ppk_recorder_stop(r);
+    ppk_recorder_stop(r);
+
+    /* NULL arguments are errors, not crashes. */
+    CHECK(ppk_recorder_create(NULL, NULL) != 0);
+out:
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+    ppk_sample_free(NULL);
+    ppk_recorder_free(NULL);
+    ppk_export_free(NULL);
+}
+
+static void test_closed(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    ppk_sample *busy = NULL, *idle = NULL;
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &busy), 0);
+    CHECK_EQ_INT(ppk_sample_create(r, &idle), 0);
+    if (!busy || !idle) {
+        ppk_sample_free(busy);
+        ppk_sample_free(idle);
+        ppk_recorder_free(r);
+        return;
+    }
+    CHECK_EQ_INT(ppk_sample_start(busy), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(busy, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_str(busy, PPK_STR("k"), PPK_STR("v")), 0);
+    CHECK_EQ_INT(simple_sample(idle, "t", 1), 0);
+
+    ppk_recorder_free(r);
+
+    int64_t v[2] = {1, 1};
+    ppk_frame fr = {.name = PPK_STR("g")};
+    CHECK_EQ_INT(ppk_sample_push_frame(busy, PPK_STR("g"), PPK_STR("g.py"), 0, 1), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_push_frame_ex(busy, &fr), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_push_label_str(busy, PPK_STR("k2"), PPK_STR("v")), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_push_label_num(busy, PPK_STR("k3"), 1, PPK_STR("")), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_set_value(busy, 0, 1), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_set_values(busy, v, 2), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_set_timestamp(busy, 1), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_flush(busy), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_drop(busy), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_start(idle), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_flush(idle), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_drop(idle), PPK_ECLOSED);
+    ppk_sample_free(busy);
+    ppk_sample_free(idle);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* bad input                                                                          */
+
+/* Pushes the good parts of the reference sample; with `noise`, failing calls between
+ * them, each checked for its error code. */
+static void build_with_noise(ppk_sample *s, int noise, const char *task) {
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    if (noise) {
+        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){NULL, 5}, PPK_STR("x.py"), 0, 1),
+                     PPK_ENULL);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("x"), (ppk_str){NULL, 2}, 0, 1),
+                     PPK_ENULL);
+        ppk_mapping bad_map = {0x1000, 0x2000, 0, {NULL, 3}, PPK_STR("")};
+        ppk_frame bad = {.name = PPK_STR("x"), .mapping = &bad_map};
+        CHECK_EQ_INT(ppk_sample_push_frame_ex(s, &bad), PPK_ENULL);
+        CHECK(ppk_sample_push_frame_ex(s, NULL) != 0);
+    }
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 0x10, 3), 0);
+    ppk_mapping map = {0x400000, 0x500000, 0x1000, PPK_STR("/usr/lib/libx.so"),
+                       PPK_STR("abcdef")};
+    ppk_frame mid = {PPK_STR("mid"), PPK_STR("_Z3midv"), PPK_STR("mid.c"), 10, 12, 0x400123,
+                     &map};
+    CHECK_EQ_INT(ppk_sample_push_frame_ex(s, &mid), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task)), 0);
+    if (noise) {
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), PPK_STR("other")),
+                     PPK_EDUPLABEL);
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("task name"), 3, PPK_STR("")),
+                     PPK_EDUPLABEL);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR(""), PPK_STR("v")), PPK_EEMPTYKEY);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, (ppk_str){NULL, 1}, PPK_STR("v")), PPK_ENULL);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k"), (ppk_str){NULL, 1}), PPK_ENULL);
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("local root span id"), 0,
+                                               PPK_STR("")),
+                     PPK_ESPANID);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("local root span id"), PPK_STR("7")),
+                     PPK_ESPANID);
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("end_timestamp_ns"), 5, PPK_STR("")),
+                     PPK_ERESERVED);
+    }
+    CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("thread id"), 42, PPK_STR("")), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("size"), 4096, PPK_STR("bytes")), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("thread name"), PPK_STR("Main")), 0);
+    /* max_labels is 4: a fifth is refused. */
+    if (noise)
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("fifth"), PPK_STR("v")), PPK_ETOOMANY);
+    int64_t v[3] = {1, 250, 99};
+    CHECK_EQ_INT(ppk_sample_set_value(s, 1, 7), 0);
+    if (noise) {
+        CHECK_EQ_INT(ppk_sample_set_value(s, 2, 5), PPK_EINVAL);
+        CHECK_EQ_INT(ppk_sample_set_value(s, (size_t)-1, 5), PPK_EINVAL);
+        CHECK_EQ_INT(ppk_sample_set_values(s, v, 3), PPK_EVALUES);
+        CHECK(ppk_sample_set_values(s, NULL, 2) != 0);
+    }
+    CHECK_EQ_INT(ppk_sample_set_values(s, v, 1), 0); /* only the first value */
+    if (noise) {
+        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){NULL, 1}, PPK_STR(""), 0, 0),
+                     PPK_ENULL);
+    }
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("main.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+}
+
+static ppk_recorder *recorder_4_labels(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.profile.max_labels = 4;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    return r;
+}
+
+static void test_failed_calls_leave_sample_unchanged(void) {
+    ppk_recorder *a = recorder_4_labels(), *b = recorder_4_labels();
+    ppk_sample *sa = NULL, *sb = NULL;
+    if (!a || !b) goto out;
+    CHECK_EQ_INT(ppk_sample_create(a, &sa), 0);
+    CHECK_EQ_INT(ppk_sample_create(b, &sb), 0);
+    if (!sa || !sb) goto out;
+    build_with_noise(sa, 1, "task-1");
+    build_with_noise(sa, 1, "task-2");
+    build_with_noise(sb, 0, "task-1");
+    build_with_noise(sb, 0, "task-2");
+    char *da = export_describe(a), *db = export_describe(b);
+    CHECK(da && db);
+    if (da && db) {
+        CHECK(strcmp(da, db) == 0);
+        if (strcmp(da, db) != 0) fprintf(stderr, "with failed calls:\n%s\nwithout:\n%s\n", da, db);
+        CHECK(strstr(da, "leaf/@a.py:3(0)") != NULL);
+        CHECK(strstr(da, "mid/_Z3midv@mid.c:12(10) map=/usr/lib/libx.so,abcdef,400000") != NULL);
+        CHECK(strstr(da, " size=4096bytes") != NULL);
+        CHECK(strstr(da, " task name=\"task-2\"") != NULL);
+        CHECK(strstr(da, "| 1 7\n") != NULL);
+        CHECK(strstr(da, "other") == NULL && strstr(da, "fifth") == NULL);
+    }
+    free(da);
+    free(db);
+out:
+    ppk_sample_free(sa);
+    ppk_sample_free(sb);
+    ppk_recorder_free(a);
+    ppk_recorder_free(b);
+}
+
+/* PPK_EDUPLABEL leaves the sample usable: more pushes, then flush, work. */
+static void test_duplicate_label_sample_usable(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    ppk_sample *s = NULL;
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    if (s) {
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k"), PPK_STR("first")), 0);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k"), PPK_STR("second")),
+                     PPK_EDUPLABEL);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k2"), PPK_STR("third")), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+        CHECK_EQ_INT(ppk_sample_set_value(s, 0, 3), 0);
+        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+        pr_profile pp;
+        if (export_parse(r, &pp) == 0) {
+            CHECK_EQ_U64(pp.nsamples, 1);
+            if (pp.nsamples == 1) {
+                CHECK(pr_streq(pr_label_str(&pp, &pp.samples[0], "k"), "first"));
+                CHECK(pr_streq(pr_label_str(&pp, &pp.samples[0], "k2"), "third"));
+                CHECK_EQ_U64(pp.samples[0].nlab, 2);
+                CHECK_EQ_INT(pp.samples[0].val[0], 3);
+            }
+            CHECK(!has_string(&pp, "second"));
+            pr_free(&pp);
+        }
+    }
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+static void test_drop_discards(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    ppk_sample *s = NULL;
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    if (s) {
+        CHECK_EQ_INT(simple_sample(s, "kept-1", 10), 0);
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("dropped_fn"), PPK_STR("dropped.py"), 0,
+                                           9),
+                     0);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), PPK_STR("dropped-task")),
+                     0);
+        CHECK_EQ_INT(ppk_sample_set_value(s, 1, 1000000), 0);
+        CHECK_EQ_INT(ppk_sample_drop(s), 0);
+        CHECK_EQ_INT(simple_sample(s, "kept-2", 20), 0);
+        pr_profile pp;
+        if (export_parse(r, &pp) == 0) {
+            CHECK_EQ_U64(pp.nsamples, 2);
+            CHECK_EQ_INT(total(&pp, 1), 30);
+            CHECK(!has_string(&pp, "dropped_fn"));
+            CHECK(!has_string(&pp, "dropped.py"));
+            CHECK(!has_string(&pp, "dropped-task"));
+            CHECK(has_string(&pp, "kept-1") && has_string(&pp, "kept-2"));
+            pr_free(&pp);
+        }
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        CHECK_EQ_U64(st.samples_flushed, 2);
+        CHECK_EQ_U64(st.samples_exported, 2);
+    }
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* transient input (G1)                                                               */
+
+/* A fresh heap copy of a string, to be scrubbed and freed after the call. */
+static ppk_str dup_str(const char *s) {
+    size_t n = strlen(s);
+    char *p = malloc(n ? n : 1);
+    memcpy(p, s, n);
+    return (ppk_str){p, n};
+}
+static void scrub(ppk_str s) {
+    if (s.ptr) {
+        memset((char *)s.ptr, 0xAB, s.len);
+        free((char *)s.ptr);
+    }
+}
+
+/* One sample i: with `transient`, every argument is a fresh buffer, scrubbed and freed
+ * right after its call; without, static-lifetime copies are passed. */
+static void transient_sample(ppk_sample *s, int i, int transient) {
+    char name[64], file[64], sys[64], task[64], key[32], unit[32], mapfile[64], build[32];
+    snprintf(name, sizeof name, "fn_%d", i);
+    snprintf(file, sizeof file, "/src/file_%d.py", i % 5);
+    snprintf(sys, sizeof sys, "_Z%dfnv", i);
+    snprintf(task, sizeof task, "Task-%d", i);
+    snprintf(key, sizeof key, "key_%d", i % 3);
+    snprintf(unit, sizeof unit, "unit_%d", i % 2);
+    snprintf(mapfile, sizeof mapfile, "/lib/lib%d.so", i % 4);
+    snprintf(build, sizeof build, "build%d", i % 4);
+
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    if (transient) {
+        ppk_str n = dup_str(name), f = dup_str(file);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, n, f, 0, i), 0);
+        scrub(n);
+        scrub(f);
+
+        ppk_mapping *m = malloc(sizeof *m);
+        ppk_frame *fr = malloc(sizeof *fr);
+        *m = (ppk_mapping){0x10000u * (uint64_t)(i % 4 + 1), 0x10000u * (uint64_t)(i % 4 + 2),
+                           0, dup_str(mapfile), dup_str(build)};
+        *fr = (ppk_frame){dup_str("native"), dup_str(sys), dup_str("native.c"), 3, 4,
+                          0x10000u * (uint64_t)(i % 4 + 1) + 0x10, m};
+        CHECK_EQ_INT(ppk_sample_push_frame_ex(s, fr), 0);
+        scrub(fr->name);
+        scrub(fr->system_name);
+        scrub(fr->filename);
+        scrub(m->filename);
+        scrub(m->build_id);
+        memset(m, 0xCD, sizeof *m);
+        memset(fr, 0xCD, sizeof *fr);
+        free(m);
+        free(fr);
+
+        ppk_str k = dup_str("task name"), v = dup_str(task);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, k, v), 0);
+        scrub(k);
+        scrub(v);
+        k = dup_str(key);
+        ppk_str u = dup_str(unit);
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, k, i, u), 0);
+        scrub(k);
+        scrub(u);
+        int64_t *vals = malloc(2 * sizeof *vals);
+        vals[0] = 1;
+        vals[1] = 1000 + i;
+        CHECK_EQ_INT(ppk_sample_set_values(s, vals, 2), 0);
+        memset(vals, 0xEE, 2 * sizeof *vals);
+        free(vals);
+    } else {
+        CHECK_EQ_INT(ppk_sample_push_frame(s, ppk_cstr(name), ppk_cstr(file), 0, i), 0);
+        ppk_mapping m = {0x10000u * (uint64_t)(i % 4 + 1), 0x10000u * (uint64_t)(i % 4 + 2), 0,
+                         ppk_cstr(mapfile), ppk_cstr(build)};
+        ppk_frame fr = {PPK_STR("native"), ppk_cstr(sys), PPK_STR("native.c"), 3, 4,
+                        0x10000u * (uint64_t)(i % 4 + 1) + 0x10, &m};
+        CHECK_EQ_INT(ppk_sample_push_frame_ex(s, &fr), 0);
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task)), 0);
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, ppk_cstr(key), i, ppk_cstr(unit)), 0);
+        int64_t vals[2] = {1, 1000 + i};
+        CHECK_EQ_INT(ppk_sample_set_values(s, vals, 2), 0);
+    }
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+}
+
+/* A recorder whose config strings are transient too. */
+static ppk_recorder *transient_recorder(void) {
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    ppk_str t0 = dup_str("samples"), u0 = dup_str("count"), t1 = dup_str("wall-time"),
+            u1 = dup_str("nanoseconds"), pt = dup_str("wall-time"), pu = dup_str("nanoseconds");
+    cfg.profile.sample_types[0] = (ppk_value_type){t0, u0};
+    cfg.profile.sample_types[1] = (ppk_value_type){t1, u1};
+    cfg.profile.n_sample_types = 2;
+    cfg.profile.period_type = (ppk_value_type){pt, pu};
+    cfg.profile.period = 10000000;
+    cfg.codec = PPK_CODEC_NONE;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    scrub(t0);
+    scrub(u0);
+    scrub(t1);
+    scrub(u1);
+    scrub(pt);
+    scrub(pu);
+    return r;
+}
+
+static void test_transient_input(void) {
+    ppk_recorder *a = transient_recorder(), *b = recorder(PPK_CODEC_NONE);
+    ppk_sample *sa = NULL, *sb = NULL;
+    if (!a || !b) goto out;
+    CHECK_EQ_INT(ppk_sample_create(a, &sa), 0);
+    CHECK_EQ_INT(ppk_sample_create(b, &sb), 0);
+    if (!sa || !sb) goto out;
+    /* Two windows: the strings of the first export must not leak into the second. */
+    for (int round = 0; round < 2; round++) {
+        for (int i = round * 300; i < round * 300 + 300; i++) {
+            transient_sample(sa, i, 1);
+            transient_sample(sb, i, 0);
+        }
+        pr_profile pa, pb;
+        if (export_parse(a, &pa) != 0) break;
+        if (export_parse(b, &pb) != 0) {
+            pr_free(&pa);
+            break;
+        }
+        char *da = pr_describe(&pa), *db = pr_describe(&pb);
+        CHECK(strcmp(da, db) == 0);
+        if (strcmp(da, db) != 0)
+            fprintf(stderr, "transient:\n%.2000s\nstatic copies:\n%.2000s\n", da, db);
+        /* And the content itself, checked directly. */
+        CHECK_EQ_U64(pa.nsamples, 300);
+        CHECK_EQ_U64(pa.nsample_type, 2);
+        if (pa.nsample_type == 2) {
+            CHECK(pr_streq(pr_string(&pa, pa.sample_type[0][0]), "samples"));
+            CHECK(pr_streq(pr_string(&pa, pa.sample_type[1][1]), "nanoseconds"));
+            CHECK(pr_streq(pr_string(&pa, pa.period_type[0]), "wall-time"));
+        }
+        int bad = 0;
+        for (size_t j = 0; j < pa.nsamples; j++) {
+            const pr_sample *s = &pa.samples[j];
+            pr_str task = pr_label_str(&pa, s, "task name");
+            int i = -1;
+            if (task.ptr && task.len > 5 && task.len < 20) {
+                char tmp[24];
+                memcpy(tmp, task.ptr, task.len);
+                tmp[task.len] = 0;
+                if (sscanf(tmp, "Task-%d", &i) != 1) i = -1;
+            }
+            char want[64];
+            snprintf(want, sizeof want, "fn_%d", i);
+            const pr_function *f0 = pr_frame_fn(&pa, s, 0), *f1 = pr_frame_fn(&pa, s, 1);
+            if (i < round * 300 || i >= round * 300 + 300 || s->nloc != 2 || !f0 || !f1 ||
+                !pr_streq(pr_string(&pa, f0->name), want) ||
+                !pr_streq(pr_string(&pa, f1->name), "native") || s->val[1] != 1000 + i) {
+                if (!bad++)
+                    fprintf(stderr, "sample %zu of round %d is wrong (task %.*s)\n", j, round,
+                            (int)task.len, task.ptr ? task.ptr : "");
+            }
+            if (round == 1) {
+                snprintf(want, sizeof want, "Task-%d", i - 300);
+                if (has_string(&pa, want) && !bad++)
+                    fprintf(stderr, "round 2 holds %s of round 1\n", want);
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+        free(da);
+        free(db);
+        pr_free(&pa);
+        pr_free(&pb);
+    }
+out:
+    ppk_sample_free(sa);
+    ppk_sample_free(sb);
+    ppk_recorder_free(a);
+    ppk_recorder_free(b);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* a sink that blocks (G5)                                                            */
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    int released;
+    uint64_t samples[64]; /* stats.samples_added of each export it received */
+    uint64_t seq[64];
+    int destroyed;
+} gate;
+
+static int gate_write(void *opaque, const ppk_export *e) {
+    gate *g = opaque;
+    pthread_mutex_lock(&g->mu);
+    if (g->calls < 64) {
+        g->samples[g->calls] = e->stats.samples_added;
+        g->seq[g->calls] = e->seq;
+    }
+    g->calls++;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->released) pthread_cond_wait(&g->cv, &g->mu); /* only the first blocks */
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+static void gate_destroy(void *opaque) {
+    gate *g = opaque;
+    pthread_mutex_lock(&g->mu);
+    g->destroyed++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct flusher {
+    ppk_recorder *r;
+    int n;
+    int ok;          /* flushes that returned 0 */
+    int stats_ok;    /* stats_get returned */
+    int done;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+} flusher;
+
+static void *flush_many(void *arg) {
+    flusher *f = arg;
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(f->r, &s) == 0) {
+        char task[32];
+        for (int i = 0; i < f->n; i++) {
+            snprintf(task, sizeof task, "during-%d", i);
+            if (simple_sample(s, task, 5) == 0) f->ok++;
+        }
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(f->r, &st);
+        f->stats_ok = 1;
+        ppk_sample_free(s);
+    }
+    pthread_mutex_lock(f->mu);
+    f->done = 1;
+    pthread_cond_broadcast(f->cv);
+    pthread_mutex_unlock(f->mu);
+    return NULL;
+}
+
+typedef struct exporter_arg {
+    ppk_recorder *r;
+    int rc;
+} exporter_arg;
+
+static void *export_to_sinks(void *arg) {
+    exporter_arg *x = arg;
+    x->rc = ppk_recorder_export(x->r, NULL);
+    return NULL;
+}
+
+/* `background`: the export runs on the background exporter instead of a caller. */
+static void blocking_sink(int background) {
+    gate g;
+    memset(&g, 0, sizeof g);
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.export_period_ms = 20;
+    ppk_recorder *r = NULL;
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    ppk_sink sink = {gate_write, gate_destroy, &g};
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    for (int i = 0; i < 5; i++) {
+        char task[16];
+        snprintf(task, sizeof task, "before-%d", i);
+        CHECK_EQ_INT(simple_sample(s, task, 1), 0);
+    }
+
+    /* An export enters the sink and blocks there. */
+    pthread_t exp_tid;
+    exporter_arg xa = {r, -1};
+    if (background)
+        CHECK_EQ_INT(ppk_recorder_start(r), 0);
+    else
+        CHECK_EQ_INT(pthread_create(&exp_tid, NULL, export_to_sinks, &xa), 0);
+    struct timespec dl;
+    deadline_in(&dl, 10.0 * SLOW);
+    pthread_mutex_lock(&g.mu);
+    while (g.calls == 0)
+        if (pthread_cond_timedwait(&g.cv, &g.mu, &dl) != 0) break;
+    int entered = g.calls;
+    pthread_mutex_unlock(&g.mu);
+    CHECK_EQ_INT(entered, 1);
+
+    /* Flushes run on another thread while the sink is blocked; a hang fails the check
+     * instead of the test run. */
+    pthread_mutex_t fmu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fcv = PTHREAD_COND_INITIALIZER;
+    flusher f = {r, 2000, 0, 0, 0, &fmu, &fcv};
+    pthread_t fl_tid;
+    CHECK_EQ_INT(pthread_create(&fl_tid, NULL, flush_many, &f), 0);
+    deadline_in(&dl, 10.0 * SLOW);
+    pthread_mutex_lock(&fmu);
+    while (!f.done)
+        if (pthread_cond_timedwait(&fcv, &fmu, &dl) != 0) break;
+    int done = f.done;
+    pthread_mutex_unlock(&fmu);
+    CHECK(done);
+    if (!done) fprintf(stderr, "flushes blocked while a sink was blocked (G5)\n");
+    pthread_mutex_lock(&g.mu);
+    int calls_while_blocked = g.calls;
+    pthread_mutex_unlock(&g.mu);
+    CHECK_EQ_INT(calls_while_blocked, 1); /* nothing else got into the sink meanwhile */
+
+    /* Release: the blocked export completes. */
+    pthread_mutex_lock(&g.mu);
+    g.released = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(fl_tid, NULL);
+    CHECK_EQ_INT(f.ok, 2000);
+    CHECK(f.stats_ok);
+    if (background) {
+        ppk_recorder_stop(r); /* exports what is left to the sinks */
+    } else {
+        pthread_join(exp_tid, NULL);
+        CHECK_EQ_INT(xa.rc, 0);
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    }
+    pthread_mutex_lock(&g.mu);
+    int calls = g.calls;
+    CHECK(calls >= 2);
+    CHECK_EQ_U64(g.samples[0], 5); /* the first export: the samples before it */
+    uint64_t later = 0;
+    for (int i = 1; i < calls && i < 64; i++) {
+        later += g.samples[i];
+        CHECK_EQ_U64(g.seq[i], g.seq[i - 1] + 1);
+    }
+    CHECK_EQ_U64(later, 2000); /* the samples flushed meanwhile, in the later exports */
+    pthread_mutex_unlock(&g.mu);
+
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, 2005);
+    CHECK_EQ_U64(st.samples_exported, 2005);
+    CHECK_EQ_U64(st.windows_exported, (uint64_t)calls);
+    CHECK_EQ_U64(st.sink_failures, 0);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+    CHECK_EQ_INT(g.destroyed, 1);
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
+}
+
+static void test_blocking_sink_caller(void) { blocking_sink(0); }
+static void test_blocking_sink_background(void) { blocking_sink(1); }
+
+/* ---------------------------------------------------------------------------------- */
+/* the file sink                                                                      */
+
+static int count_dir(const char *dir, int *hidden) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    *hidden = 0;
+    if (!d) return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        n++;
+        if (de->d_name[0] == '.' || strstr(de->d_name, "tmp")) (*hidden)++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int failing_write(void *opaque, const ppk_export *e) {
+    (void)e;
+    (*(int *)opaque)++;
+    return PPK_ESYS;
+}
+
+static void test_sink_file(void) {
+    char dir[] = "/tmp/ppk-sink.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    ppk_recorder *r = recorder(PPK_CODEC_GZIP);
+    ppk_sample *s = NULL;
+    if (!r) return;
+    ppk_sink sink;
+    memset(&sink, 0, sizeof sink);
+    ppk_str d = dup_str(dir), n = dup_str("prof");
+    CHECK_EQ_INT(ppk_sink_file(d, n, &sink), 0);
+    scrub(d);
+    scrub(n);
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+    int fails = 0;
+    ppk_sink bad = {failing_write, NULL, &fails};
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &bad), 0);
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    int per_export[3] = {3, 0, 7};
+    for (int e = 0; e < 3; e++) {
+        for (int i = 0; i < per_export[e]; i++) {
+            char task[32];
+            snprintf(task, sizeof task, "e%d-%d", e, i);
+            CHECK_EQ_INT(simple_sample(s, task, 100), 0);
+        }
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    }
+    CHECK_EQ_INT(fails, 3);
+    int hidden;
+    CHECK_EQ_INT(count_dir(dir, &hidden), 3);
+    CHECK_EQ_INT(hidden, 0);
+    for (int e = 0; e < 3; e++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/prof.%ld.%d.pb.gz", dir, (long)getpid(), e + 1);
+        uint8_t *data = NULL;
+        size_t len = 0;
+        CHECK_EQ_INT(read_file(path, &data, &len), 0);
+        if (!data) {
+            fprintf(stderr, "missing %s\n", path);
+            continue;
+        }
+        CHECK(len >= 2 && data[0] == 0x1f && data[1] == 0x8b);
+        pr_profile pp;
+        CHECK_EQ_INT(pr_parse(data, len, &pp), 0);
+        free(data);
+        CHECK_EQ_U64(pp.nsamples, (uint64_t)per_export[e]);
+        CHECK_EQ_INT(total(&pp, 1), 100 * per_export[e]);
+        CHECK(pp.time_nanos > 0);
+        pr_free(&pp);
+    }
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.sink_failures, 3);
+    CHECK_EQ_U64(st.windows_exported, 3);
+    CHECK_EQ_U64(st.samples_exported, 10);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+    /* Freeing the recorder may export a last (empty) window; never a temporary file. */
+    CHECK(count_dir(dir, &hidden) >= 3);
+    CHECK_EQ_INT(hidden, 0);
+    rm_dir(dir);
+}
+
+/* cfg.out_dir adds a file sink; the codec picks the extension; a sink whose directory
+ * vanished fails its writes, counted. */
+static void test_sink_file_config_and_failure(void) {
+    char dir[] = "/tmp/ppk-sinkcfg.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    static const struct {
+        ppk_codec codec;
+        const char *ext;
+    } codecs[] = {{PPK_CODEC_NONE, "pb"}, {PPK_CODEC_ZSTD, "pb.zst"}, {PPK_CODEC_GZIP, "pb.gz"}};
+    for (size_t c = 0; c < 3; c++) {
+        ppk_recorder_config cfg;
+        config(&cfg, codecs[c].codec);
+        cfg.out_dir = ppk_cstr(dir);
+        cfg.name = PPK_STR("cfg");
+        ppk_recorder *r = NULL;
+        ppk_sample *s = NULL;
+        CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+        if (!r) continue;
+        CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+        CHECK_EQ_INT(simple_sample(s, "x", 1), 0);
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/cfg.%ld.%llu.%s", dir, (long)getpid(),
+                 (unsigned long long)st.windows_exported, codecs[c].ext);
+        uint8_t *data = NULL;
+        size_t len = 0;
+        CHECK_EQ_INT(read_file(path, &data, &len), 0);
+        if (data && codecs[c].codec == PPK_CODEC_ZSTD)
+            CHECK(len >= 4 && data[0] == 0x28 && data[1] == 0xb5 && data[2] == 0x2f &&
+                  data[3] == 0xfd);
+        if (data && codecs[c].codec != PPK_CODEC_ZSTD) {
+            pr_profile pp;
+            CHECK_EQ_INT(pr_parse(data, len, &pp), 0);
+            CHECK_EQ_U64(pp.nsamples, 1);
+            pr_free(&pp);
+        }
+        free(data);
+        remove(path);
+        ppk_sample_free(s);
+        ppk_recorder_free(r);
+        /* Whatever free wrote, remove it for the next codec. */
+        rm_dir(dir);
+        CHECK_EQ_INT(mkdir(dir, 0700), 0);
+    }
+
+    /* The directory disappears: the sink's writes fail and are counted; the export
+     * itself succeeds and the samples count as exported. */
+    ppk_recorder *r = recorder(PPK_CODEC_GZIP);
+    ppk_sample *s = NULL;
+    if (r) {
+        ppk_sink sink;
+        CHECK_EQ_INT(ppk_sink_file(ppk_cstr(dir), PPK_STR("gone"), &sink), 0);
+        CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+        CHECK_EQ_INT(rmdir(dir), 0);
+        CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+        CHECK_EQ_INT(simple_sample(s, "y", 1), 0);
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        CHECK_EQ_U64(st.sink_failures, 1);
+        CHECK_EQ_U64(st.samples_exported, 1);
+        ppk_sample_free(s);
+        ppk_recorder_free(r);
+    } else {
+        rmdir(dir);
+    }
+    ppk_sink junk;
+    CHECK(ppk_sink_file((ppk_str){NULL, 3}, PPK_STR("x"), &junk) != 0);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* statistics of degradations                                                         */
+
+typedef struct failing_alloc {
+    atomic_int fail;
+    atomic_long refused;
+} failing_alloc;
+
+static void *fa_alloc(void *opaque, size_t size) {
+    failing_alloc *fa = opaque;
+    if (atomic_load(&fa->fail)) {
+        atomic_fetch_add(&fa->refused, 1);
+        return NULL;
+    }
+    return malloc(size);
+}
+
+static void fa_free(void *opaque, void *ptr, size_t size) {
+    (void)opaque;
+    (void)size;
+    free(ptr);
+}
+
+static void test_stats_degradations(void) {
+    failing_alloc fa;
+    atomic_init(&fa.fail, 0);
+    atomic_init(&fa.refused, 0);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.profile.max_string_len = 1u << 20;
+    cfg.profile.max_frames = 4;
+    cfg.profile.allocator = (ppk_allocator){fa_alloc, fa_free, &fa};
+    ppk_recorder *r = NULL;
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    if (!s) {
+        ppk_recorder_free(r);
+        return;
+    }
+
+    /* One invalid UTF-8 string, repaired. */
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("bad\xff" "utf8"), PPK_STR("u.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+
+    /* A stack of 6 frames with max_frames 4: 3 kept and one "<3 frames omitted>". */
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    for (int i = 0; i < 6; i++) {
+        char fn[16];
+        snprintf(fn, sizeof fn, "deep_%d", i);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, ppk_cstr(fn), PPK_STR("d.py"), 0, i + 1), 0);
+    }
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+
+    /* Two samples that aggregate and saturate. */
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("sat"), PPK_STR("s.py"), 0, 1), 0);
+        CHECK_EQ_INT(ppk_sample_set_value(s, 1, INT64_MAX), 0);
+        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    }
+
+    /* The allocator refuses everything at flush time: a sample with a 512 KiB string
+     * (more than a window chunk) cannot be inserted. */
+    size_t big_len = 512u << 10;
+    char *big = malloc(big_len);
+    memset(big, 'z', big_len);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){big, big_len}, PPK_STR("big.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1000), 0);
+    atomic_store(&fa.fail, 1);
+    CHECK_EQ_INT(ppk_sample_flush(s), PPK_ENOMEM);
+    atomic_store(&fa.fail, 0);
+    free(big);
+    CHECK(atomic_load(&fa.refused) > 0);
+    /* The refused sample was dropped: the builder starts the next one. */
+    CHECK_EQ_INT(simple_sample(s, "after-nomem", 1), 0);
+
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, 5);
+    CHECK_EQ_U64(st.samples_dropped_nomem, 1);
+    CHECK_EQ_U64(st.strings_utf8_repaired, 1);
+    CHECK_EQ_U64(st.stacks_truncated, 1);
+    CHECK_EQ_U64(st.values_saturated, 1);
+    CHECK(st.strings > 0 && st.window_bytes > 0);
+
+    pr_profile pp;
+    if (export_parse(r, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 4);
+        CHECK(has_string(&pp, "bad\xef\xbf\xbdutf8"));
+        CHECK(has_string(&pp, "<3 frames omitted>"));
+        CHECK(!has_string(&pp, "deep_3") && !has_string(&pp, "deep_5"));
+        CHECK(has_string(&pp, "deep_2") && has_string(&pp, "deep_0"));
+        CHECK(!has_string(&pp, "big.py"));
+        CHECK_EQ_INT(total(&pp, 0), 3); /* utf8, deep, after-nomem; "sat" has value 0 */
+        int sat = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) {
+            const pr_function *f = pr_frame_fn(&pp, &pp.samples[i], 0);
+            if (f && pr_streq(pr_string(&pp, f->name), "sat")) {
+                sat++;
+                CHECK_EQ_INT(pp.samples[i].val[1], INT64_MAX);
+            }
+        }
+        CHECK_EQ_INT(sat, 1);
+        pr_free(&pp);
+    }
+    /* After the export, the counters still hold (they are totals). */
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_exported, 5);
+    CHECK_EQ_U64(st.samples_dropped_nomem, 1);
+    CHECK_EQ_U64(st.strings_utf8_repaired, 1);
+    CHECK_EQ_U64(st.stacks_truncated, 1);
+    CHECK_EQ_U64(st.values_saturated, 1);
+    CHECK_EQ_U64(st.windows_exported, 1);
+    CHECK(st.export_ms_total >= st.export_ms_last && st.export_ms_max >= st.export_ms_last);
+
+    /* A string longer than max_string_len is cut and counted. */
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.profile.max_string_len = 16;
+    r = NULL;
+    s = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(simple_sample(s, "a task name far longer than sixteen bytes", 1), 0);
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.strings_truncated, 1);
+    if (export_parse(r, &pp) == 0) {
+        CHECK(has_string(&pp, "a task name far "));
+        pr_free(&pp);
+    }
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+/* ppk_export describes its window; seq counts up; a timestamped sample is kept alone. */
+static void test_export_fields(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    ppk_sample *s = NULL;
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    int64_t t0 = ppk_now_ns();
+    CHECK_EQ_INT(simple_sample(s, "a", 1), 0);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("ts"), PPK_STR("t.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_set_timestamp(s, 1234567), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    ppk_export e1, e2;
+    memset(&e1, 0, sizeof e1);
+    memset(&e2, 0, sizeof e2);
+    CHECK_EQ_INT(ppk_recorder_export(r, &e1), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, &e2), 0);
+    CHECK_EQ_U64(e1.seq, 1);
+    CHECK_EQ_U64(e2.seq, 2);
+    CHECK_EQ_INT(e1.codec, PPK_CODEC_NONE);
+    CHECK(e1.start_ns <= t0 && e1.end_ns >= e1.start_ns && e2.start_ns >= e1.end_ns - 1);
+    CHECK_EQ_U64(e1.stats.samples_added, 2);
+    CHECK_EQ_U64(e1.stats.samples_timestamped, 1);
+    CHECK_EQ_U64(e2.stats.samples_added, 0);
+    pr_profile pp;
+    CHECK_EQ_INT(pr_parse(e1.data.data, e1.data.len, &pp), 0);
+    int found = 0;
+    for (size_t i = 0; i < pp.nsamples; i++)
+        if (pr_label_num(&pp, &pp.samples[i], "end_timestamp_ns", 0) == 1234567) found++;
+    CHECK_EQ_INT(found, 1);
+    CHECK_EQ_U64(pp.nsamples, 2);
+    pr_free(&pp);
+    CHECK_EQ_INT(pr_parse(e2.data.data, e2.data.len, &pp), 0);
+    CHECK_EQ_U64(pp.nsamples, 0);
+    pr_free(&pp);
+    ppk_export_free(&e1);
+    ppk_export_free(&e2);
+    CHECK(e1.data.data == NULL);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+int main(void) {
+    RUN(test_state_machine);
+    RUN(test_closed);
+    RUN(test_failed_calls_leave_sample_unchanged);
+    RUN(test_duplicate_label_sample_usable);
+    RUN(test_drop_discards);
+    RUN(test_transient_input);
+    RUN(test_blocking_sink_caller);
+    RUN(test_blocking_sink_background);
+    RUN(test_sink_file);
+    RUN(test_sink_file_config_and_failure);
+    RUN(test_stats_degradations);
+    RUN(test_export_fields);
+    return check_summary();
+}
