@@ -1,0 +1,636 @@
+/*
+ * test_fork.c - fork() while threads record and an export runs (G6), and conservation in
+ * the parent afterwards (G3).
+ *
+ * Case 1, export in flight: producer threads build samples continuously (sched_yield()
+ * between calls, so some are always half-built), an export is blocked inside a sink, and
+ * the forking thread itself is in the middle of a sample. In the child:
+ *   - an immediate export returns (no lock or export left held) and holds 0 samples;
+ *   - new builders work on two threads at once, and the forking thread's half-built
+ *     sample can be finished; the next export holds exactly those samples, with their
+ *     values, and nothing of the parent's;
+ *   - the child exits with _exit(0) only if all of this held; the parent checks it.
+ * The parent releases the sink and goes on; every sample it flushed (counted when flush
+ * returned 0) is in exactly one of its exports, with its values.
+ *
+ * Case 2, background exporter: a recorder with a file sink and a 20 ms export period runs
+ * while producers flush; after fork the child flushes its own samples and sees files named
+ * with its own pid appear (its exporter thread was started again), holding exactly its
+ * samples once it stops; the parent's files hold exactly the parent's samples.
+ *
+ * Every wait is bounded (alarm() in the child, a deadline for waitpid in the parent), so a
+ * deadlock fails the test instead of hanging it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pprof_read.h"
+#include "pprofkit.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 5
+#else
+#define SLOW 1
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+/* The child of a multi-threaded parent starts threads: ThreadSanitizer allows it with
+ * die_after_fork=0 (its own runtime is fork-safe; it only warns by default). */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+#endif
+
+#define PRODUCERS 3
+#define MAX_PER_THREAD 200000
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void config(ppk_recorder_config *cfg, ppk_codec codec) {
+    ppk_recorder_config_init(cfg);
+    cfg->profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg->profile.sample_types[1] = (ppk_value_type){PPK_STR("weight"), PPK_STR("units")};
+    cfg->profile.n_sample_types = 2;
+    cfg->codec = codec;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* producers and the conservation check                                               */
+
+typedef struct producer {
+    pthread_t tid;
+    ppk_recorder *r;
+    int t;
+    atomic_int *stop;
+    long n;           /* samples attempted */
+    long accepted;
+    int64_t sums[2];
+    uint8_t *ok;      /* ok[k]: flush of k returned 0 */
+    long errors;
+} producer;
+
+static void value_of(int t, long k, int64_t v[2]) {
+    v[0] = 1;
+    v[1] = (k % 13) + 100 * t;
+}
+
+static void *produce(void *arg) {
+    producer *p = arg;
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(p->r, &s) != 0) {
+        p->errors++;
+        return NULL;
+    }
+    char task[48];
+    for (long k = 0; k < MAX_PER_THREAD && !atomic_load(p->stop); k++) {
+        int64_t v[2];
+        value_of(p->t, k, v);
+        p->errors += ppk_sample_start(s) != 0;
+        sched_yield();
+        p->errors += ppk_sample_push_frame(s, k % 2 ? PPK_STR("odd") : PPK_STR("even"),
+                                           PPK_STR("p.py"), 0, 1) != 0;
+        sched_yield();
+        p->errors += ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("p.py"), 0, 2) != 0;
+        p->errors += ppk_sample_push_label_num(s, PPK_STR("thread id"), p->t, PPK_STR("")) != 0;
+        int n = snprintf(task, sizeof task, "task-%d-%ld", p->t, k);
+        sched_yield();
+        p->errors += ppk_sample_push_label_str(s, PPK_STR("task name"),
+                                               (ppk_str){task, (size_t)n}) != 0;
+        p->errors += ppk_sample_set_values(s, v, 2) != 0;
+        sched_yield();
+        if (ppk_sample_flush(s) == 0) {
+            p->ok[k] = 1;
+            p->accepted++;
+            p->sums[0] += v[0];
+            p->sums[1] += v[1];
+        }
+        p->n = k + 1;
+    }
+    ppk_sample_free(s);
+    return NULL;
+}
+
+static void start_producers(producer *prod, int n, ppk_recorder *r, atomic_int *stop) {
+    for (int t = 0; t < n; t++) {
+        memset(&prod[t], 0, sizeof prod[t]);
+        prod[t].r = r;
+        prod[t].t = t;
+        prod[t].stop = stop;
+        prod[t].ok = calloc(MAX_PER_THREAD, 1);
+        CHECK_EQ_INT(pthread_create(&prod[t].tid, NULL, produce, &prod[t]), 0);
+    }
+}
+
+static void join_producers(producer *prod, int n) {
+    for (int t = 0; t < n; t++) {
+        pthread_join(prod[t].tid, NULL);
+        CHECK_EQ_INT(prod[t].errors, 0);
+        CHECK(prod[t].accepted > 0);
+    }
+}
+
+/* A growing list of encoded exports. */
+typedef struct blobs {
+    pthread_mutex_t mu;
+    uint8_t **data;
+    size_t *len;
+    size_t n, cap;
+} blobs;
+
+static void blobs_add(blobs *b, const uint8_t *data, size_t len) {
+    pthread_mutex_lock(&b->mu);
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 64;
+        b->data = realloc(b->data, b->cap * sizeof *b->data);
+        b->len = realloc(b->len, b->cap * sizeof *b->len);
+        if (!b->data || !b->len) abort();
+    }
+    b->data[b->n] = malloc(len ? len : 1);
+    if (len) memcpy(b->data[b->n], data, len);
+    b->len[b->n] = len;
+    b->n++;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void blobs_free(blobs *b) {
+    for (size_t i = 0; i < b->n; i++) free(b->data[i]);
+    free(b->data);
+    free(b->len);
+    b->data = NULL;
+    b->len = NULL;
+    b->n = b->cap = 0;
+}
+
+/*
+ * Checks that the exports hold every accepted sample of the producers exactly once, with
+ * its values, and no other sample except those whose task name starts with `extra`
+ * (counted into *n_extra).
+ */
+static void check_conserved(const blobs *b, const producer *prod, int n_prod,
+                            const char *extra, long *n_extra) {
+    uint8_t *seen[PRODUCERS];
+    int64_t sums[PRODUCERS][2];
+    memset(sums, 0, sizeof sums);
+    for (int t = 0; t < n_prod; t++) seen[t] = calloc(MAX_PER_THREAD, 1);
+    long dups = 0, foreign = 0, malformed = 0;
+    *n_extra = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        pr_profile pp;
+        if (pr_parse(b->data[i], b->len[i], &pp) != 0) {
+            malformed++;
+            continue;
+        }
+        for (size_t j = 0; j < pp.nsamples; j++) {
+            const pr_sample *s = &pp.samples[j];
+            pr_str task = pr_label_str(&pp, s, "task name");
+            char name[64] = "";
+            if (task.ptr && task.len < sizeof name) {
+                memcpy(name, task.ptr, task.len);
+                name[task.len] = 0;
+            }
+            int t = -1;
+            long k = -1;
+            if (extra && !strncmp(name, extra, strlen(extra))) {
+                (*n_extra)++;
+                continue;
+            }
+            if (sscanf(name, "task-%d-%ld", &t, &k) != 2 || t < 0 || t >= n_prod || k < 0 ||
+                k >= MAX_PER_THREAD || pr_label_num(&pp, s, "thread id", -1) != t) {
+                if (!foreign++) fprintf(stderr, "unexpected sample \"%s\"\n", name);
+                continue;
+            }
+            if (seen[t][k]++) {
+                if (!dups++) fprintf(stderr, "%s exported twice\n", name);
+                continue;
+            }
+            int64_t v[2];
+            value_of(t, k, v);
+            if ((s->val[0] != v[0] || s->val[1] != v[1]) && !foreign++)
+                fprintf(stderr, "%s: wrong values\n", name);
+            sums[t][0] += s->val[0];
+            sums[t][1] += s->val[1];
+        }
+        pr_free(&pp);
+    }
+    CHECK_EQ_INT(malformed, 0);
+    CHECK_EQ_INT(foreign, 0);
+    CHECK_EQ_INT(dups, 0);
+    long missing = 0, refused_exported = 0;
+    for (int t = 0; t < n_prod; t++) {
+        for (long k = 0; k < MAX_PER_THREAD; k++) {
+            if (prod[t].ok[k] && !seen[t][k] && !missing++)
+                fprintf(stderr, "task-%d-%ld flushed and in no export\n", t, k);
+            if (!prod[t].ok[k] && seen[t][k]) refused_exported++;
+        }
+        CHECK_EQ_INT(sums[t][0], prod[t].sums[0]);
+        CHECK_EQ_INT(sums[t][1], prod[t].sums[1]);
+        free(seen[t]);
+    }
+    CHECK_EQ_INT(missing, 0);
+    CHECK_EQ_INT(refused_exported, 0);
+}
+
+/* Waits for `pid` until the deadline; kills it then. @return its status, or -1. */
+static int wait_child(pid_t pid, double seconds) {
+    double end = now_s() + seconds;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) return status;
+        if (w < 0) return -1;
+        if (now_s() > end) {
+            fprintf(stderr, "child %ld still running after %.0f s: killed\n", (long)pid,
+                    seconds);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        sleep_ms(5);
+    }
+}
+
+static void check_child_status(int status) {
+    CHECK(status != -1);
+    if (status == -1) return;
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "child killed by signal %d (SIGALRM: a hang)\n", WTERMSIG(status));
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* case 1: fork while an export is blocked in a sink                                   */
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int block;   /* the next write blocks until released */
+    int blocked; /* a write is blocked now */
+    int released;
+    blobs *out;
+} gate;
+
+static int gate_write(void *opaque, const ppk_export *e) {
+    gate *g = opaque;
+    blobs_add(g->out, e->data.data, e->data.len);
+    pthread_mutex_lock(&g->mu);
+    if (g->block) {
+        g->block = 0;
+        g->blocked = 1;
+        pthread_cond_broadcast(&g->cv);
+        while (!g->released) pthread_cond_wait(&g->cv, &g->mu);
+        g->blocked = 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+static void *export_to_sinks(void *arg) {
+    int rc = ppk_recorder_export((ppk_recorder *)arg, NULL);
+    return (void *)(intptr_t)rc;
+}
+
+typedef struct child_flusher {
+    ppk_recorder *r;
+    int t;
+    int n;
+    int ok;
+} child_flusher;
+
+static void *child_flush(void *arg) {
+    child_flusher *c = arg;
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(c->r, &s) != 0) return NULL;
+    for (int i = 0; i < c->n; i++) {
+        char task[32];
+        snprintf(task, sizeof task, "child-%d-%d", c->t, i);
+        int rc = ppk_sample_start(s);
+        if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("child_fn"), PPK_STR("c.py"), 0, i);
+        if (!rc) rc = ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task));
+        if (!rc) rc = ppk_sample_set_value(s, 0, 1);
+        if (!rc) rc = ppk_sample_set_value(s, 1, 1000 + i);
+        if (!rc) rc = ppk_sample_flush(s);
+        c->ok += rc == 0;
+    }
+    ppk_sample_free(s);
+    return NULL;
+}
+
+/* In the child of case 1. Returns the exit status. */
+static int child_case1(ppk_recorder *r, ppk_sample *half) {
+    alarm(30 * SLOW);
+    int before = check_failures_;
+
+    /* Usable and empty: nothing of the parent's, and no wait for its export. */
+    ppk_export e;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    pr_profile pp;
+    if (pr_parse(e.data.data, e.data.len, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 0);
+        pr_free(&pp);
+    } else {
+        CHECK(0);
+    }
+    ppk_export_free(&e);
+
+    /* Two threads flush at once; the half-built sample of the forking thread ends. */
+    child_flusher c[2] = {{r, 0, 300, 0}, {r, 1, 300, 0}};
+    pthread_t tid[2];
+    for (int i = 0; i < 2; i++) CHECK_EQ_INT(pthread_create(&tid[i], NULL, child_flush, &c[i]), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(half, PPK_STR("main"), PPK_STR("m.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(half, 1, 7), 0);
+    CHECK_EQ_INT(ppk_sample_flush(half), 0);
+    for (int i = 0; i < 2; i++) pthread_join(tid[i], NULL);
+    CHECK_EQ_INT(c[0].ok + c[1].ok, 600);
+
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    if (pr_parse(e.data.data, e.data.len, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 601);
+        int64_t sum = 0;
+        long child = 0, forked = 0, other = 0;
+        for (size_t j = 0; j < pp.nsamples; j++) {
+            pr_str task = pr_label_str(&pp, &pp.samples[j], "task name");
+            sum += pp.samples[j].val[1];
+            if (task.ptr && task.len > 6 && !memcmp(task.ptr, "child-", 6))
+                child++;
+            else if (pr_streq(task, "forking"))
+                forked++;
+            else
+                other++;
+        }
+        CHECK_EQ_INT(child, 600);
+        CHECK_EQ_INT(forked, 1);
+        CHECK_EQ_INT(other, 0);
+        CHECK_EQ_INT(sum, 2 * (300 * 1000 + 299 * 300 / 2) + 7);
+        pr_free(&pp);
+    } else {
+        CHECK(0);
+    }
+    CHECK_EQ_U64(e.stats.samples_added, 601);
+    ppk_export_free(&e);
+    /* The sinks (the parent's gate, whose lock may be copied held) are not called:
+     * no ppk_recorder_free here. */
+    return check_failures_ == before ? 0 : 1;
+}
+
+static void test_fork_during_export(void) {
+    blobs got;
+    memset(&got, 0, sizeof got);
+    pthread_mutex_init(&got.mu, NULL);
+    gate g;
+    memset(&g, 0, sizeof g);
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    g.out = &got;
+
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    ppk_sink sink = {gate_write, NULL, &g};
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    producer prod[PRODUCERS];
+    start_producers(prod, PRODUCERS, r, &stop);
+    sleep_ms(30);
+
+    /* An export that blocks in the sink. */
+    g.block = 1;
+    pthread_t exp_tid;
+    CHECK_EQ_INT(pthread_create(&exp_tid, NULL, export_to_sinks, r), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.blocked) pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    sleep_ms(10);
+
+    /* This thread is mid-sample too. */
+    ppk_sample *half = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &half), 0);
+    CHECK_EQ_INT(ppk_sample_start(half), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(half, PPK_STR("forking_leaf"), PPK_STR("m.py"), 0, 9), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_str(half, PPK_STR("task name"), PPK_STR("forking")), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(half, 0, 1), 0);
+
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(child_case1(r, half));
+
+    /* The parent: its recording went on meanwhile; let it run a little more. */
+    sleep_ms(20);
+    pthread_mutex_lock(&g.mu);
+    g.released = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    void *rc = NULL;
+    pthread_join(exp_tid, &rc);
+    CHECK_EQ_INT((intptr_t)rc, 0);
+    check_child_status(wait_child(pid, 60.0 * SLOW));
+
+    /* The parent's half-built sample is its own: dropped here. */
+    CHECK_EQ_INT(ppk_sample_drop(half), 0);
+    ppk_sample_free(half);
+    for (int i = 0; i < 3; i++) {
+        sleep_ms(10);
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    }
+    atomic_store(&stop, 1);
+    join_producers(prod, PRODUCERS);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+
+    long extra = 0, accepted = 0;
+    check_conserved(&got, prod, PRODUCERS, NULL, &extra);
+    for (int t = 0; t < PRODUCERS; t++) accepted += prod[t].accepted;
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
+    CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
+    CHECK_EQ_U64(st.windows_exported, got.n);
+    printf("  parent: %ld samples in %zu exports, conserved across the fork\n", accepted, got.n);
+
+    ppk_recorder_free(r);
+    for (int t = 0; t < PRODUCERS; t++) free(prod[t].ok);
+    blobs_free(&got);
+    pthread_mutex_destroy(&got.mu);
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* case 2: fork while the background exporter runs                                    */
+
+/* Reads every DIR/NAME.PID.*.pb.gz file into `b`. @return how many. */
+static int read_files(const char *dir, const char *name, long pid, blobs *b) {
+    char prefix[128];
+    int np = snprintf(prefix, sizeof prefix, "%s.%ld.", name, pid);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, prefix, (size_t)np) != 0) continue;
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 6, ".pb.gz") != 0) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
+        size_t got = fread(buf, 1, (size_t)len, f);
+        fclose(f);
+        if (got == (size_t)len) blobs_add(b, buf, (size_t)len);
+        free(buf);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int child_case2(ppk_recorder *r, const char *dir) {
+    alarm(30 * SLOW);
+    int before = check_failures_;
+    long me = (long)getpid();
+    child_flusher c = {r, 0, 200, 0};
+    child_flush(&c);
+    CHECK_EQ_INT(c.ok, 200);
+    /* The exporter thread runs again in the child: a file of ours appears. */
+    blobs b;
+    memset(&b, 0, sizeof b);
+    pthread_mutex_init(&b.mu, NULL);
+    double end = now_s() + 10.0 * SLOW;
+    int n = 0;
+    while ((n = read_files(dir, "fk", me, &b)) == 0 && now_s() < end) sleep_ms(10);
+    CHECK(n > 0);
+    if (n == 0) fprintf(stderr, "child: no file fk.%ld.* appeared in %s\n", me, dir);
+    blobs_free(&b);
+    ppk_recorder_stop(r);
+    /* Once stopped, its files hold exactly the child's samples. */
+    n = read_files(dir, "fk", me, &b);
+    long total = 0, foreign = 0;
+    int64_t sum = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        pr_profile pp;
+        if (pr_parse(b.data[i], b.len[i], &pp) != 0) {
+            CHECK(0);
+            continue;
+        }
+        for (size_t j = 0; j < pp.nsamples; j++) {
+            pr_str task = pr_label_str(&pp, &pp.samples[j], "task name");
+            if (!task.ptr || task.len < 6 || memcmp(task.ptr, "child-", 6)) foreign++;
+            total++;
+            sum += pp.samples[j].val[1];
+        }
+        pr_free(&pp);
+    }
+    CHECK_EQ_INT(total, 200);
+    CHECK_EQ_INT(foreign, 0);
+    CHECK_EQ_INT(sum, 200 * 1000 + 199 * 200 / 2);
+    blobs_free(&b);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed - st.samples_exported, 0);
+    /* Freeing works in the child (the parent's builders are not its to free). */
+    ppk_recorder_free(r);
+    return check_failures_ == before ? 0 : 1;
+}
+
+static void test_fork_background_exporter(void) {
+    char dir[] = "/tmp/ppk-fork.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.export_period_ms = 20;
+    cfg.out_dir = ppk_cstr(dir);
+    cfg.name = PPK_STR("fk");
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_recorder_start(r), 0);
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    producer prod[PRODUCERS];
+    start_producers(prod, 2, r, &stop);
+    sleep_ms(70); /* a few exports */
+
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(child_case2(r, dir));
+
+    sleep_ms(100);
+    check_child_status(wait_child(pid, 60.0 * SLOW));
+    atomic_store(&stop, 1);
+    join_producers(prod, 2);
+    ppk_recorder_stop(r);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+
+    blobs b;
+    memset(&b, 0, sizeof b);
+    pthread_mutex_init(&b.mu, NULL);
+    int n = read_files(dir, "fk", (long)getpid(), &b);
+    CHECK(n >= 3);
+    CHECK_EQ_U64((uint64_t)n, st.windows_exported);
+    long extra = 0, accepted = 0;
+    check_conserved(&b, prod, 2, NULL, &extra);
+    for (int t = 0; t < 2; t++) accepted += prod[t].accepted;
+    CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
+    CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
+    CHECK_EQ_U64(st.sink_failures, 0);
+    printf("  parent: %ld samples in %d files; the child's exporter wrote its own files\n",
+           accepted, n);
+    blobs_free(&b);
+    ppk_recorder_free(r);
+    for (int t = 0; t < 2; t++) free(prod[t].ok);
+    /* No temporary file left by either process. */
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        char path[4096];
+        while ((de = readdir(d)) != NULL) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+            if (de->d_name[0] == '.' || !strstr(de->d_name, ".pb.gz"))
+                CHECK(!"a temporary or unexpected file is left");
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            remove(path);
+        }
+        closedir(d);
+        rmdir(dir);
+    }
+}
+
+int main(void) {
+    RUN(test_fork_during_export);
+    RUN(test_fork_background_exporter);
+    return check_summary();
+}
