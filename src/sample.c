@@ -91,13 +91,8 @@ int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f) {
 
 int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename, uint64_t address,
                           int64_t line) {
-    ppk_frame f;
-    memset(&f, 0, sizeof f);
-    f.name = name;
-    f.filename = filename;
-    f.address = address;
-    f.line = line;
-    return ppk_sample_push_frame_ex(s, &f);
+    int rc = check(s, 1);
+    return rc ? rc : ppk__sbuf_push_simple_frame(&s->sb, name, filename, address, line);
 }
 
 int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value) {

@@ -16,6 +16,7 @@ int ppk__sbuf_init(ppk__sbuf *sb, ppk__mem *mem, size_t max_string_len, size_t m
     memset(sb, 0, sizeof *sb);
     sb->mem = mem;
     sb->max_string_len = max_string_len;
+    sb->third = max_string_len / 3;
     sb->max_frames = max_frames;
     sb->max_labels = max_labels;
     sb->n_types = n_types;
@@ -59,7 +60,7 @@ static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
 
 /* Bytes a string may take once fitted: a repair can triple it, the cut bounds it. */
 static size_t bound(const ppk__sbuf *sb, ppk_str s) {
-    return s.len > sb->max_string_len / 3 ? sb->max_string_len : 3 * s.len;
+    return s.len > sb->third ? sb->max_string_len : 3 * s.len;
 }
 
 /* Makes room for a record of up to n bytes at an 8-aligned offset, returned in *off. */
@@ -92,46 +93,108 @@ static uint32_t put(ppk__sbuf *sb, uint8_t *dst, ppk_str s) {
     return (uint32_t)n;
 }
 
+/* The fast path of put() for the common case: copies n bytes eight at a time and tells
+ * whether they were all ASCII (then they are valid and need no repair). */
+static int copy_ascii(uint8_t *dst, const char *src, size_t n) {
+    uint64_t acc = 0, w;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 < n; i += 8) {
+            memcpy(&w, src + i, 8);
+            memcpy(dst + i, &w, 8);
+            acc |= w;
+        }
+        /* The last eight bytes, overlapping what was copied. */
+        memcpy(&w, src + n - 8, 8);
+        memcpy(dst + n - 8, &w, 8);
+        acc |= w;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = (uint8_t)src[i];
+            acc |= (uint8_t)src[i];
+        }
+    }
+    return !(acc & 0x8080808080808080ull);
+}
+
+/* Appends the record of `len` bytes at `off` to `list`. */
+static void commit(ppk__sbuf *sb, ppk__rec *r, size_t off, size_t len) {
+    r->off = off;
+    r->len = len;
+    r->hash = ppk__hash(sb->buf + off, len);
+    sb->len = off + len;
+}
+
+/* Frames past the limit: the leaf-most max_frames - 1 frames stay, the rest are counted
+ * and become one "<N frames omitted>" frame at flush. Returns 1 if the frame is one. */
+static int over_limit(ppk__sbuf *sb) {
+    if (!sb->omitted && sb->n_frames < sb->max_frames) return 0;
+    if (!sb->omitted) {
+        sb->n_frames--;
+        sb->omitted = 1;
+    }
+    sb->omitted++;
+    return 1;
+}
+
+int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
+                                uint64_t address, int64_t line) {
+    if (!str_ok(name) || !str_ok(filename)) return PPK_ENULL;
+    if (over_limit(sb)) return 0;
+    size_t off;
+    if (reserve(sb, sizeof(ppk__frec) + bound(sb, name) + bound(sb, filename), &off))
+        return PPK_ENOMEM;
+    uint8_t *rec = sb->buf + off, *p = rec + sizeof(ppk__frec);
+    ppk__frec h;
+    h.line = line;
+    h.address = address;
+    if (name.len <= sb->max_string_len && filename.len <= sb->max_string_len &&
+        copy_ascii(p, name.ptr, name.len) & copy_ascii(p + name.len, filename.ptr, filename.len)) {
+        h.name_len = (uint32_t)name.len;
+        h.filename_len = (uint32_t)filename.len;
+    } else {
+        h.name_len = put(sb, p, name);
+        h.filename_len = put(sb, p + h.name_len, filename);
+    }
+    memcpy(rec, &h, sizeof h);
+    commit(sb, &sb->frames[sb->n_frames++], off, sizeof h + h.name_len + h.filename_len);
+    return 0;
+}
+
 int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
     if (!f) return PPK_EINVAL;
     const ppk_mapping *m = f->mapping;
+    if (!m && !f->system_name.len && !f->start_line)
+        return ppk__sbuf_push_simple_frame(sb, f->name, f->filename, f->address, f->line);
     if (!str_ok(f->name) || !str_ok(f->system_name) || !str_ok(f->filename) ||
         (m && (!str_ok(m->filename) || !str_ok(m->build_id))))
         return PPK_ENULL;
-    if (sb->omitted || sb->n_frames == sb->max_frames) {
-        /* Past the limit: the leaf-most max_frames - 1 frames stay, the rest are counted
-         * and become one "<N frames omitted>" frame at flush. */
-        if (!sb->omitted) {
-            sb->n_frames--;
-            sb->omitted = 1;
-        }
-        sb->omitted++;
-        return 0;
-    }
-    size_t n = sizeof(ppk__frec) + bound(sb, f->name) + bound(sb, f->system_name) +
-               bound(sb, f->filename);
+    if (over_limit(sb)) return 0;
+    size_t n = sizeof(ppk__frec) + sizeof(ppk__frec_ext) + bound(sb, f->name) +
+               bound(sb, f->system_name) + bound(sb, f->filename);
     if (m) n += sizeof(ppk__mrec) + bound(sb, m->filename) + bound(sb, m->build_id);
     size_t off;
     if (reserve(sb, n, &off)) return PPK_ENOMEM;
 
     uint8_t *rec = sb->buf + off;
-    uint8_t *p = rec + sizeof(ppk__frec) + (m ? sizeof(ppk__mrec) : 0);
+    uint8_t *p = rec + sizeof(ppk__frec) + sizeof(ppk__frec_ext) + (m ? sizeof(ppk__mrec) : 0);
     ppk__frec h;
-    memset(&h, 0, sizeof h);
+    ppk__frec_ext x;
+    ppk__mrec mr;
+    memset(&x, 0, sizeof x);
+    memset(&mr, 0, sizeof mr);
     h.name_len = put(sb, p, f->name);
     p += h.name_len;
-    h.system_name_len = put(sb, p, f->system_name);
-    p += h.system_name_len;
     h.filename_len = put(sb, p, f->filename);
     p += h.filename_len;
-    h.has_mapping = m != NULL;
-    h.start_line = f->start_line;
+    x.system_name_len = put(sb, p, f->system_name);
+    p += x.system_name_len;
+    h.name_len |= PPK__FREC_FULL;
     h.line = f->line;
     h.address = f->address;
-    memcpy(rec, &h, sizeof h);
+    x.has_mapping = m != NULL;
+    x.start_line = f->start_line;
     if (m) {
-        ppk__mrec mr;
-        memset(&mr, 0, sizeof mr);
         mr.memory_start = m->memory_start;
         mr.memory_limit = m->memory_limit;
         mr.file_offset = m->file_offset;
@@ -139,13 +202,11 @@ int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
         p += mr.filename_len;
         mr.build_id_len = put(sb, p, m->build_id);
         p += mr.build_id_len;
-        memcpy(rec + sizeof h, &mr, sizeof mr);
+        memcpy(rec + sizeof h + sizeof x, &mr, sizeof mr);
     }
-    ppk__rec *r = &sb->frames[sb->n_frames++];
-    r->off = off;
-    r->len = (size_t)(p - rec);
-    r->hash = ppk__hash(rec, r->len);
-    sb->len = off + r->len;
+    memcpy(rec, &h, sizeof h);
+    memcpy(rec + sizeof h, &x, sizeof x);
+    commit(sb, &sb->frames[sb->n_frames++], off, (size_t)(p - rec));
     return 0;
 }
 
@@ -186,34 +247,39 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
         }
     }
     memcpy(rec, &h, sizeof h);
-    ppk__rec *r = &sb->labels[sb->n_labels++];
-    r->off = off;
-    r->len = sizeof h + h.key_len + h.value_len;
-    r->hash = ppk__hash(rec, r->len);
-    sb->len = off + r->len;
+    commit(sb, &sb->labels[sb->n_labels++], off, sizeof h + h.key_len + h.value_len);
     return 0;
 }
 
 void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m) {
     ppk__frec h;
+    ppk__frec_ext x;
+    ppk__mrec mr;
     memcpy(&h, rec, sizeof h);
     const char *p = (const char *)rec + sizeof h;
     memset(f, 0, sizeof *f);
-    ppk__mrec mr;
-    if (h.has_mapping) {
-        memcpy(&mr, p, sizeof mr);
-        p += sizeof mr;
+    memset(&x, 0, sizeof x);
+    int full = (h.name_len & PPK__FREC_FULL) != 0;
+    if (full) {
+        memcpy(&x, p, sizeof x);
+        p += sizeof x;
+        if (x.has_mapping) {
+            memcpy(&mr, p, sizeof mr);
+            p += sizeof mr;
+        }
     }
-    f->name = (ppk_str){p, h.name_len};
-    p += h.name_len;
-    f->system_name = (ppk_str){p, h.system_name_len};
-    p += h.system_name_len;
+    uint32_t name_len = h.name_len & ~PPK__FREC_FULL;
+    f->name = (ppk_str){p, name_len};
+    p += name_len;
     f->filename = (ppk_str){p, h.filename_len};
     p += h.filename_len;
-    f->start_line = h.start_line;
     f->line = h.line;
     f->address = h.address;
-    if (h.has_mapping) {
+    if (!full) return;
+    f->system_name = (ppk_str){p, x.system_name_len};
+    p += x.system_name_len;
+    f->start_line = x.start_line;
+    if (x.has_mapping) {
         memset(m, 0, sizeof *m);
         m->memory_start = mr.memory_start;
         m->memory_limit = mr.memory_limit;

@@ -8,10 +8,13 @@
  * (profile.c); only records it has never seen are decoded and interned field by field.
  * Nothing here points into a window, and nothing in a window points here (G2).
  *
- * A frame record is a ppk__frec header, a ppk__mrec when the frame has a mapping, then
- * the strings (name, system name, filename, mapping filename, build id) back to back. A
- * label record is a ppk__lrec header, then the key and the value (or the unit).
- * Records start 8-byte aligned in `buf`; they are read with memcpy.
+ * A frame record is a ppk__frec header, then the name and the filename; a frame with
+ * a system name, a start line or a mapping has the PPK__FREC_FULL bit in name_len and
+ * a ppk__frec_ext (and a ppk__mrec when mapped) after the header, and its system name,
+ * mapping filename and build id after the filename. A label record is a ppk__lrec
+ * header, then the key and the value (or the unit). Records start 8-byte aligned in
+ * `buf`; they are read with memcpy. Kept small: a record is hashed at push and compared
+ * at every lookup.
  *
  * One thread at a time. A failed push leaves the buffer as it was.
  */
@@ -24,12 +27,19 @@
 #include "alloc.h"
 #include "pprofkit.h"
 
+#define PPK__FREC_FULL 0x80000000u
+
 typedef struct ppk__frec {
-    uint32_t name_len, system_name_len, filename_len, has_mapping;
-    int64_t start_line;
+    uint32_t name_len; /* | PPK__FREC_FULL */
+    uint32_t filename_len;
     int64_t line;
     uint64_t address;
 } ppk__frec;
+
+typedef struct ppk__frec_ext {
+    uint32_t system_name_len, has_mapping;
+    int64_t start_line;
+} ppk__frec_ext;
 
 typedef struct ppk__mrec {
     uint64_t memory_start, memory_limit, file_offset;
@@ -50,6 +60,7 @@ typedef struct ppk__rec {
 typedef struct ppk__sbuf {
     ppk__mem *mem;
     size_t max_string_len, max_frames, max_labels, n_types;
+    size_t third;     /* max_string_len / 3: longer strings may fill max_string_len */
     uint8_t *buf;
     size_t len, cap;
     ppk__rec *frames; /* max_frames */
@@ -73,6 +84,9 @@ size_t ppk__sbuf_bytes(const ppk__sbuf *sb);
 
 /* 0, PPK_ENULL, PPK_ENOMEM. */
 int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f);
+/* The same for a frame with only a name, a filename, an address and a line. */
+int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
+                                uint64_t address, int64_t line);
 /* 0, PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID, PPK_EDUPLABEL, PPK_ETOOMANY,
  * PPK_ENOMEM. */
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);

@@ -27,16 +27,19 @@ size_t ppk__utf8_seq(const uint8_t *s, size_t n) {
 }
 
 int ppk__utf8_valid(const uint8_t *s, size_t n) {
+    /* Most profile strings are ASCII: OR them together eight bytes at a time and look
+     * at the high bits once. Only a string with a non-ASCII byte is decoded. */
+    uint64_t acc = 0;
     size_t i = 0;
-    while (i < n) {
-        /* Skip ASCII eight bytes at a time: most profile strings are ASCII. */
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (w & 0x8080808080808080ull) break;
-            i += 8;
-        }
-        if (i >= n) break;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        acc |= w;
+    }
+    uint8_t tail = 0;
+    for (; i < n; i++) tail |= s[i];
+    if (!((acc & 0x8080808080808080ull) | (tail & 0x80))) return 1;
+    for (i = 0; i < n;) {
         if (s[i] < 0x80) {
             i++;
             continue;
