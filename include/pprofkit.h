@@ -393,6 +393,10 @@ typedef struct ppk_export {
     uint64_t seq;            /* 1 for the recorder's first export, then 2, 3, ... */
     ppk_profile_stats stats; /* of the window, taken before it was reset */
     double encode_ms;        /* encoding and compression time */
+    /* The retired window itself, for sinks that report more than the profile (e.g.
+     * ppk_profile_foreach_endpoint_count). Valid during ppk_sink.write only, read only;
+     * NULL in an export returned by ppk_recorder_export. */
+    const ppk_profile *window;
 } ppk_export;
 
 /* Frees e->data and zeroes *e. Accepts NULL. */

@@ -213,6 +213,7 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     int rc = ppk_profile_encode(w, &o, &e.data);
     e.encode_ms = ms_since(&t0);
     size_t sink_failures = 0;
+    e.window = w;
     if (!rc && !out)
         for (size_t i = 0; i < n_sinks; i++)
             if (sinks[i].write(sinks[i].opaque, &e) != 0) sink_failures++;
@@ -240,6 +241,7 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     pthread_cond_broadcast(&r->export_done);
     pthread_mutex_unlock(&r->lock);
 
+    e.window = NULL;
     if (out && !rc)
         *out = e;
     else
