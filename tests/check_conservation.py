@@ -18,11 +18,12 @@ Usage:
       equal the flushed sums; the set of task names is exactly the accepted ones, each in
       exactly one file (no duplicate, none missing, none refused); a thread's samples
       appear in export order (k < k' never in a later file than k').
-  check_conservation.py --tally [--unique-label KEY] [--expect-samples N] FILE...
+  check_conservation.py --tally [--unique-label KEY | --count-label KEY]
+                        [--expect-samples N] FILE...
       Decodes every FILE and prints one JSON line: files, samples (pprof Sample
       messages), sums per sample type, distinct values of KEY. With --unique-label, a
-      KEY value seen in two samples is a failure; with --expect-samples, the sum of the
-      first sample type over all files must equal N.
+      KEY value seen in two samples is a failure (--count-label only counts); with
+      --expect-samples, the sum of the first sample type over all files must equal N.
 Exit status 0 when every check passed; failures are printed.
 """
 
@@ -328,12 +329,14 @@ def check_manifest(d):
 
 def tally(args):
     unique = None
+    count_only = False
     expect = None
     paths = []
     i = 0
     while i < len(args):
-        if args[i] == "--unique-label":
+        if args[i] in ("--unique-label", "--count-label"):
             unique = args[i + 1]
+            count_only = args[i] == "--count-label"
             i += 2
         elif args[i] == "--expect-samples":
             expect = int(args[i + 1])
@@ -368,7 +371,7 @@ def tally(args):
                 for key, sv, numv in labels:
                     if key == unique:
                         val = sv if sv is not None else numv
-                        if val in seen:
+                        if val in seen and not count_only:
                             dups += 1
                             if dups <= 5:
                                 fail("%s: %s %r in two samples" % (path, unique, val))
