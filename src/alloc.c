@@ -1,19 +1,42 @@
 /*
  * alloc.c - the internal allocator: see alloc.h.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PPK_PLAIN_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PPK_PLAIN_MALLOC 1
+#endif
+#endif
+
+#define MMAP_MIN ((size_t)128 * 1024)
 
 static void *libc_alloc(void *opaque, size_t size) {
     (void)opaque;
+#ifndef PPK_PLAIN_MALLOC
+    if (size >= MMAP_MIN) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+#endif
     return malloc(size);
 }
 
 static void libc_free(void *opaque, void *ptr, size_t size) {
     (void)opaque;
-    (void)size;
+#ifndef PPK_PLAIN_MALLOC
+    if (size >= MMAP_MIN) {
+        munmap(ptr, size);
+        return;
+    }
+#endif
     free(ptr);
 }
 
@@ -31,10 +54,17 @@ void ppk__mem_init(ppk__mem *m, const ppk_allocator *a) {
     ppk__fill_allocator(&m->a, a);
     m->bytes = 0;
     m->peak = 0;
+    m->limit = SIZE_MAX;
+    m->over_ok = 0;
+    m->limited = 0;
 }
 
 void *ppk__mem_alloc(ppk__mem *m, size_t size) {
     if (size == 0) size = 1;
+    if (!m->over_ok && (m->bytes > m->limit || size > m->limit - m->bytes)) {
+        m->limited = 1;
+        return NULL;
+    }
     void *p = m->a.alloc(m->a.opaque, size);
     if (!p) return NULL;
     m->bytes += size;

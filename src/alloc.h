@@ -2,9 +2,16 @@
  * alloc.h - the one internal allocator, with exact accounting.
  *
  * Every byte a profile allocates goes through a ppk__mem: it wraps the user's
- * ppk_allocator (or malloc/free), checks sizes for overflow and counts the bytes held
- * now and at the peak. Frees pass the size back, so the count is exact. A ppk__mem is
- * used by one thread at a time (its owner's lock decides which).
+ * ppk_allocator (or the default one), checks sizes for overflow and counts the bytes
+ * held now and at the peak. Frees pass the size back, so the count is exact. A limit
+ * turns the count into a budget: an allocation that would pass it fails, and `limited`
+ * tells the caller that the budget, not the system, said no (see profile.c for what it
+ * does then). A ppk__mem is used by one thread at a time (its owner's lock decides).
+ *
+ * The default allocator takes blocks of 128 KiB and more (arena chunks, big tables)
+ * straight from mmap, so that freeing them returns them to the operating system at once
+ * (malloc may keep them); smaller ones come from malloc. Sanitizer builds use malloc
+ * for everything, so every block is checked.
  */
 #ifndef PPK_ALLOC_H
 #define PPK_ALLOC_H
@@ -18,6 +25,9 @@ typedef struct ppk__mem {
     ppk_allocator a; /* always filled: the defaults replace a NULL alloc */
     size_t bytes;    /* held now */
     size_t peak;     /* most ever held */
+    size_t limit;    /* an allocation that would pass it is refused (SIZE_MAX: none) */
+    int over_ok;     /* while set, the limit is not enforced */
+    int limited;     /* set when an allocation is refused for the limit, not the allocator */
 } ppk__mem;
 
 void ppk__mem_init(ppk__mem *m, const ppk_allocator *a);
