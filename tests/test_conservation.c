@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -405,7 +406,17 @@ static void run(ppk_codec codec, const char *codec_name, const char *ext) {
 static void test_conservation_raw(void) { run(PPK_CODEC_NONE, "none", "pb"); }
 static void test_conservation_gzip(void) { run(PPK_CODEC_GZIP, "gzip", "pb.gz"); }
 
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_conservation: timed out (a deadlock?)\n";
+    ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+    _exit(3);
+}
+
 int main(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(240);
     const char *env = getenv("PPK_CONSERVATION_SAMPLES");
     n_per_thread = env ? atol(env) : DEFAULT_SAMPLES;
     if (n_per_thread <= 0) n_per_thread = DEFAULT_SAMPLES;
