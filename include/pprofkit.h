@@ -12,7 +12,8 @@
  *   2. the simple path: a profile, add samples, encode, reset;
  *   3. advanced calls: endpoints, upscaling rules, statistics;
  *   4. concurrent recording: a thread-safe recorder, per-thread sample builders, exports
- *      that swap windows, a background exporter, sinks.
+ *      that swap windows, a background exporter, sinks;
+ *   5. uploads: sinks that send exports to Datadog and to Pyroscope / Grafana.
  *
  * Conventions that hold for every function:
  *   - Strings are pointer + length (ppk_str), never NUL-terminated. A NULL pointer with
@@ -147,9 +148,20 @@ typedef struct ppk_profile_config {
     /* Default 32: a sample with more labels is refused with PPK_ETOOMANY. */
     size_t max_labels;
 
-    /* Memory. Arena chunks are chunk_size bytes (default 256 KiB). A reset keeps up to
-     * keep_bytes of chunk memory for the next window (default 8 MiB) and returns the rest:
-     * re-faulting returned pages costs far more than keeping them. */
+    /* Memory (G4; docs/memory.md explains how to size these).
+     * memory_limit (default 64 MiB, at least 64 KiB): every byte the window allocates
+     * (arena chunks, hash tables, sample storage) counts, and the window never holds
+     * more than this plus one chunk. Past it, detail degrades and totals are kept: new
+     * strings become "[pprofkit: memory limit]", new stacks the one frame of that name,
+     * new samples add their values to one overflow sample; each counted by reason, in
+     * the statistics and as comments of the encoded profile. SIZE_MAX: no limit.
+     * chunk_size (default 256 KiB): the arena's unit of allocation.
+     * keep_bytes (default 8 MiB): chunk memory a reset keeps for the next window; the
+     * rest goes back to the operating system, as do hash tables and arrays that had
+     * grown to over four times what the last window needed. Touching fresh pages costs
+     * a page fault each (~10 us per 4 KiB on the machines this was measured on), so
+     * memory is reused across windows and only the excess is returned. */
+    size_t memory_limit;
     size_t chunk_size;
     size_t keep_bytes;
 
@@ -345,9 +357,21 @@ typedef struct ppk_profile_stats {
     uint64_t strings_truncated;
     uint64_t stacks_truncated;
     uint64_t values_saturated;
-    /* Memory held from the allocator by this profile: now and the largest ever. */
+    /* Degradations at the memory limit, by reason (G4). */
+    uint64_t strings_dropped;      /* new strings replaced by the placeholder */
+    uint64_t labels_dropped;       /* labels left out of their sample */
+    uint64_t label_sets_dropped;   /* samples whose labels were all left out */
+    uint64_t stacks_dropped;       /* samples given the "[pprofkit: memory limit]" stack */
+    uint64_t samples_overflowed;   /* samples whose values went to the overflow sample */
+    uint64_t timestamps_dropped;   /* timestamped samples aggregated instead */
+    uint64_t endpoints_dropped;    /* endpoints and endpoint counts not recorded */
+    /* Memory held from the allocator for the window (within memory_limit, plus at most
+     * one chunk): now and the largest ever; and the encoder's reusable buffer and other
+     * scratch, which is not the window's and not in the limit. */
     uint64_t memory_bytes;
     uint64_t memory_peak_bytes;
+    uint64_t memory_limit;
+    uint64_t scratch_bytes;
 } ppk_profile_stats;
 
 /* Fills `st`. */
@@ -497,11 +521,19 @@ typedef struct ppk_recorder_stats {
     double export_ms_last;         /* encode + compress time of the last export */
     double export_ms_max;
     double export_ms_total;
-    /* Degradations, by reason. */
+    /* Repairs and degradations, by reason (see ppk_profile_stats), over every window
+     * exported and the active one. */
     uint64_t strings_utf8_repaired;
     uint64_t strings_truncated;
     uint64_t stacks_truncated;
     uint64_t values_saturated;
+    uint64_t strings_dropped;
+    uint64_t labels_dropped;
+    uint64_t label_sets_dropped;
+    uint64_t stacks_dropped;
+    uint64_t samples_overflowed;
+    uint64_t timestamps_dropped;
+    uint64_t endpoints_dropped;
     uint64_t samples_dropped_nomem;   /* flushes refused for lack of memory */
     uint64_t samples_dropped_closed;  /* flushes after the recorder closed */
     uint64_t samples_lost_export;     /* in windows whose encoding failed */
@@ -559,6 +591,179 @@ PPK_API int ppk_sample_flush(ppk_sample *s);
 
 /* Ends the sample without recording it. PPK_ESTATE if none was begun. */
 PPK_API int ppk_sample_drop(ppk_sample *s);
+
+/* ---------------------------------------------------------------------------------- */
+/* 5. Uploads: Datadog (agent and agentless intake) and Pyroscope / Grafana            */
+/* ---------------------------------------------------------------------------------- */
+/*
+ * Upload sinks send each export to a profiling backend over HTTP (libcurl). Their
+ * write() never waits for the network: it copies the export (bytes, times, endpoint
+ * counts) into a bounded queue and returns. One uploader thread per sink, started by the
+ * first write, owns one curl handle and sends what is queued. When the queue is full the
+ * oldest export is dropped. Every transfer has a connect and a total timeout; a failed
+ * upload (network error, timeout, HTTP 408, 429 or 5xx) is retried once after a backoff,
+ * then dropped; other HTTP errors (e.g. 413) are dropped at once. Everything dropped is
+ * counted, by reason, in ppk_upload_stats.
+ *
+ * libcurl: the first upload sink created calls curl_global_init(), which is not thread
+ * safe. Create upload sinks before the process starts other threads that may use libcurl
+ * (or call curl_global_init() yourself first). curl_global_cleanup() is never called.
+ *
+ * Fork: before fork() an in-flight transfer is aborted (the prepare handler waits for it,
+ * at most fork_timeout_ms). The parent then sends it again, as if nothing happened. In the
+ * child the sink is usable and empty: the parent's queued exports are the parent's to
+ * send; the uploader thread starts again on the child's first write.
+ *
+ * Lifetime: the recorder destroys its sinks when it is freed. Destroying an upload sink
+ * waits up to shutdown_timeout_ms for the queue to drain, then cancels what is left.
+ */
+
+/* Queue, timeouts and memory of one upload sink. */
+typedef struct ppk_upload_config {
+    size_t queue_len;             /* exports waiting to be sent; default 2 */
+    int64_t connect_timeout_ms;   /* per transfer; default 3000 */
+    int64_t timeout_ms;           /* whole transfer; default 10000 */
+    int64_t retry_backoff_ms;     /* before the single retry; default 1000 */
+    int64_t shutdown_timeout_ms;  /* destroy waits this long to drain; default 2000 */
+    int64_t fork_timeout_ms;      /* fork waits this long for an abort; default 2000 */
+    ppk_allocator allocator;      /* thread safe; zeroed: malloc/free */
+} ppk_upload_config;
+
+/* Defaults, as documented above. */
+PPK_API void ppk_upload_config_init(ppk_upload_config *cfg);
+
+/* What an upload sink did. Counters cover its life (in a forked child, since the fork). */
+typedef struct ppk_upload_stats {
+    uint64_t queued;              /* exports accepted by write() */
+    uint64_t sent;                /* uploads the server accepted (HTTP 2xx) */
+    uint64_t bytes_sent;          /* request bodies of those */
+    uint64_t attempts;            /* transfers started (retries and fork restarts too) */
+    uint64_t retries;             /* second attempts after a failure */
+    uint64_t fork_restarts;       /* transfers aborted for a fork and sent again */
+    /* Exports dropped, by reason; each export is counted once. */
+    uint64_t dropped_queue_full;  /* the oldest, when a write found the queue full */
+    uint64_t dropped_failed;      /* failed (after the retry, when one was allowed) */
+    uint64_t dropped_shutdown;    /* queued or in flight when destroy gave up waiting */
+    uint64_t dropped_invalid;     /* could not be sent (e.g. a codec the backend rejects) */
+    uint64_t dropped_nomem;       /* no memory to queue or to build the request */
+    /* Failed attempts, by reason. */
+    uint64_t fail_connect;        /* connection refused, unreachable, DNS */
+    uint64_t fail_timeout;        /* connect or total timeout */
+    uint64_t fail_http_4xx;
+    uint64_t fail_http_5xx;
+    uint64_t fail_other;          /* other transport errors */
+    int last_http_status;         /* of the last finished attempt; 0 if none */
+    /* Memory: the queue now and at its fullest; bytes held by the sink (its queue,
+     * request being sent included) now and at the peak. */
+    uint64_t queue_len;
+    uint64_t queue_peak;
+    uint64_t memory_bytes;
+    uint64_t memory_peak_bytes;
+} ppk_upload_stats;
+
+/*
+ * Fills `st` with the statistics of an upload sink (one made by ppk_sink_datadog or
+ * ppk_sink_pyroscope). Thread safe. The sink must not have been destroyed (once added to
+ * a recorder: before ppk_recorder_free).
+ * @return 0, PPK_EINVAL (NULL, or not an upload sink).
+ */
+PPK_API int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st);
+
+/*
+ * Waits until the sink's queue is empty and nothing is in flight, at most timeout_ms.
+ * Blocks; thread safe; for tests and orderly shutdown, never needed for correctness.
+ * @return 0 when idle, PPK_ESYS on timeout, PPK_EINVAL.
+ */
+PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
+
+/* ---- Datadog ------------------------------------------------------------------------ */
+/*
+ * Each export becomes one multipart/form-data POST: a part "event" (filename event.json,
+ * application/json) with attachments ["profile.pprof"], tags_profiler, start and end
+ * (RFC 3339, UTC, nanoseconds), family, version "4", endpoint_counts, internal and info;
+ * then the part "profile.pprof" holding the export's compressed bytes. Headers:
+ * DD-EVP-ORIGIN, DD-EVP-ORIGIN-VERSION, User-Agent, and DD-API-KEY when agentless.
+ * tags_profiler holds service, env, version, host, runtime-id, language,
+ * profiler_version, process_id and the user's tags.
+ *
+ * Agent (the default): POST agent_url + "/profiling/v1/input"; agent_url is
+ * http://host:port, https://host:port or unix:///path/to/socket (the socket of the agent;
+ * the request then says Host: localhost).
+ * Agentless (agentless = 1, api_key required): POST
+ * https://intake.profile.<site>/api/v2/profile (or intake_url) with DD-API-KEY.
+ */
+typedef struct ppk_datadog_config {
+    ppk_str agent_url;        /* empty: http://<agent_host>:<agent_port> */
+    ppk_str agent_host;       /* used when agent_url is empty; empty: localhost */
+    int agent_port;           /* used when agent_url is empty; 0: 8126 */
+    int agentless;            /* 1: send to the intake with api_key */
+    ppk_str api_key;
+    ppk_str site;             /* empty: datadoghq.com */
+    ppk_str intake_url;       /* empty: https://intake.profile.<site>/api/v2/profile */
+    ppk_str service;          /* empty: the program's name */
+    ppk_str env;              /* empty: no env tag */
+    ppk_str version;          /* empty: no version tag */
+    ppk_str host;             /* empty: gethostname() */
+    ppk_str runtime_id;       /* empty: a random UUID, new in each forked child */
+    ppk_str tags;             /* DD_TAGS syntax: key:value, separated by commas or spaces */
+    ppk_str family;           /* empty: "native"; e.g. "python", "ruby" */
+    ppk_str language;         /* empty: the family */
+    ppk_str profiler_name;    /* DD-EVP-ORIGIN; empty: "pprofkit" */
+    ppk_str profiler_version; /* DD-EVP-ORIGIN-VERSION; empty: PPK_VERSION_STRING */
+    ppk_upload_config upload;
+} ppk_datadog_config;
+
+/* Defaults (all strings empty) and ppk_upload_config_init. */
+PPK_API void ppk_datadog_config_init(ppk_datadog_config *cfg);
+
+/*
+ * Reads the variables Datadog's tracers read into `cfg`, leaving fields alone whose
+ * variable is unset or empty: DD_TRACE_AGENT_URL (which wins), else DD_AGENT_HOST and
+ * DD_TRACE_AGENT_PORT; DD_SERVICE, DD_ENV, DD_VERSION, DD_TAGS, DD_API_KEY, DD_SITE,
+ * DD_PROFILING_AGENTLESS (true/false/1/0). The strings point into the environment: create
+ * the sink before the environment changes. Not thread safe with setenv().
+ * @return 0, or PPK_EINVAL with a message naming the malformed variable in `err`
+ *         (err may be NULL; the message is cut to err_len - 1 bytes).
+ */
+PPK_API int ppk_datadog_config_from_env(ppk_datadog_config *cfg, char *err, size_t err_len);
+
+/*
+ * Creates a Datadog upload sink (add it with ppk_recorder_add_sink). Strings are copied.
+ * The export's codec should be gzip or zstd (both accepted by the intake).
+ * @return 0; PPK_EINVAL with a message naming the bad field in `err`; PPK_ENOMEM.
+ */
+PPK_API int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err,
+                             size_t err_len);
+
+/* ---- Pyroscope / Grafana --------------------------------------------------------------- */
+/*
+ * Each export becomes POST <server_address>/ingest?name=<app>{tags}&from=<unix s>
+ * &until=<unix s>&format=pprof&sampleRate=<Hz>&spyName=<name>, the body being the
+ * export's bytes (gzip or uncompressed; the server does not read zstd, so zstd exports
+ * are dropped and counted as invalid). Optional HTTP basic auth and X-Scope-OrgID.
+ */
+typedef struct ppk_pyroscope_config {
+    ppk_str server_address;   /* empty: http://localhost:4040 */
+    ppk_str application_name; /* required (here or PYROSCOPE_APPLICATION_NAME) */
+    ppk_str tags;             /* key=value, separated by commas; keys [A-Za-z0-9_.] */
+    ppk_str spy_name;         /* empty: "pprofkit" */
+    int64_t sample_rate;      /* samples per second; 0: 100 */
+    ppk_str basic_auth_user;  /* empty: no authentication */
+    ppk_str basic_auth_password;
+    ppk_str tenant_id;        /* X-Scope-OrgID; empty: none */
+    ppk_upload_config upload;
+} ppk_pyroscope_config;
+
+PPK_API void ppk_pyroscope_config_init(ppk_pyroscope_config *cfg);
+
+/* Reads PYROSCOPE_SERVER_ADDRESS and PYROSCOPE_APPLICATION_NAME like
+ * ppk_datadog_config_from_env reads its variables. */
+PPK_API int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err,
+                                          size_t err_len);
+
+/* Creates a Pyroscope upload sink. As ppk_sink_datadog. */
+PPK_API int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err,
+                               size_t err_len);
 
 #ifdef __cplusplus
 }

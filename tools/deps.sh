@@ -7,6 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(
     build-essential cmake pkg-config          # compiler, make, build system
     zlib1g-dev libzstd-dev libxxhash-dev      # library dependencies
+    libcurl4-openssl-dev                      # library dependency: HTTP uploads
     protobuf-compiler                         # tests: protoc --decode
     golang-go golang-github-google-pprof-dev  # tests and demo: go tool pprof, profile.proto
     python3 git ca-certificates

@@ -1,0 +1,537 @@
+/*
+ * sink_datadog.c - the Datadog upload sink: agent (/profiling/v1/input, over TCP or the
+ * agent's Unix socket) or agentless intake (/api/v2/profile with DD-API-KEY).
+ *
+ * The wire format, built here and sent by upload.c: a multipart/form-data body with the
+ * part "event" (filename event.json, Content-Type application/json) and the part
+ * "profile.pprof" (same filename, application/octet-stream) holding the export's
+ * compressed bytes. event.json lists the attachment ("profile.pprof"), the tags as one
+ * comma-separated string (tags_profiler), start and end in RFC 3339 UTC with nanoseconds,
+ * family, version "4", endpoint_counts (an object endpoint -> count, or null), internal
+ * and info. Every request carries DD-EVP-ORIGIN, DD-EVP-ORIGIN-VERSION and User-Agent.
+ *
+ * The configuration is checked and copied at creation into a dd_ctx that only the
+ * uploader thread reads afterwards, except that endpoint counts are read from the
+ * export's window by prepare(), on the exporting thread, and the runtime id is replaced
+ * in a forked child (the child is single-threaded then). Messages for bad values name the
+ * field or, for ppk_datadog_config_from_env, the environment variable.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "upload.h"
+
+typedef struct dd_ctx {
+    ppk__mem mem;
+    char *url;       /* the request URL */
+    char *unix_path; /* NULL: TCP */
+    char *tags;      /* service:..,env:..,...: everything but runtime-id and process_id */
+    char *family;
+    char *profiler_version;
+    char runtime_id[37];
+    int runtime_id_auto;
+} dd_ctx;
+
+/* ---- checks shared by the config and the environment -------------------------------- */
+
+static int is_space(char c) { return c == ' ' || c == ','; }
+
+/* DD_TAGS syntax: key:value items separated by commas and/or spaces; a key alone is a
+ * tag without value. Refused: an empty key (":v") and control characters. */
+static int check_tags(ppk_str s, const char *what, char *err, size_t err_len) {
+    size_t i = 0;
+    while (i < s.len) {
+        while (i < s.len && is_space(s.ptr[i])) i++;
+        size_t b = i;
+        while (i < s.len && !is_space(s.ptr[i])) i++;
+        if (i == b) break;
+        for (size_t k = b; k < i; k++)
+            if ((unsigned char)s.ptr[k] < 0x20 || s.ptr[k] == 0x7f || s.ptr[k] == '"')
+                return ppk__upload_err(err, err_len, "%s: bad character in tag \"%.*s\"", what,
+                                       (int)(i - b), s.ptr + b);
+        if (s.ptr[b] == ':')
+            return ppk__upload_err(err, err_len, "%s: tag \"%.*s\" has an empty key", what,
+                                   (int)(i - b), s.ptr + b);
+    }
+    return 0;
+}
+
+/* http(s)://host[:port][/] or unix:///abs/path. On success fills url (+ path) in m. */
+static int agent_url(ppk__mem *m, ppk_str s, const char *what, char **url, char **unix_path,
+                     char *err, size_t err_len) {
+    char *c;
+    int rc = ppk__upload_str(m, s, what, " \"?#", &c, err, err_len);
+    if (rc) return rc;
+    size_t alloc = s.len + 1, n = s.len;
+    while (n && c[n - 1] == '/' && strncmp(c, "unix://", 7) != 0) c[--n] = 0;
+    rc = 0;
+    if (strncmp(c, "unix://", 7) == 0) {
+        const char *p = c + 7;
+        if (p[0] != '/' || !p[1])
+            rc = ppk__upload_err(err, err_len, "%s: \"%s\": unix:// needs an absolute path", what, c);
+        else if (!(*unix_path = ppk__mem_alloc(m, strlen(p) + 1)))
+            rc = PPK_ENOMEM;
+        else
+            memcpy(*unix_path, p, strlen(p) + 1);
+        if (!rc) {
+            static const char u[] = "http://localhost/profiling/v1/input";
+            if (!(*url = ppk__mem_alloc(m, sizeof u))) rc = PPK_ENOMEM;
+            else memcpy(*url, u, sizeof u);
+        }
+    } else if (strncmp(c, "http://", 7) == 0 || strncmp(c, "https://", 8) == 0) {
+        const char *host = c + (c[4] == 's' ? 8 : 7);
+        if (!*host || *host == '/' || *host == ':') {
+            rc = ppk__upload_err(err, err_len, "%s: \"%s\" has no host", what, c);
+        } else {
+            static const char sfx[] = "/profiling/v1/input";
+            if (!(*url = ppk__mem_alloc(m, n + sizeof sfx))) {
+                rc = PPK_ENOMEM;
+            } else {
+                memcpy(*url, c, n);
+                memcpy(*url + n, sfx, sizeof sfx);
+            }
+        }
+    } else {
+        rc = ppk__upload_err(err, err_len,
+                             "%s: \"%s\" is not an http://, https:// or unix:// URL", what, c);
+    }
+    ppk__mem_free(m, c, alloc);
+    return rc;
+}
+
+static int check_chars(ppk_str s, const char *what, const char *allowed_extra, char *err,
+                       size_t err_len) {
+    for (size_t i = 0; i < s.len; i++) {
+        char c = s.ptr[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 (c && strchr(allowed_extra, c));
+        if (!ok)
+            return ppk__upload_err(err, err_len, "%s: character %d at byte %zu is not allowed",
+                                   what, (unsigned char)c, i);
+    }
+    return 0;
+}
+
+/* ---- the environment ------------------------------------------------------------------ */
+
+void ppk_datadog_config_init(ppk_datadog_config *cfg) {
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    ppk_upload_config_init(&cfg->upload);
+}
+
+static int parse_bool(const char *v, int *out) {
+    if (!strcasecmp(v, "true") || !strcmp(v, "1")) *out = 1;
+    else if (!strcasecmp(v, "false") || !strcmp(v, "0")) *out = 0;
+    else return -1;
+    return 0;
+}
+
+int ppk_datadog_config_from_env(ppk_datadog_config *cfg, char *err, size_t err_len) {
+    if (err && err_len) err[0] = 0;
+    if (!cfg) return PPK_EINVAL;
+    ppk_datadog_config c = *cfg;
+    ppk__mem m;
+    ppk__mem_init(&m, NULL);
+    const char *v;
+    int rc;
+    if ((v = ppk__upload_getenv("DD_TRACE_AGENT_URL"))) {
+        char *url = NULL, *path = NULL;
+        rc = agent_url(&m, ppk_cstr(v), "DD_TRACE_AGENT_URL", &url, &path, err, err_len);
+        if (url) ppk__mem_free(&m, url, strlen(url) + 1);
+        if (path) ppk__mem_free(&m, path, strlen(path) + 1);
+        if (rc) return rc;
+        c.agent_url = ppk_cstr(v);
+    } else {
+        if ((v = ppk__upload_getenv("DD_AGENT_HOST"))) {
+            if ((rc = check_chars(ppk_cstr(v), "DD_AGENT_HOST", ".-_:[]", err, err_len)))
+                return rc;
+            c.agent_host = ppk_cstr(v);
+        }
+        if ((v = ppk__upload_getenv("DD_TRACE_AGENT_PORT"))) {
+            char *end;
+            long p = strtol(v, &end, 10);
+            if (*end || p < 1 || p > 65535 || v[0] < '0' || v[0] > '9')
+                return ppk__upload_err(err, err_len,
+                                       "DD_TRACE_AGENT_PORT: \"%.64s\" is not a port (1-65535)", v);
+            c.agent_port = (int)p;
+        }
+    }
+    static const struct {
+        const char *name;
+        size_t off;
+        const char *forbid;
+    } strs[] = {
+        {"DD_SERVICE", offsetof(ppk_datadog_config, service), ","},
+        {"DD_ENV", offsetof(ppk_datadog_config, env), ","},
+        {"DD_VERSION", offsetof(ppk_datadog_config, version), ","},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        if (!(v = ppk__upload_getenv(strs[i].name))) continue;
+        char *copy;
+        if ((rc = ppk__upload_str(&m, ppk_cstr(v), strs[i].name, strs[i].forbid, &copy, err,
+                                  err_len)))
+            return rc;
+        ppk__upload_str_free(&m, copy);
+        *(ppk_str *)((char *)&c + strs[i].off) = ppk_cstr(v);
+    }
+    if ((v = ppk__upload_getenv("DD_TAGS"))) {
+        if ((rc = check_tags(ppk_cstr(v), "DD_TAGS", err, err_len))) return rc;
+        c.tags = ppk_cstr(v);
+    }
+    if ((v = ppk__upload_getenv("DD_API_KEY"))) {
+        if ((rc = check_chars(ppk_cstr(v), "DD_API_KEY", "", err, err_len))) return rc;
+        c.api_key = ppk_cstr(v);
+    }
+    if ((v = ppk__upload_getenv("DD_SITE"))) {
+        if ((rc = check_chars(ppk_cstr(v), "DD_SITE", ".-", err, err_len))) return rc;
+        c.site = ppk_cstr(v);
+    }
+    if ((v = ppk__upload_getenv("DD_PROFILING_AGENTLESS"))) {
+        if (parse_bool(v, &c.agentless))
+            return ppk__upload_err(err, err_len,
+                                   "DD_PROFILING_AGENTLESS: \"%.32s\" is not true, false, 1 or 0",
+                                   v);
+    }
+    *cfg = c;
+    return 0;
+}
+
+/* ---- the sink ------------------------------------------------------------------------ */
+
+static void new_runtime_id(dd_ctx *d) {
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        uint64_t x = (uint64_t)ppk_now_ns() ^ ((uint64_t)getpid() << 32);
+        for (size_t i = 0; i < sizeof r; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            r[i] = (unsigned char)(x >> 56);
+        }
+    }
+    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40); /* version 4 */
+    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80); /* variant 10 */
+    snprintf(d->runtime_id, sizeof d->runtime_id,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1],
+             r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14],
+             r[15]);
+}
+
+static void dd_free(void *ctx) {
+    dd_ctx *d = ctx;
+    if (!d) return;
+    ppk__upload_str_free(&d->mem, d->url);
+    ppk__upload_str_free(&d->mem, d->unix_path);
+    ppk__upload_str_free(&d->mem, d->tags);
+    ppk__upload_str_free(&d->mem, d->family);
+    ppk__upload_str_free(&d->mem, d->profiler_version);
+    ppk__mem mem = d->mem;
+    ppk__mem_free(&mem, d, sizeof *d);
+}
+
+typedef struct ep_state {
+    ppk__ubuf *b;
+    int n;
+} ep_state;
+
+static void add_endpoint(void *opaque, ppk_str endpoint, int64_t count) {
+    ep_state *s = opaque;
+    ppk__ubuf_adds(s->b, s->n++ ? ",\"" : "{\"");
+    ppk__ubuf_add_json(s->b, endpoint.ptr, endpoint.len);
+    ppk__ubuf_addf(s->b, "\":%lld", (long long)count);
+}
+
+/* Exporting thread: the endpoint counts, as a JSON object (nothing when there are none). */
+static int dd_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
+    (void)ctx;
+    if (!e->window) return 0;
+    ep_state s = {extra, 0};
+    ppk_profile_foreach_endpoint_count(e->window, add_endpoint, &s);
+    if (s.n) ppk__ubuf_adds(extra, "}");
+    return 0;
+}
+
+static void rfc3339(char *out, size_t n, int64_t ns) {
+    if (ns < 0) ns = 0;
+    time_t sec = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    size_t k = strftime(out, n, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + k, n - k, ".%09lldZ", (long long)(ns % 1000000000));
+}
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static int contains(const void *hay, size_t n, const char *needle) {
+    return memmem(hay, n, needle, strlen(needle)) != NULL;
+}
+
+static void part_head(ppk__ubuf *b, const char *boundary, const char *name, const char *file,
+                      const char *type) {
+    ppk__ubuf_addf(b, "--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+                      "Content-Type: %s\r\n\r\n",
+                   boundary, name, file, type);
+}
+
+static int dd_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
+                    char *ctype, size_t ctype_len) {
+    dd_ctx *d = ctx;
+    ppk__ubuf_adds(url, d->url);
+
+    ppk__ubuf ev;
+    ppk__ubuf_init(&ev, body->ua);
+    char start[48], end[48];
+    rfc3339(start, sizeof start, job->start_ns);
+    rfc3339(end, sizeof end, job->end_ns);
+    ppk__ubuf_adds(&ev, "{\"attachments\":[\"profile.pprof\"],\"tags_profiler\":\"");
+    ppk__ubuf_add_json(&ev, d->tags, strlen(d->tags));
+    ppk__ubuf_addf(&ev, ",runtime-id:%s,process_id:%ld\"", d->runtime_id, (long)getpid());
+    ppk__ubuf_addf(&ev, ",\"start\":\"%s\",\"end\":\"%s\",\"family\":\"", start, end);
+    ppk__ubuf_add_json(&ev, d->family, strlen(d->family));
+    ppk__ubuf_adds(&ev, "\",\"version\":\"4\",\"endpoint_counts\":");
+    if (job->extra)
+        ppk__ubuf_add(&ev, job->extra, job->extra_len);
+    else
+        ppk__ubuf_adds(&ev, "null");
+    ppk__ubuf_adds(&ev, ",\"internal\":{\"pprofkit_version\":\"" PPK_VERSION_STRING "\"}"
+                        ",\"info\":{\"profiler\":{\"version\":\"");
+    ppk__ubuf_add_json(&ev, d->profiler_version, strlen(d->profiler_version));
+    ppk__ubuf_adds(&ev, "\"}}}");
+
+    /* A boundary found in neither part. */
+    char boundary[64];
+    uint64_t seed = mix((uint64_t)ppk_now_ns() ^ job->seq ^ ((uint64_t)getpid() << 40));
+    for (int i = 0;; i++) {
+        snprintf(boundary, sizeof boundary, "pprofkit-%016llx%016llx",
+                 (unsigned long long)mix(seed + 2 * (uint64_t)i),
+                 (unsigned long long)mix(seed + 2 * (uint64_t)i + 1));
+        if (i == 16 || (!contains(job->data, job->len, boundary) &&
+                        !(ev.p && contains(ev.p, ev.len, boundary))))
+            break;
+    }
+    part_head(body, boundary, "event", "event.json", "application/json");
+    ppk__ubuf_add(body, ev.p, ev.len);
+    ppk__ubuf_adds(body, "\r\n");
+    part_head(body, boundary, "profile.pprof", "profile.pprof", "application/octet-stream");
+    ppk__ubuf_add(body, job->data, job->len);
+    ppk__ubuf_addf(body, "\r\n--%s--\r\n", boundary);
+    int failed = ev.failed;
+    ppk__ubuf_free(&ev);
+    snprintf(ctype, ctype_len, "multipart/form-data; boundary=%s", boundary);
+    return failed ? PPK_ENOMEM : 0;
+}
+
+static void dd_setopt(void *ctx, CURL *h) {
+    dd_ctx *d = ctx;
+    if (d->unix_path) curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, d->unix_path);
+}
+
+static void dd_child(void *ctx) {
+    dd_ctx *d = ctx;
+    if (d->runtime_id_auto) new_runtime_id(d);
+}
+
+/* Appends ",key:value" (or "key:value" first) when value is not empty. */
+static void tag(ppk__ubuf *b, const char *key, const char *value) {
+    if (!value || !*value) return;
+    if (b->len) ppk__ubuf_adds(b, ",");
+    ppk__ubuf_adds(b, key);
+    ppk__ubuf_adds(b, ":");
+    ppk__ubuf_adds(b, value);
+}
+
+static void read_comm(char *out, size_t n) {
+    snprintf(out, n, "pprofkit");
+    FILE *f = fopen("/proc/self/comm", "re");
+    if (!f) return;
+    char buf[64];
+    if (fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n,")] = 0;
+        if (buf[0]) snprintf(out, n, "%s", buf);
+    }
+    fclose(f);
+}
+
+int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, size_t err_len) {
+    if (err && err_len) err[0] = 0;
+    if (!out) return PPK_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
+    ppk__mem mem;
+    ppk__mem_init(&mem, &cfg->upload.allocator);
+    dd_ctx *d = ppk__mem_alloc(&mem, sizeof *d);
+    if (!d) return PPK_ENOMEM;
+    memset(d, 0, sizeof *d);
+    d->mem = mem;
+
+    char *service = NULL, *env = NULL, *version = NULL, *host = NULL, *rid = NULL,
+         *family = NULL, *language = NULL, *pname = NULL, *key = NULL;
+    ppk__ua tmp_ua = {0};
+    ppk__fill_allocator(&tmp_ua.a, &cfg->upload.allocator);
+    ppk__ubuf tags;
+    ppk__ubuf_init(&tags, &tmp_ua);
+    char hname[256], comm[64];
+    int rc;
+    if ((rc = ppk__upload_str(&d->mem, cfg->service, "service", ",", &service, err, err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->env, "env", ",", &env, err, err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->version, "version", ",", &version, err, err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->host, "host", ", ", &host, err, err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->runtime_id, "runtime_id", ", ", &rid, err,
+                              err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->family, "family", ", \"", &family, err, err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->language, "language", ", ", &language, err,
+                              err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->profiler_name, "profiler_name", "", &pname, err,
+                              err_len)) ||
+        (rc = ppk__upload_str(&d->mem, cfg->profiler_version, "profiler_version", ", ",
+                              &d->profiler_version, err, err_len)) ||
+        (rc = check_tags(cfg->tags, "tags", err, err_len)))
+        goto fail;
+    if (rid[0] && strlen(rid) > 36) {
+        rc = ppk__upload_err(err, err_len, "runtime_id: longer than 36 bytes");
+        goto fail;
+    }
+    if (cfg->agentless) {
+        if (!cfg->api_key.len) {
+            rc = ppk__upload_err(err, err_len, "api_key: required when agentless (DD_API_KEY)");
+            goto fail;
+        }
+        if ((rc = check_chars(cfg->api_key, "api_key", "", err, err_len)) ||
+            (rc = check_chars(cfg->site, "site", ".-", err, err_len)) ||
+            (rc = ppk__upload_str(&d->mem, cfg->api_key, "api_key", "", &key, err, err_len)))
+            goto fail;
+        if (cfg->intake_url.len) {
+            if ((rc = ppk__upload_str(&d->mem, cfg->intake_url, "intake_url", " \"", &d->url, err,
+                                      err_len)))
+                goto fail;
+            if (strncmp(d->url, "http://", 7) && strncmp(d->url, "https://", 8)) {
+                rc = ppk__upload_err(err, err_len, "intake_url: \"%s\" is not http(s)://", d->url);
+                goto fail;
+            }
+        } else {
+            ppk_str site = cfg->site.len ? cfg->site : PPK_STR("datadoghq.com");
+            size_t n = site.len + 64;
+            if (!(d->url = ppk__mem_alloc(&d->mem, n))) goto nomem;
+            int k = snprintf(d->url, n, "https://intake.profile.%.*s/api/v2/profile",
+                             (int)site.len, site.ptr);
+            memset(d->url + k, 0, n - (size_t)k);
+            /* Keep the allocation size strlen + 1 for the free: copy to the exact size. */
+            char *exact = ppk__mem_alloc(&d->mem, (size_t)k + 1);
+            if (!exact) goto nomem;
+            memcpy(exact, d->url, (size_t)k + 1);
+            ppk__mem_free(&d->mem, d->url, n);
+            d->url = exact;
+        }
+    } else if (cfg->agent_url.len) {
+        if ((rc = agent_url(&d->mem, cfg->agent_url, "agent_url", &d->url, &d->unix_path, err,
+                            err_len)))
+            goto fail;
+    } else {
+        ppk_str h = cfg->agent_host.len ? cfg->agent_host : PPK_STR("localhost");
+        if ((rc = check_chars(h, "agent_host", ".-_:[]", err, err_len))) goto fail;
+        if (cfg->agent_port < 0 || cfg->agent_port > 65535) {
+            rc = ppk__upload_err(err, err_len, "agent_port: %d is not in 1..65535",
+                                 cfg->agent_port);
+            goto fail;
+        }
+        int v6 = memchr(h.ptr, ':', h.len) && h.ptr[0] != '[';
+        char u[400];
+        snprintf(u, sizeof u, "http://%s%.*s%s:%d", v6 ? "[" : "", (int)h.len, h.ptr,
+                 v6 ? "]" : "", cfg->agent_port ? cfg->agent_port : 8126);
+        if ((rc = agent_url(&d->mem, ppk_cstr(u), "agent_host", &d->url, &d->unix_path, err,
+                            err_len)))
+            goto fail;
+    }
+
+    if (!host[0] && gethostname(hname, sizeof hname) == 0) {
+        hname[sizeof hname - 1] = 0;
+        hname[strcspn(hname, ", ")] = 0;
+    } else {
+        snprintf(hname, sizeof hname, "%s", host);
+    }
+    read_comm(comm, sizeof comm);
+    const char *fam = family[0] ? family : "native";
+    if (!d->profiler_version[0]) {
+        ppk__upload_str_free(&d->mem, d->profiler_version);
+        if ((rc = ppk__upload_str(&d->mem, PPK_STR(PPK_VERSION_STRING), "profiler_version", "",
+                                  &d->profiler_version, err, err_len)))
+            goto fail;
+    }
+    tag(&tags, "service", service[0] ? service : comm);
+    tag(&tags, "env", env);
+    tag(&tags, "version", version);
+    tag(&tags, "host", hname);
+    tag(&tags, "language", language[0] ? language : fam);
+    tag(&tags, "profiler_version", d->profiler_version);
+    /* The user's tags, normalized to comma separation. */
+    for (size_t i = 0; i < cfg->tags.len;) {
+        while (i < cfg->tags.len && is_space(cfg->tags.ptr[i])) i++;
+        size_t b = i;
+        while (i < cfg->tags.len && !is_space(cfg->tags.ptr[i])) i++;
+        if (i == b) break;
+        ppk__ubuf_adds(&tags, ",");
+        ppk__ubuf_add(&tags, cfg->tags.ptr + b, i - b);
+    }
+    ppk__ubuf_nul(&tags);
+    if (tags.failed) goto nomem;
+    if ((rc = ppk__upload_str(&d->mem, (ppk_str){tags.p, tags.len}, "tags", NULL, &d->tags, err,
+                              err_len)) ||
+        (rc = ppk__upload_str(&d->mem, ppk_cstr(fam), "family", NULL, &d->family, err,
+                              err_len)))
+        goto fail;
+    if (rid[0]) {
+        snprintf(d->runtime_id, sizeof d->runtime_id, "%s", rid);
+    } else {
+        d->runtime_id_auto = 1;
+        new_runtime_id(d);
+    }
+
+    char h_origin[300], h_version[300], h_agent[64], h_key[300];
+    snprintf(h_origin, sizeof h_origin, "DD-EVP-ORIGIN: %.256s", pname[0] ? pname : "pprofkit");
+    snprintf(h_version, sizeof h_version, "DD-EVP-ORIGIN-VERSION: %.256s", d->profiler_version);
+    snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);
+    snprintf(h_key, sizeof h_key, "DD-API-KEY: %.256s", key ? key : "");
+    const char *headers[] = {h_origin, h_version, h_agent, h_key};
+    size_t n_headers = cfg->agentless ? 4 : 3;
+
+    ppk__upload_str_free(&d->mem, service);
+    ppk__upload_str_free(&d->mem, env);
+    ppk__upload_str_free(&d->mem, version);
+    ppk__upload_str_free(&d->mem, host);
+    ppk__upload_str_free(&d->mem, rid);
+    ppk__upload_str_free(&d->mem, family);
+    ppk__upload_str_free(&d->mem, language);
+    ppk__upload_str_free(&d->mem, pname);
+    ppk__upload_str_free(&d->mem, key);
+    ppk__ubuf_free(&tags);
+    static const ppk__upload_ops ops = {dd_prepare, dd_build, dd_setopt, dd_child, dd_free};
+    rc = ppk__upload_create(&cfg->upload, &ops, d, headers, n_headers, out, err, err_len);
+    memset(h_key, 0, sizeof h_key);
+    return rc;
+
+nomem:
+    rc = PPK_ENOMEM;
+fail:
+    ppk__upload_str_free(&d->mem, service);
+    ppk__upload_str_free(&d->mem, env);
+    ppk__upload_str_free(&d->mem, version);
+    ppk__upload_str_free(&d->mem, host);
+    ppk__upload_str_free(&d->mem, rid);
+    ppk__upload_str_free(&d->mem, family);
+    ppk__upload_str_free(&d->mem, language);
+    ppk__upload_str_free(&d->mem, pname);
+    ppk__upload_str_free(&d->mem, key);
+    ppk__ubuf_free(&tags);
+    dd_free(d);
+    return rc;
+}

@@ -1,0 +1,264 @@
+/*
+ * sink_pyroscope.c - the Pyroscope / Grafana upload sink: HTTP ingest of pprof.
+ *
+ * Each export becomes POST <server>/ingest?name=<app>{k=v,...}&from=<unix s>
+ * &until=<unix s>&format=pprof&sampleRate=<Hz>&spyName=<name>, the body being the
+ * export's bytes as they are. With format=pprof the server reads the body as the profile
+ * itself (not a multipart form) and recognizes gzip by its magic bytes; it does not read
+ * zstd, so zstd exports are refused by prepare() and counted as invalid. Optional HTTP
+ * basic auth and the X-Scope-OrgID tenant header.
+ *
+ * The configuration is checked and copied at creation into a py_ctx that the uploader
+ * thread only reads; the name with its tags is stored already percent-encoded.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "upload.h"
+
+typedef struct py_ctx {
+    ppk__mem mem;
+    char *base;      /* server address, without a trailing slash */
+    char *name_enc;  /* app{k=v,...}, percent-encoded */
+    char *spy_enc;
+    char *user, *password; /* NULL: no basic auth */
+    int64_t sample_rate;
+} py_ctx;
+
+static void py_free(void *ctx) {
+    py_ctx *p = ctx;
+    if (!p) return;
+    ppk__upload_str_free(&p->mem, p->base);
+    ppk__upload_str_free(&p->mem, p->name_enc);
+    ppk__upload_str_free(&p->mem, p->spy_enc);
+    ppk__upload_str_free(&p->mem, p->user);
+    ppk__upload_str_free(&p->mem, p->password);
+    ppk__mem mem = p->mem;
+    ppk__mem_free(&mem, p, sizeof *p);
+}
+
+static int py_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
+    (void)ctx;
+    (void)extra;
+    return e->codec == PPK_CODEC_ZSTD ? PPK_EINVAL : 0;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0); }
+
+static int py_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
+                    char *ctype, size_t ctype_len) {
+    py_ctx *p = ctx;
+    int64_t from = floor_div(job->start_ns, 1000000000);
+    int64_t until = floor_div(job->end_ns + 999999999, 1000000000);
+    if (until <= from) until = from + 1;
+    ppk__ubuf_adds(url, p->base);
+    ppk__ubuf_adds(url, "/ingest?name=");
+    ppk__ubuf_adds(url, p->name_enc);
+    ppk__ubuf_addf(url, "&from=%lld&until=%lld&format=pprof&sampleRate=%lld&spyName=",
+                   (long long)from, (long long)until, (long long)p->sample_rate);
+    ppk__ubuf_adds(url, p->spy_enc);
+    ppk__ubuf_add(body, job->data, job->len);
+    snprintf(ctype, ctype_len, "application/octet-stream");
+    return 0;
+}
+
+static void py_setopt(void *ctx, CURL *h) {
+    py_ctx *p = ctx;
+    if (!p->user) return;
+    curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(h, CURLOPT_USERNAME, p->user);
+    curl_easy_setopt(h, CURLOPT_PASSWORD, p->password ? p->password : "");
+}
+
+/* Percent-encodes everything but the unreserved characters into m (exact size). */
+static char *pct(ppk__mem *m, const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '.' || c == '_' || c == '~';
+        k += keep ? 1 : 3;
+    }
+    char *o = ppk__mem_alloc(m, k + 1);
+    if (!o) return NULL;
+    static const char hex[] = "0123456789ABCDEF";
+    char *q = o;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '.' || c == '_' || c == '~';
+        if (keep) {
+            *q++ = (char)c;
+        } else {
+            *q++ = '%';
+            *q++ = hex[c >> 4];
+            *q++ = hex[c & 15];
+        }
+    }
+    *q = 0;
+    return o;
+}
+
+static int check_server(ppk_str s, const char *what, char *err, size_t err_len) {
+    for (size_t i = 0; i < s.len; i++)
+        if ((unsigned char)s.ptr[i] <= 0x20 || s.ptr[i] == 0x7f || s.ptr[i] == '?' ||
+            s.ptr[i] == '#' || s.ptr[i] == '"')
+            return ppk__upload_err(err, err_len, "%s: bad character at byte %zu", what, i);
+    int http = s.len > 7 && !memcmp(s.ptr, "http://", 7);
+    int https = s.len > 8 && !memcmp(s.ptr, "https://", 8);
+    if (!http && !https)
+        return ppk__upload_err(err, err_len, "%s: \"%.*s\" is not an http:// or https:// URL",
+                               what, (int)(s.len > 200 ? 200 : s.len), s.ptr);
+    return 0;
+}
+
+/* An application name: not empty, no control characters, none of {}=,". */
+static int check_app(ppk_str s, const char *what, char *err, size_t err_len) {
+    if (!s.len) return ppk__upload_err(err, err_len, "%s: the application name is required", what);
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        if (c < 0x20 || c == 0x7f || strchr("{}=,\"", c))
+            return ppk__upload_err(err, err_len,
+                                   "%s: character %d at byte %zu is not allowed in a name",
+                                   what, c, i);
+    }
+    return 0;
+}
+
+/* key=value[,key=value...]: keys [A-Za-z0-9_.], values without {}=,". */
+static int check_tags(ppk_str s, char *err, size_t err_len) {
+    size_t i = 0;
+    while (i < s.len) {
+        size_t b = i;
+        while (i < s.len && s.ptr[i] != ',') i++;
+        ppk_str item = {s.ptr + b, i - b};
+        if (i < s.len) i++;
+        if (!item.len) continue;
+        const char *eq = memchr(item.ptr, '=', item.len);
+        if (!eq || eq == item.ptr)
+            return ppk__upload_err(err, err_len, "tags: \"%.*s\" is not key=value",
+                                   (int)item.len, item.ptr);
+        for (const char *k = item.ptr; k < eq; k++)
+            if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||
+                  (*k >= '0' && *k <= '9') || *k == '_' || *k == '.'))
+                return ppk__upload_err(err, err_len, "tags: bad key in \"%.*s\"", (int)item.len,
+                                       item.ptr);
+        for (const char *v = eq + 1; v < item.ptr + item.len; v++)
+            if ((unsigned char)*v < 0x20 || strchr("{}=,\"", *v))
+                return ppk__upload_err(err, err_len, "tags: bad value in \"%.*s\"",
+                                       (int)item.len, item.ptr);
+    }
+    return 0;
+}
+
+void ppk_pyroscope_config_init(ppk_pyroscope_config *cfg) {
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    ppk_upload_config_init(&cfg->upload);
+}
+
+int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t err_len) {
+    if (err && err_len) err[0] = 0;
+    if (!cfg) return PPK_EINVAL;
+    const char *v;
+    int rc;
+    ppk_pyroscope_config c = *cfg;
+    if ((v = ppk__upload_getenv("PYROSCOPE_SERVER_ADDRESS"))) {
+        if ((rc = check_server(ppk_cstr(v), "PYROSCOPE_SERVER_ADDRESS", err, err_len))) return rc;
+        c.server_address = ppk_cstr(v);
+    }
+    if ((v = ppk__upload_getenv("PYROSCOPE_APPLICATION_NAME"))) {
+        if ((rc = check_app(ppk_cstr(v), "PYROSCOPE_APPLICATION_NAME", err, err_len))) return rc;
+        c.application_name = ppk_cstr(v);
+    }
+    *cfg = c;
+    return 0;
+}
+
+int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err,
+                       size_t err_len) {
+    if (err && err_len) err[0] = 0;
+    if (!out) return PPK_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
+    ppk_str server = cfg->server_address.len ? cfg->server_address
+                                             : PPK_STR("http://localhost:4040");
+    int rc;
+    if ((!cfg->application_name.ptr && cfg->application_name.len) ||
+        (!cfg->tags.ptr && cfg->tags.len) || (!server.ptr && server.len))
+        return ppk__upload_err(err, err_len, "config: NULL string with a length");
+    if ((rc = check_server(server, "server_address", err, err_len)) ||
+        (rc = check_app(cfg->application_name, "application_name", err, err_len)) ||
+        (rc = check_tags(cfg->tags, err, err_len)))
+        return rc;
+    if (cfg->sample_rate < 0 || cfg->sample_rate > 1000000000)
+        return ppk__upload_err(err, err_len, "sample_rate: %lld is not in 1..1e9",
+                               (long long)cfg->sample_rate);
+
+    ppk__mem mem;
+    ppk__mem_init(&mem, &cfg->upload.allocator);
+    py_ctx *p = ppk__mem_alloc(&mem, sizeof *p);
+    if (!p) return PPK_ENOMEM;
+    memset(p, 0, sizeof *p);
+    p->mem = mem;
+    p->sample_rate = cfg->sample_rate ? cfg->sample_rate : 100;
+    char *tenant = NULL, *spy = NULL;
+    while (server.len && server.ptr[server.len - 1] == '/') server.len--;
+    if ((rc = ppk__upload_str(&p->mem, server, "server_address", NULL, &p->base, err, err_len)) ||
+        (rc = ppk__upload_str(&p->mem, cfg->spy_name, "spy_name", NULL, &spy, err, err_len)) ||
+        (rc = ppk__upload_str(&p->mem, cfg->tenant_id, "tenant_id", NULL, &tenant, err,
+                              err_len)))
+        goto fail;
+    if (cfg->basic_auth_user.len &&
+        ((rc = ppk__upload_str(&p->mem, cfg->basic_auth_user, "basic_auth_user", ":", &p->user,
+                               err, err_len)) ||
+         (rc = ppk__upload_str(&p->mem, cfg->basic_auth_password, "basic_auth_password", NULL,
+                               &p->password, err, err_len))))
+        goto fail;
+
+    /* app{k=v,...} without empty items, then percent-encoded. */
+    size_t n = cfg->application_name.len + cfg->tags.len + 3;
+    char *name = ppk__mem_alloc(&p->mem, n);
+    if (!name) goto nomem;
+    size_t k = 0;
+    memcpy(name, cfg->application_name.ptr, cfg->application_name.len);
+    k = cfg->application_name.len;
+    name[k++] = '{';
+    int first = 1;
+    for (size_t i = 0; i < cfg->tags.len;) {
+        size_t b = i;
+        while (i < cfg->tags.len && cfg->tags.ptr[i] != ',') i++;
+        if (i > b) {
+            if (!first) name[k++] = ',';
+            memcpy(name + k, cfg->tags.ptr + b, i - b);
+            k += i - b;
+            first = 0;
+        }
+        if (i < cfg->tags.len) i++;
+    }
+    name[k++] = '}';
+    p->name_enc = pct(&p->mem, name, k);
+    ppk__mem_free(&p->mem, name, n);
+    const char *spy_name = spy[0] ? spy : "pprofkit";
+    p->spy_enc = pct(&p->mem, spy_name, strlen(spy_name));
+    if (!p->name_enc || !p->spy_enc) goto nomem;
+
+    char h_agent[64], h_tenant[320];
+    snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);
+    snprintf(h_tenant, sizeof h_tenant, "X-Scope-OrgID: %.300s", tenant);
+    const char *headers[] = {h_agent, h_tenant};
+    ppk__upload_str_free(&p->mem, tenant);
+    ppk__upload_str_free(&p->mem, spy);
+    static const ppk__upload_ops ops = {py_prepare, py_build, py_setopt, NULL, py_free};
+    return ppk__upload_create(&cfg->upload, &ops, p, headers, cfg->tenant_id.len ? 2 : 1, out,
+                              err, err_len);
+
+nomem:
+    rc = PPK_ENOMEM;
+fail:
+    ppk__upload_str_free(&p->mem, tenant);
+    ppk__upload_str_free(&p->mem, spy);
+    py_free(p);
+    return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * upload.h - the machinery shared by the HTTP upload sinks: a bounded queue of copied
+ * exports, one uploader thread per sink owning one curl handle, timeouts, one retry,
+ * bounded shutdown, fork handling and statistics (see upload.c).
+ *
+ * A sink file (sink_datadog.c, sink_pyroscope.c) supplies only what its backend needs,
+ * through ppk__upload_ops: what to keep from an export besides its bytes (prepare, on
+ * the exporting thread), how to turn a queued export into a URL, a body and a content
+ * type (build, on the uploader thread), extra curl options, and what to redo in a forked
+ * child. Both run with no lock held.
+ */
+#ifndef PPK_UPLOAD_H
+#define PPK_UPLOAD_H
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pprofkit.h"
+
+/* A thread-safe view of the user's allocator that counts the bytes it holds. */
+typedef struct ppk__ua {
+    ppk_allocator a;
+    _Atomic size_t bytes;
+    _Atomic size_t peak;
+} ppk__ua;
+
+void *ppk__ua_alloc(ppk__ua *ua, size_t n);
+void ppk__ua_free(ppk__ua *ua, void *p, size_t n);
+
+/* A growable byte buffer; any append failure is sticky (`failed`) and checked once. */
+typedef struct ppk__ubuf {
+    ppk__ua *ua;
+    char *p;
+    size_t len, cap;
+    int failed;
+} ppk__ubuf;
+
+void ppk__ubuf_init(ppk__ubuf *b, ppk__ua *ua);
+void ppk__ubuf_free(ppk__ubuf *b);
+void ppk__ubuf_add(ppk__ubuf *b, const void *p, size_t n);
+void ppk__ubuf_adds(ppk__ubuf *b, const char *s);
+void ppk__ubuf_addf(ppk__ubuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Appends `s` as the body of a JSON string (no quotes): escapes ", \ and controls. */
+void ppk__ubuf_add_json(ppk__ubuf *b, const char *s, size_t n);
+/* Appends a NUL (not counted in len), so p is a C string. */
+void ppk__ubuf_nul(ppk__ubuf *b);
+
+/* One queued export: a copy of what the sink needs from the ppk_export. */
+typedef struct ppk__upload_job {
+    uint8_t *data;
+    size_t len;
+    ppk_codec codec;
+    int64_t start_ns, end_ns;
+    uint64_t seq;
+    char *extra; /* from ops.prepare, NUL-terminated; may be NULL */
+    size_t extra_len;
+} ppk__upload_job;
+
+typedef struct ppk__upload_ops {
+    /* Exporting thread, inside write(): fill `extra` (e.g. endpoint counts). May be NULL.
+     * 0, or a negative code (the export is then dropped and counted as invalid). */
+    int (*prepare)(void *ctx, const ppk_export *e, ppk__ubuf *extra);
+    /* Uploader thread: the request for a job. url gets a C string; ctype receives the
+     * Content-Type value. 0, PPK_ENOMEM, or PPK_EINVAL (dropped as invalid). */
+    int (*build)(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
+                 char *ctype, size_t ctype_len);
+    /* Uploader thread, before each transfer: extra options. May be NULL. */
+    void (*setopt)(void *ctx, CURL *h);
+    /* In a forked child (atfork child handler). May be NULL. */
+    void (*child)(void *ctx);
+    /* Frees ctx, at destroy. */
+    void (*free)(void *ctx);
+} ppk__upload_ops;
+
+/*
+ * Creates the shared part of an upload sink and fills `out` with its write and destroy.
+ * `headers` ("Name: value" strings, copied) are sent with every request. On failure ctx
+ * is freed with ops->free. curl_global_init runs here, once per process.
+ * 0, PPK_EINVAL (a bad config value, explained in err), PPK_ENOMEM, PPK_ESYS.
+ */
+int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops, void *ctx,
+                       const char *const *headers, size_t n_headers, ppk_sink *out,
+                       char *err, size_t err_len);
+
+/* Runs curl_global_init once (pthread_once). 0 or PPK_ESYS. */
+int ppk__upload_global_init(void);
+
+/* Writes a formatted message into err (when err_len > 0) and returns PPK_EINVAL. */
+int ppk__upload_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Environment values: NULL when unset or empty. */
+const char *ppk__upload_getenv(const char *name);
+
+/* A string field of a config: checks it has no NUL or control character (and no byte
+ * of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
+ * len + 1, stored in *out_len). 0, PPK_EINVAL (message names `what`), PPK_ENOMEM. */
+#include "alloc.h"
+int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
+                    char *err, size_t err_len);
+void ppk__upload_str_free(ppk__mem *m, char *s);
+
+#endif
