@@ -634,7 +634,8 @@ PPK_API void ppk_upload_config_init(ppk_upload_config *cfg);
 
 /* What an upload sink did. Counters cover its life (in a forked child, since the fork). */
 typedef struct ppk_upload_stats {
-    uint64_t queued;              /* exports accepted by write() */
+    uint64_t queued;              /* exports handed to write(); once idle, queued equals
+                                   * sent plus every dropped_* counter */
     uint64_t sent;                /* uploads the server accepted (HTTP 2xx) */
     uint64_t bytes_sent;          /* request bodies of those */
     uint64_t attempts;            /* transfers started (retries and fork restarts too) */
@@ -675,6 +676,15 @@ PPK_API int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st);
  * @return 0 when idle, PPK_ESYS on timeout, PPK_EINVAL.
  */
 PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
+
+/*
+ * Stops the sink as its destroy does (waits up to shutdown_timeout_ms for the queue to
+ * drain, then cancels what is left, counted in dropped_shutdown, and joins the thread),
+ * but keeps it allocated so that its statistics can still be read. Later writes are
+ * refused (PPK_ECLOSED) and counted. Blocks; thread safe; destroy still frees the sink.
+ * @return 0, PPK_EINVAL (not an upload sink).
+ */
+PPK_API int ppk_sink_upload_shutdown(const ppk_sink *sink);
 
 /* ---- Datadog ------------------------------------------------------------------------ */
 /*

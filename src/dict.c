@@ -111,8 +111,13 @@ uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t ha
     }
     /* A new key: make room first (a known key never allocates), then find its slot in
      * the possibly regrown table. */
-    if (d->n >= d->cap || (size_t)(d->n + 1) * 4 > slot_count(d) * 3) {
-        if (ppk__dict_reserve(d, 1) != 0) return PPK_DICT_NONE;
+    /* Growth keeps PPK_DICT_HEADROOM entries spare, which inserts made past the memory
+     * budget (over_ok: the few overflow records of a window) then use without growing
+     * a table, since doubling a big one would pass the budget by far. */
+    size_t headroom = d->mem->over_ok ? 0 : PPK_DICT_HEADROOM;
+    size_t need = (size_t)d->n + 1 + headroom;
+    if (need > d->cap || need * 4 > slot_count(d) * 3) {
+        if (ppk__dict_reserve(d, 1 + headroom) != 0) return PPK_DICT_NONE;
         i = probe(d, key, len, hash);
     }
     /* The empty key takes no arena room. */
@@ -145,4 +150,27 @@ void ppk__dict_truncate(ppk__dict *d, uint32_t n) {
         place(d->slots, d->mask, e->hash_lo, (h & 0xffffffff00000000ull) | (uint64_t)(id + 1));
         d->key_bytes += e->len;
     }
+}
+
+void ppk__dict_shrink(ppk__dict *d) {
+    size_t want = d->n < 8 ? 16 : 2 * (size_t)d->n;
+    if (d->cap > 2 * want) {
+        ppk__dent *e = ppk__mem_alloc_array(d->mem, want, sizeof *e);
+        if (e) {
+            ppk__mem_free(d->mem, d->ents, (size_t)d->cap * sizeof *e);
+            d->ents = e;
+            d->cap = (uint32_t)want;
+        }
+    }
+    size_t ns = 32;
+    while (want * 4 > ns * 3) ns *= 2;
+    if (slot_count(d) > 2 * ns) {
+        uint64_t *sl = ppk__mem_alloc_array(d->mem, ns, sizeof *sl);
+        if (sl) {
+            ppk__mem_free(d->mem, d->slots, slot_count(d) * sizeof *sl);
+            d->slots = sl;
+            d->mask = (uint32_t)(ns - 1);
+        }
+    }
+    ppk__dict_clear(d);
 }

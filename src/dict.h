@@ -43,11 +43,14 @@ typedef struct ppk__dict {
 } ppk__dict;
 
 #define PPK_DICT_NONE UINT32_MAX
+#define PPK_DICT_HEADROOM 4
 
 void ppk__dict_init(ppk__dict *d, ppk__mem *mem, ppk__arena *arena);
 void ppk__dict_destroy(ppk__dict *d);
 /* Forgets every key (their bytes are the arena's to reset); keeps the tables. */
 void ppk__dict_clear(ppk__dict *d);
+/* Clears, and gives back tables over four times what the keys needed (a burst). */
+void ppk__dict_shrink(ppk__dict *d);
 /* Room for `extra` more keys without allocating. 0 or PPK_ENOMEM. */
 int ppk__dict_reserve(ppk__dict *d, size_t extra);
 /* Forgets the keys with ids >= n (their bytes stay in the arena). Rare: O(n). */

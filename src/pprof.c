@@ -14,6 +14,7 @@
  * "end_timestamp_ns" label of timestamped samples. The window itself is not changed.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "compress.h"
@@ -23,7 +24,7 @@
 enum {
     F_SAMPLE_TYPE = 1, F_SAMPLE = 2, F_MAPPING = 3, F_LOCATION = 4, F_FUNCTION = 5,
     F_STRING_TABLE = 6, F_TIME_NANOS = 9, F_DURATION_NANOS = 10, F_PERIOD_TYPE = 11,
-    F_PERIOD = 12
+    F_PERIOD = 12, F_COMMENT = 13
 };
 
 /* A rule with its label resolved to string ids for this window. */
@@ -170,7 +171,7 @@ static int mappings(enc *e) {
     ppk__pb *pb = e->pb;
     if (!p->mappings.n) return 0;
     /* has_functions: whether any location in the mapping is symbolized. */
-    uint8_t *has_fn = ppk__mem_alloc(&e->p->mem, p->mappings.n);
+    uint8_t *has_fn = ppk__mem_alloc(&e->p->aux, p->mappings.n);
     if (!has_fn) return PPK_ENOMEM;
     memset(has_fn, 0, p->mappings.n);
     for (uint32_t i = 0; i < p->locations.n; i++) {
@@ -193,7 +194,7 @@ static int mappings(enc *e) {
         ppk__pb_uint_nz(pb, 7, has_fn[i]);
         ppk__pb_end(pb, b);
     }
-    ppk__mem_free(&e->p->mem, has_fn, p->mappings.n);
+    ppk__mem_free(&e->p->aux, has_fn, p->mappings.n);
     return rc;
 }
 
@@ -239,17 +240,55 @@ static int functions(enc *e) {
     return 0;
 }
 
-static int strings(enc *e) {
+/* The degradations of the window, as comments a reader of the profile sees
+ * (`go tool pprof -comments`). Their strings follow the window's in string_table. */
+typedef struct comments {
+    char text[16][96];
+    size_t len[16];
+    size_t n;
+} comments;
+
+static void make_comments(const ppk_profile *p, comments *c) {
+    const ppk__degraded *d = &p->deg;
+    const struct {
+        uint64_t n;
+        const char *what;
+    } reasons[] = {
+        {d->strings_utf8_repaired + p->strings.utf8_repaired, "strings with invalid UTF-8 repaired"},
+        {d->strings_truncated + p->strings.truncated, "strings cut at max_string_len"},
+        {d->stacks_truncated, "stacks cut at max_frames"},
+        {d->values_saturated, "sums saturated at the int64 range"},
+        {d->strings_dropped, "new strings replaced by \"" PPK__PLACEHOLDER "\""},
+        {d->labels_dropped, "labels left out (memory limit)"},
+        {d->label_sets_dropped, "samples with all labels left out (memory limit)"},
+        {d->stacks_dropped, "samples given the \"" PPK__PLACEHOLDER "\" stack"},
+        {d->samples_overflowed, "samples added to the overflow sample (memory limit)"},
+        {d->timestamps_dropped, "timestamped samples aggregated (memory limit)"},
+        {d->endpoints_dropped, "endpoints not recorded (memory limit)"},
+    };
+    c->n = 0;
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+        if (!reasons[i].n) continue;
+        int k = snprintf(c->text[c->n], sizeof c->text[0], "pprofkit: %llu %s",
+                         (unsigned long long)reasons[i].n, reasons[i].what);
+        c->len[c->n++] = k < 0 ? 0 : (size_t)k < sizeof c->text[0] ? (size_t)k : sizeof c->text[0] - 1;
+    }
+}
+
+static int strings(enc *e, const comments *c) {
     const ppk__strtab *st = &e->p->strings;
     ppk__pb *pb = e->pb;
     uint32_t n = ppk__strtab_count(st);
-    if (ppk__pb_reserve(pb, ppk__strtab_bytes(st) + (size_t)n * PPK_PB_NEST_MAX))
+    if (ppk__pb_reserve(pb, ppk__strtab_bytes(st) + (size_t)(n + c->n) * PPK_PB_NEST_MAX +
+                                c->n * (sizeof c->text[0] + 2 * PPK_PB_VARINT_MAX)))
         return PPK_ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
         size_t len;
         const char *s = ppk__strtab_get(st, i, &len);
         ppk__pb_bytes(pb, F_STRING_TABLE, s, len);
     }
+    for (size_t i = 0; i < c->n; i++) ppk__pb_bytes(pb, F_STRING_TABLE, c->text[i], c->len[i]);
+    for (size_t i = 0; i < c->n; i++) ppk__pb_uint(pb, F_COMMENT, (uint64_t)n + i);
     return 0;
 }
 
@@ -261,7 +300,7 @@ static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
     e.scaled = scaled;
     int rc = 0;
     if (p->n_rules) {
-        e.rules = ppk__mem_alloc_array(&p->mem, p->n_rules, sizeof *e.rules);
+        e.rules = ppk__mem_alloc_array(&p->aux, p->n_rules, sizeof *e.rules);
         if (!e.rules) return PPK_ENOMEM;
         for (size_t i = 0; i < p->n_rules; i++) {
             const ppk__rule *r = &p->rules[i];
@@ -292,7 +331,9 @@ static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
     if (!rc) rc = mappings(&e);
     if (!rc) rc = locations(&e);
     if (!rc) rc = functions(&e);
-    if (!rc) rc = strings(&e);
+    comments c;
+    make_comments(p, &c);
+    if (!rc) rc = strings(&e, &c);
     if (!rc) rc = ppk__pb_reserve(pb, 4 * 11 + PPK_PB_NEST_MAX + 2 * 11);
     if (!rc) {
         ppk__pb_uint_nz(pb, F_TIME_NANOS, (uint64_t)start_ns);
@@ -301,7 +342,7 @@ static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
             value_type(pb, F_PERIOD_TYPE, p->period_type_id, p->period_unit_id);
         ppk__pb_uint_nz(pb, F_PERIOD, (uint64_t)p->cfg.period);
     }
-    if (e.rules) ppk__mem_free(&p->mem, e.rules, p->n_rules * sizeof *e.rules);
+    if (e.rules) ppk__mem_free(&p->aux, e.rules, p->n_rules * sizeof *e.rules);
     return rc;
 }
 

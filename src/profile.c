@@ -31,12 +31,12 @@ static int grow_(ppk__mem *m, void **arr, size_t size, size_t *cap, size_t used,
     return rc;
 }
 
-static const char END_TS_KEY[] = "end_timestamp_ns";
 static const char ENDPOINT_KEY[] = "trace endpoint";
 
 #define MAX_STRING_LIMIT ((size_t)1 << 24)
 #define MAX_FRAMES_LIMIT ((size_t)1 << 16)
 #define MAX_LABELS_LIMIT ((size_t)1024)
+#define MIN_MEMORY_LIMIT ((size_t)64 * 1024)
 
 void ppk_profile_config_init(ppk_profile_config *cfg) {
     if (!cfg) return;
@@ -46,6 +46,7 @@ void ppk_profile_config_init(ppk_profile_config *cfg) {
     cfg->max_labels = 32;
     cfg->chunk_size = 256 * 1024;
     cfg->keep_bytes = 8 * 1024 * 1024;
+    cfg->memory_limit = 64 * 1024 * 1024;
 }
 
 static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
@@ -80,6 +81,7 @@ static void intern_fixed(ppk_profile *p) {
     p->period_unit_id = ppk__strtab_intern_stable(&p->strings, p->cfg.period_type.unit.ptr,
                                                   p->cfg.period_type.unit.len);
     assert(p->period_unit_id != PPK_DICT_NONE);
+    p->placeholder = p->empty_set = p->overflow_stack = p->overflow_sample = PPK_DICT_NONE;
 }
 
 /* Copies `s` into the config text at *pos. */
@@ -98,6 +100,7 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     if (cfg->max_string_len < 4 || cfg->max_string_len > MAX_STRING_LIMIT ||
         cfg->max_frames < 2 || cfg->max_frames > MAX_FRAMES_LIMIT || cfg->max_labels < 1 ||
         cfg->max_labels > MAX_LABELS_LIMIT || cfg->period < 0 ||
+        cfg->memory_limit < MIN_MEMORY_LIMIT ||
         (cfg->allocator.alloc == NULL) != (cfg->allocator.free == NULL))
         return PPK_EINVAL;
     size_t text = 0;
@@ -116,12 +119,14 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     if (!p) return PPK_ENOMEM;
     memset(p, 0, sizeof *p);
     p->mem = mem;
+    p->mem.limit = cfg->memory_limit; /* the profile struct itself is within it */
+    ppk__mem_init(&p->aux, &cfg->allocator);
     ppk__arena_init(&p->arena, &p->mem, cfg->chunk_size, cfg->keep_bytes);
     ppk__dict *t[N_TABLES];
     tables(p, t);
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_init(t[i], &p->mem, &p->arena);
     ppk__dict_init(&p->strings.d, &p->mem, &p->arena);
-    ppk__pb_init(&p->pb, &p->mem);
+    ppk__pb_init(&p->pb, &p->aux);
     p->n_types = cfg->n_sample_types;
     p->cfg = *cfg;
     p->max_frames = cfg->max_frames;
@@ -134,8 +139,9 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     if (!p->cfg_text || !p->stack_buf || !p->label_buf ||
         ppk__strtab_init(&p->strings, &p->mem, &p->arena, cfg->max_string_len) != 0 ||
         ppk__dict_reserve(&p->strings.d, 2 * p->n_types + 3) != 0) {
+        int limited = p->mem.limited;
         ppk_profile_free(p);
-        return PPK_ENOMEM;
+        return limited ? PPK_EINVAL : PPK_ENOMEM; /* a limit below the fixed part */
     }
     size_t pos = 0;
     for (size_t i = 0; i < p->n_types; i++) {
@@ -166,7 +172,7 @@ void ppk_profile_free(ppk_profile *p) {
     ppk__strtab_destroy(&p->strings);
     if (p->sbuf) {
         ppk__sbuf_destroy(p->sbuf);
-        ppk__mem_free(&p->mem, p->sbuf, sizeof *p->sbuf);
+        ppk__mem_free(&p->aux, p->sbuf, sizeof *p->sbuf);
     }
     ppk__mem_free(&p->mem, p->frame_loc, p->frame_loc_cap * sizeof *p->frame_loc);
     ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
@@ -182,6 +188,7 @@ void ppk_profile_free(ppk_profile *p) {
     ppk__mem_free(&p->mem, p->cfg_text, p->cfg_text_len);
     ppk__mem_free(&p->mem, p->stack_buf, p->max_frames * sizeof(uint32_t));
     ppk__mem_free(&p->mem, p->label_buf, p->max_labels * sizeof(uint32_t));
+    assert(p->aux.bytes == 0);
     ppk__mem mem = p->mem;
     ppk__mem_free(&mem, p, sizeof *p);
     assert(mem.bytes == 0);
@@ -189,15 +196,7 @@ void ppk_profile_free(ppk_profile *p) {
 
 /* ---- undo: what a failed call puts back ---------------------------------------- */
 
-typedef struct undo {
-    ppk__arena_mark arena;
-    uint32_t n[N_TABLES + 1];
-    uint64_t repaired, truncated;
-    size_t ts_n;
-    uint32_t end_ts_key, endpoint_key;
-} undo;
-
-static void undo_save(ppk_profile *p, undo *u) {
+void ppk__undo_save(ppk_profile *p, ppk__undo *u) {
     ppk__dict *t[N_TABLES];
     tables(p, t);
     for (int i = 0; i < N_TABLES; i++) u->n[i] = t[i]->n;
@@ -208,9 +207,13 @@ static void undo_save(ppk_profile *p, undo *u) {
     u->ts_n = p->ts_n;
     u->end_ts_key = p->end_ts_key;
     u->endpoint_key = p->endpoint_key;
+    u->placeholder = p->placeholder;
+    u->empty_set = p->empty_set;
+    u->overflow_stack = p->overflow_stack;
+    u->overflow_sample = p->overflow_sample;
 }
 
-static void undo_restore(ppk_profile *p, const undo *u) {
+void ppk__undo_restore(ppk_profile *p, const ppk__undo *u) {
     ppk__dict *t[N_TABLES];
     tables(p, t);
     for (int i = 0; i < N_TABLES; i++) ppk__dict_truncate(t[i], u->n[i]);
@@ -221,9 +224,20 @@ static void undo_restore(ppk_profile *p, const undo *u) {
     p->ts_n = u->ts_n;
     p->end_ts_key = u->end_ts_key;
     p->endpoint_key = u->endpoint_key;
+    p->placeholder = u->placeholder;
+    p->empty_set = u->empty_set;
+    p->overflow_stack = u->overflow_stack;
+    p->overflow_sample = u->overflow_sample;
+    p->mem.limited = 0;
 }
 
-/* ---- adding a sample -------------------------------------------------------------- */
+void ppk__degraded_add(ppk__degraded *to, const ppk__degraded *d) {
+    uint64_t *t = (uint64_t *)(void *)to;
+    const uint64_t *f = (const uint64_t *)(const void *)d;
+    for (size_t i = 0; i < sizeof *d / sizeof(uint64_t); i++) t[i] += f[i];
+}
+
+/* ---- reset, endpoints, rules, statistics ------------------------------------------ */
 
 static int str_id(ppk_profile *p, ppk_str s, uint32_t *id) {
     *id = ppk__strtab_intern(&p->strings, s.ptr, s.len);
@@ -235,241 +249,53 @@ static int rec_id(ppk__dict *d, const void *rec, size_t len, size_t align, uint3
     return *id == PPK_DICT_NONE ? PPK_ENOMEM : 0;
 }
 
-static int frame_id(ppk_profile *p, const ppk_frame *f, uint32_t *loc) {
-    ppk__location_rec lr;
-    memset(&lr, 0, sizeof lr);
-    uint32_t id;
-    int rc;
-    if (f->mapping) {
-        const ppk_mapping *m = f->mapping;
-        ppk__mapping_rec mr;
-        memset(&mr, 0, sizeof mr);
-        mr.memory_start = m->memory_start;
-        mr.memory_limit = m->memory_limit;
-        mr.file_offset = m->file_offset;
-        if ((rc = str_id(p, m->filename, &mr.filename)) ||
-            (rc = str_id(p, m->build_id, &mr.build_id)) ||
-            (rc = rec_id(&p->mappings, &mr, sizeof mr, 8, &id)))
-            return rc;
-        lr.mapping = id + 1;
-    }
-    if (f->name.len || f->system_name.len || f->filename.len || f->start_line) {
-        ppk__function_rec fr;
-        memset(&fr, 0, sizeof fr);
-        fr.start_line = f->start_line;
-        if ((rc = str_id(p, f->name, &fr.name)) ||
-            (rc = str_id(p, f->system_name, &fr.system_name)) ||
-            (rc = str_id(p, f->filename, &fr.filename)) ||
-            (rc = rec_id(&p->functions, &fr, sizeof fr, 8, &id)))
-            return rc;
-        lr.function = id + 1;
-    }
-    lr.address = f->address;
-    lr.line = f->line;
-    return rec_id(&p->locations, &lr, sizeof lr, 8, loc);
+/* An array whose capacity is over four times what the window used gets twice that
+ * (at least 16 elements); the contents are not kept. */
+static void shrink(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t size) {
+    size_t want = used < 8 ? 16 : 2 * used;
+    if (*cap <= 2 * want) return;
+    void *fresh = ppk__mem_alloc_array(m, want, size);
+    if (!fresh) return;
+    void *old;
+    memcpy(&old, arr, sizeof old);
+    ppk__mem_free(m, old, *cap * size);
+    memcpy(arr, &fresh, sizeof fresh);
+    *cap = want;
 }
-
-/* The location of a frame record: one lookup when the window has seen the record. */
-static int frame_rec_loc(ppk_profile *p, const uint8_t *rec, const ppk__rec *r, uint32_t *loc) {
-    uint32_t id = ppk__dict_find(&p->frame_recs, rec, r->len, r->hash);
-    if (id != PPK_DICT_NONE) {
-        *loc = p->frame_loc[id];
-        return 0;
-    }
-    ppk_frame f;
-    ppk_mapping m;
-    ppk__sbuf_read_frame(rec, &f, &m);
-    int rc = frame_id(p, &f, loc);
-    if (!rc)
-        rc = PPK_GROW(&p->mem, p->frame_loc, p->frame_loc_cap, p->frame_recs.n,
-                      (size_t)p->frame_recs.n + 1);
-    if (!rc) rc = rec_id(&p->frame_recs, rec, r->len, 8, &id);
-    if (!rc) p->frame_loc[id] = *loc;
-    return rc;
-}
-
-static int stack_id(ppk_profile *p, const ppk__sbuf *sb, uint32_t *stack) {
-    size_t n = sb->n_frames;
-    int rc;
-    for (size_t i = 0; i < n; i++)
-        if ((rc = frame_rec_loc(p, sb->buf + sb->frames[i].off, &sb->frames[i],
-                                &p->stack_buf[i])))
-            return rc;
-    if (sb->omitted) {
-        char name[64];
-        ppk_frame f;
-        memset(&f, 0, sizeof f);
-        f.name.ptr = name;
-        f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", sb->omitted);
-        if ((rc = frame_id(p, &f, &p->stack_buf[n++]))) return rc;
-    }
-    return rec_id(&p->stacks, p->stack_buf, n * sizeof(uint32_t), 4, stack);
-}
-
-static int label_id(ppk_profile *p, const ppk_label *l, uint32_t *id) {
-    ppk__label_rec lr;
-    memset(&lr, 0, sizeof lr);
-    int rc = str_id(p, l->key, &lr.key);
-    if (rc) return rc;
-    if (l->is_num) {
-        lr.is_num = 1;
-        lr.num = l->num;
-        rc = str_id(p, l->num_unit, &lr.num_unit);
-    } else {
-        rc = str_id(p, l->str, &lr.str);
-    }
-    return rc ? rc : rec_id(&p->labels, &lr, sizeof lr, 8, id);
-}
-
-static int label_rec_id(ppk_profile *p, const uint8_t *rec, const ppk__rec *r, uint32_t *out) {
-    uint32_t id = ppk__dict_find(&p->label_recs, rec, r->len, r->hash);
-    if (id != PPK_DICT_NONE) {
-        *out = p->label_of[id];
-        return 0;
-    }
-    ppk_label l;
-    ppk__sbuf_read_label(rec, &l);
-    int rc = label_id(p, &l, out);
-    if (!rc)
-        rc = PPK_GROW(&p->mem, p->label_of, p->label_of_cap, p->label_recs.n,
-                      (size_t)p->label_recs.n + 1);
-    if (!rc) rc = rec_id(&p->label_recs, rec, r->len, 8, &id);
-    if (!rc) p->label_of[id] = *out;
-    return rc;
-}
-
-static int label_set_id(ppk_profile *p, const ppk__sbuf *sb, uint32_t *set) {
-    int rc;
-    uint32_t *b = p->label_buf;
-    size_t n = sb->n_labels;
-    for (size_t i = 0; i < n; i++)
-        if ((rc = label_rec_id(p, sb->buf + sb->labels[i].off, &sb->labels[i], &b[i])))
-            return rc;
-    /* Sorted label ids: the same labels in any order make the same set. */
-    for (size_t i = 1; i < n; i++) {
-        uint32_t v = b[i];
-        size_t j = i;
-        for (; j > 0 && b[j - 1] > v; j--) b[j] = b[j - 1];
-        b[j] = v;
-    }
-    return rec_id(&p->label_sets, b, n * sizeof(uint32_t), 4, set);
-}
-
-static int64_t sat_add(int64_t a, int64_t b, uint64_t *saturated) {
-    int64_t r;
-    if (!__builtin_add_overflow(a, b, &r)) return r;
-    (*saturated)++;
-    return b > 0 ? INT64_MAX : INT64_MIN;
-}
-
-static int insert(ppk_profile *p, const ppk__sbuf *sb) {
-    uint32_t stack, set;
-    int rc;
-    if ((rc = stack_id(p, sb, &stack)) || (rc = label_set_id(p, sb, &set))) return rc;
-    size_t nt = p->n_types;
-    if (sb->timestamp_ns) {
-        if (!p->end_ts_key) {
-            if (ppk__dict_reserve(&p->strings.d, 1)) return PPK_ENOMEM;
-            p->end_ts_key =
-                ppk__strtab_intern_stable(&p->strings, END_TS_KEY, sizeof END_TS_KEY - 1);
-        }
-        if (PPK_GROW(&p->mem, p->ts, p->ts_cap, p->ts_n, p->ts_n + 1) ||
-            grow_(&p->mem, (void **)&p->ts_values, nt * sizeof(int64_t), &p->ts_values_cap,
-                  p->ts_n, p->ts_n + 1))
-            return PPK_ENOMEM;
-        ppk__ts_sample *t = &p->ts[p->ts_n];
-        t->stack = stack;
-        t->label_set = set;
-        t->timestamp_ns = sb->timestamp_ns;
-        memcpy(&p->ts_values[p->ts_n * nt], sb->values, nt * sizeof(int64_t));
-        p->ts_n++;
-        return 0;
-    }
-    if (grow_(&p->mem, (void **)&p->values, nt * sizeof(int64_t), &p->values_cap,
-              p->samples.n, (size_t)p->samples.n + 1))
-        return PPK_ENOMEM;
-    ppk__sample_rec sr = {stack, set};
-    int is_new;
-    uint32_t id =
-        ppk__dict_intern(&p->samples, &sr, sizeof sr, ppk__hash(&sr, sizeof sr), 4, &is_new);
-    if (id == PPK_DICT_NONE) return PPK_ENOMEM;
-    int64_t *v = &p->values[(size_t)id * nt];
-    if (is_new) memset(v, 0, nt * sizeof(int64_t));
-    /* Nothing below can fail: the values are added only once the sample exists. */
-    for (size_t i = 0; i < nt; i++) v[i] = sat_add(v[i], sb->values[i], &p->values_saturated);
-    return 0;
-}
-
-int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
-    undo u;
-    undo_save(p, &u);
-    int rc = insert(p, sb);
-    if (rc) {
-        undo_restore(p, &u);
-        return rc;
-    }
-    p->samples_added++;
-    p->stacks_truncated += sb->omitted != 0;
-    p->strings.utf8_repaired += sb->utf8_repaired;
-    p->strings.truncated += sb->truncated;
-    return 0;
-}
-
-/* ppk_profile_add's sample buffer keeps this much between calls. */
-#define ADD_KEEP_BYTES (64 * 1024)
-
-int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
-    if (!p || !s) return PPK_EINVAL;
-    if (s->n_values != p->n_types) return PPK_EVALUES;
-    if (!s->values || (s->n_frames && !s->frames) || (s->n_labels && !s->labels))
-        return PPK_ENULL;
-    if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
-    if (s->timestamp_ns < 0) return PPK_EINVAL;
-    if (!p->sbuf) {
-        ppk__sbuf *sb = ppk__mem_alloc(&p->mem, sizeof *sb);
-        if (!sb) return PPK_ENOMEM;
-        if (ppk__sbuf_init(sb, &p->mem, p->strings.max_len, p->max_frames, p->max_labels,
-                           p->n_types)) {
-            ppk__mem_free(&p->mem, sb, sizeof *sb);
-            return PPK_ENOMEM;
-        }
-        p->sbuf = sb;
-    }
-    ppk__sbuf *sb = p->sbuf;
-    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
-    int rc = 0;
-    for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
-    for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
-    if (!rc) {
-        memcpy(sb->values, s->values, p->n_types * sizeof(int64_t));
-        sb->timestamp_ns = s->timestamp_ns;
-        rc = ppk__profile_add_sbuf(p, sb);
-    }
-    return rc;
-}
-
-/* ---- reset, endpoints, rules, statistics ------------------------------------------ */
 
 void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     if (!p) return;
     ppk__dict *t[N_TABLES];
     tables(p, t);
-    for (size_t i = 0; i < N_TABLES; i++) ppk__dict_clear(t[i]);
-    ppk__strtab_clear(&p->strings);
+    /* The arena keeps up to keep_bytes of chunks and returns the rest; then tables and
+     * arrays that grew for a burst shrink back (G4), each within the budget or not now. */
     ppk__arena_reset(&p->arena);
+    size_t samples = p->samples.n, frames = p->frame_recs.n, labels = p->label_recs.n;
+    for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
+    ppk__dict_shrink(&p->strings.d);
+    shrink(&p->mem, (void **)&p->values, &p->values_cap, samples, p->n_types * sizeof(int64_t));
+    shrink(&p->mem, (void **)&p->frame_loc, &p->frame_loc_cap, frames, sizeof *p->frame_loc);
+    shrink(&p->mem, (void **)&p->label_of, &p->label_of_cap, labels, sizeof *p->label_of);
+    shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
+    shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
+           p->n_types * sizeof(int64_t));
+    p->mem.limited = 0;
+    ppk__strtab_clear(&p->strings);
     intern_fixed(p);
     p->ts_n = 0;
     p->end_ts_key = p->endpoint_key = 0;
-    p->samples_added = p->stacks_truncated = p->values_saturated = 0;
+    p->samples_added = 0;
+    memset(&p->deg, 0, sizeof p->deg);
     p->start_ns = start_ns ? start_ns : ppk_now_ns();
 }
 
 int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id, ppk_str endpoint) {
     if (!p || local_root_span_id == 0) return PPK_EINVAL;
     if (!str_ok(endpoint)) return PPK_ENULL;
-    undo u;
-    undo_save(p, &u);
+    ppk__undo u;
+    ppk__undo_save(p, &u);
     uint32_t sid, id;
+    p->mem.limited = 0;
     int rc = str_id(p, endpoint, &sid);
     if (!rc && !p->endpoint_key) {
         rc = ppk__dict_reserve(&p->strings.d, 1);
@@ -483,8 +309,11 @@ int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id, ppk_st
     if (!rc)
         rc = rec_id(&p->endpoints, &local_root_span_id, sizeof local_root_span_id, 8, &id);
     if (rc) {
-        undo_restore(p, &u);
-        return rc;
+        int limited = p->mem.limited;
+        ppk__undo_restore(p, &u);
+        if (!limited) return rc;
+        p->deg.endpoints_dropped++; /* the budget: counted, not an error */
+        return 0;
     }
     p->endpoint_str[id] = sid;
     return 0;
@@ -493,8 +322,9 @@ int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id, ppk_st
 int ppk_profile_add_endpoint_count(ppk_profile *p, ppk_str endpoint, int64_t count) {
     if (!p || count < 0) return PPK_EINVAL;
     if (!str_ok(endpoint)) return PPK_ENULL;
-    undo u;
-    undo_save(p, &u);
+    ppk__undo u;
+    ppk__undo_save(p, &u);
+    p->mem.limited = 0;
     uint32_t id = PPK_DICT_NONE;
     int is_new = 0;
     size_t len = endpoint.len;
@@ -503,12 +333,15 @@ int ppk_profile_add_endpoint_count(ppk_profile *p, ppk_str endpoint, int64_t cou
                   (size_t)p->endpoint_names.n + 1))
         id = ppk__dict_intern(&p->endpoint_names, name, len, ppk__hash(name, len), 1, &is_new);
     if (id == PPK_DICT_NONE) {
-        undo_restore(p, &u);
-        return PPK_ENOMEM;
+        int limited = p->mem.limited;
+        ppk__undo_restore(p, &u);
+        if (!limited) return PPK_ENOMEM;
+        p->deg.endpoints_dropped++;
+        return 0;
     }
     if (is_new) p->endpoint_counts[id] = 0;
     uint64_t ignored = 0;
-    p->endpoint_counts[id] = sat_add(p->endpoint_counts[id], count, &ignored);
+    p->endpoint_counts[id] = ppk__sat_add(p->endpoint_counts[id], count, &ignored);
     return 0;
 }
 
@@ -593,10 +426,21 @@ void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st) {
     st->labels = p->labels.n;
     st->label_sets = p->label_sets.n;
     st->endpoints = p->endpoints.n;
-    st->strings_utf8_repaired = p->strings.utf8_repaired;
-    st->strings_truncated = p->strings.truncated;
-    st->stacks_truncated = p->stacks_truncated;
-    st->values_saturated = p->values_saturated;
+    const ppk__degraded *d = &p->deg;
+    /* Strings that reach the table unrepaired (endpoints) are repaired there. */
+    st->strings_utf8_repaired = d->strings_utf8_repaired + p->strings.utf8_repaired;
+    st->strings_truncated = d->strings_truncated + p->strings.truncated;
+    st->stacks_truncated = d->stacks_truncated;
+    st->values_saturated = d->values_saturated;
+    st->strings_dropped = d->strings_dropped;
+    st->labels_dropped = d->labels_dropped;
+    st->label_sets_dropped = d->label_sets_dropped;
+    st->stacks_dropped = d->stacks_dropped;
+    st->samples_overflowed = d->samples_overflowed;
+    st->timestamps_dropped = d->timestamps_dropped;
+    st->endpoints_dropped = d->endpoints_dropped;
     st->memory_bytes = p->mem.bytes;
     st->memory_peak_bytes = p->mem.peak;
+    st->memory_limit = p->mem.limit;
+    st->scratch_bytes = p->aux.bytes;
 }

@@ -25,6 +25,17 @@
 #include "sbuf.h"
 #include "strtab.h"
 
+/* The string that replaces new strings once the budget is reached, and the name of
+ * the one frame of the overflow stack. */
+#define PPK__PLACEHOLDER "[pprofkit: memory limit]"
+
+/* Counters of repairs (G7) and degradations (G4) by reason; see ppk_profile_stats. */
+typedef struct ppk__degraded {
+    uint64_t strings_utf8_repaired, strings_truncated, stacks_truncated, values_saturated;
+    uint64_t strings_dropped, labels_dropped, label_sets_dropped, stacks_dropped;
+    uint64_t samples_overflowed, timestamps_dropped, endpoints_dropped;
+} ppk__degraded;
+
 typedef struct ppk__mapping_rec {
     uint64_t memory_start;
     uint64_t memory_limit;
@@ -117,23 +128,49 @@ struct ppk_profile {
 
     /* The window. */
     int64_t start_ns;
+    ppk__degraded deg;        /* repairs and degradations, by reason */
+    /* Made past the budget when first needed (insert.c), else PPK_DICT_NONE: the string
+     * PPK__PLACEHOLDER, the empty label set, the overflow stack and sample. */
+    uint32_t placeholder, empty_set, overflow_stack, overflow_sample;
     uint32_t type_ids[PPK_MAX_SAMPLE_TYPES], unit_ids[PPK_MAX_SAMPLE_TYPES];
     uint32_t period_type_id, period_unit_id;
     uint32_t end_ts_key;      /* "end_timestamp_ns", 0 until a timestamped sample */
     uint32_t endpoint_key;    /* "trace endpoint", 0 until an endpoint is set */
     uint64_t samples_added;
-    uint64_t stacks_truncated;
-    uint64_t values_saturated;
 
     /* Scratch, sized by the limits at create. */
     uint32_t *stack_buf;      /* max_frames location ids */
     uint32_t *label_buf;      /* max_labels label ids */
+    /* Outside the budget (`mem` has the limit): the encoder's buffer and
+     * ppk_profile_add's sample, which are scratch, not the window's content. */
+    ppk__mem aux;
     ppk__pb pb;               /* the encoder's buffer, reused */
     ppk__sbuf *sbuf;          /* ppk_profile_add's sample, made on first use */
 };
 
+/* What an insert that ran out of memory puts back (insert.c, endpoints). */
+typedef struct ppk__undo {
+    ppk__arena_mark arena;
+    uint32_t n[12];
+    uint64_t repaired, truncated;
+    size_t ts_n;
+    uint32_t end_ts_key, endpoint_key, placeholder, empty_set, overflow_stack, overflow_sample;
+} ppk__undo;
+
+void ppk__undo_save(ppk_profile *p, ppk__undo *u);
+void ppk__undo_restore(ppk_profile *p, const ppk__undo *u);
+void ppk__degraded_add(ppk__degraded *to, const ppk__degraded *d);
+
+/* a + b, saturating at INT64_MIN/INT64_MAX; a saturation is counted in *saturated. */
+static inline int64_t ppk__sat_add(int64_t a, int64_t b, uint64_t *saturated) {
+    int64_t r;
+    if (!__builtin_add_overflow(a, b, &r)) return r;
+    (*saturated)++;
+    return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
 /* Adds the sample built in `sb` (see ppk_profile_add, whose checks the pushes made).
- * All or nothing: on PPK_ENOMEM the window is as it was. */
+ * On PPK_ENOMEM the window is as it was; over budget, detail degrades (insert.c). */
 int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb);
 
 #endif

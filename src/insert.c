@@ -1,0 +1,356 @@
+/*
+ * insert.c - adding a sample to a window: record caches, interning, aggregation, and
+ * what happens when the window's memory budget is reached.
+ *
+ * A sample arrives as the hashed records of a ppk__sbuf. Each frame record is looked up
+ * in the window's frame cache (one probe and one compare when known); an unknown one is
+ * decoded and interned field by field: strings, mapping, function, location. Labels go
+ * the same way through the label cache. Then the stack (location ids), the label set
+ * (sorted label ids) and the sample (stack, label set) are interned, and the values
+ * added (saturating).
+ *
+ * Two kinds of failure, kept apart:
+ *   - The allocator fails (PPK_ENOMEM): every table is truncated back and the arena
+ *     rolled back to where they were, so the call leaves the window unchanged (G7).
+ *   - The budget says no (mem.limited, see alloc.h): detail degrades, totals stay (G4).
+ *     A new string becomes the placeholder "[pprofkit: memory limit]"; a label that
+ *     cannot be added is left out, a label set that cannot be added becomes the empty
+ *     one; a stack that cannot be resolved becomes the one-frame overflow stack; a
+ *     sample that cannot be added gives its values to the overflow sample (overflow
+ *     stack, no labels); a timestamped sample that cannot be kept is aggregated. Each
+ *     is counted by reason. The overflow stack and sample are made at most once per
+ *     window, allowed past the budget (one chunk at most).
+ *
+ * Not thread safe: the caller (or the recorder's lock) serializes calls on a window.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "profile.h"
+
+static const char END_TS_KEY[] = "end_timestamp_ns";
+
+/* Internal result: the budget refused; the caller degrades. */
+#define LIMIT 1
+
+/* After a failed allocation: LIMIT if the budget refused it, else PPK_ENOMEM. */
+static int why(ppk_profile *p) {
+    if (!p->mem.limited) return PPK_ENOMEM;
+    p->mem.limited = 0;
+    return LIMIT;
+}
+
+/* A string id; over budget, the placeholder's. */
+static int str_id(ppk_profile *p, ppk__degraded *dg, ppk_str s, uint32_t *id) {
+    *id = ppk__strtab_intern(&p->strings, s.ptr, s.len);
+    if (*id != PPK_DICT_NONE) return 0;
+    int rc = why(p);
+    if (rc != LIMIT) return rc;
+    dg->strings_dropped++;
+    if (p->placeholder == PPK_DICT_NONE) {
+        p->mem.over_ok = 1;
+        p->placeholder = ppk__strtab_intern(&p->strings, PPK__PLACEHOLDER,
+                                            sizeof PPK__PLACEHOLDER - 1);
+        p->mem.over_ok = 0;
+        if (p->placeholder == PPK_DICT_NONE) return PPK_ENOMEM;
+    }
+    *id = p->placeholder;
+    return 0;
+}
+
+static int rec_id(ppk_profile *p, ppk__dict *d, const void *rec, size_t len, size_t align,
+                  uint32_t *id) {
+    *id = ppk__dict_intern(d, rec, len, ppk__hash(rec, len), align, NULL);
+    return *id == PPK_DICT_NONE ? why(p) : 0;
+}
+
+/* The location of a frame: 0, LIMIT or PPK_ENOMEM. */
+static int frame_id(ppk_profile *p, ppk__degraded *dg, const ppk_frame *f, uint32_t *loc) {
+    ppk__location_rec lr;
+    memset(&lr, 0, sizeof lr);
+    uint32_t id;
+    int rc;
+    if (f->mapping) {
+        const ppk_mapping *m = f->mapping;
+        ppk__mapping_rec mr;
+        memset(&mr, 0, sizeof mr);
+        mr.memory_start = m->memory_start;
+        mr.memory_limit = m->memory_limit;
+        mr.file_offset = m->file_offset;
+        if ((rc = str_id(p, dg, m->filename, &mr.filename)) ||
+            (rc = str_id(p, dg, m->build_id, &mr.build_id)) ||
+            (rc = rec_id(p, &p->mappings, &mr, sizeof mr, 8, &id)))
+            return rc;
+        lr.mapping = id + 1;
+    }
+    if (f->name.len || f->system_name.len || f->filename.len || f->start_line) {
+        ppk__function_rec fr;
+        memset(&fr, 0, sizeof fr);
+        fr.start_line = f->start_line;
+        if ((rc = str_id(p, dg, f->name, &fr.name)) ||
+            (rc = str_id(p, dg, f->system_name, &fr.system_name)) ||
+            (rc = str_id(p, dg, f->filename, &fr.filename)) ||
+            (rc = rec_id(p, &p->functions, &fr, sizeof fr, 8, &id)))
+            return rc;
+        lr.function = id + 1;
+    }
+    lr.address = f->address;
+    lr.line = f->line;
+    return rec_id(p, &p->locations, &lr, sizeof lr, 8, loc);
+}
+
+/* Remembers that record `rec` resolves to `value` in cache `d`/`values`. Over budget
+ * the record is simply not cached. */
+static int cache(ppk_profile *p, ppk__dict *d, uint32_t **values, size_t *cap,
+                 const uint8_t *rec, const ppk__rec *r, uint32_t value) {
+    void *arr = *values;
+    if (ppk__grow(&p->mem, &arr, cap, d->n, (size_t)d->n + 1, sizeof(uint32_t))) {
+        return why(p) == LIMIT ? 0 : PPK_ENOMEM;
+    }
+    *values = arr;
+    uint32_t id = ppk__dict_intern(d, rec, r->len, r->hash, 8, NULL);
+    if (id == PPK_DICT_NONE) return why(p) == LIMIT ? 0 : PPK_ENOMEM;
+    (*values)[id] = value;
+    return 0;
+}
+
+static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
+                         const ppk__rec *r, uint32_t *loc) {
+    uint32_t id = ppk__dict_find(&p->frame_recs, rec, r->len, r->hash);
+    if (id != PPK_DICT_NONE) {
+        *loc = p->frame_loc[id];
+        return 0;
+    }
+    ppk_frame f;
+    ppk_mapping m;
+    ppk__sbuf_read_frame(rec, &f, &m);
+    int rc = frame_id(p, dg, &f, loc);
+    return rc ? rc : cache(p, &p->frame_recs, &p->frame_loc, &p->frame_loc_cap, rec, r, *loc);
+}
+
+/* The one-frame stack "[pprofkit: memory limit]", made once per window past budget. */
+static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
+    if (p->overflow_stack == PPK_DICT_NONE) {
+        ppk_frame f;
+        memset(&f, 0, sizeof f);
+        f.name.ptr = PPK__PLACEHOLDER;
+        f.name.len = sizeof PPK__PLACEHOLDER - 1;
+        uint32_t loc;
+        p->mem.over_ok = 1;
+        int rc = frame_id(p, dg, &f, &loc);
+        if (!rc) rc = rec_id(p, &p->stacks, &loc, sizeof loc, 4, &p->overflow_stack);
+        p->mem.over_ok = 0;
+        if (rc) return PPK_ENOMEM;
+    }
+    *stack = p->overflow_stack;
+    return 0;
+}
+
+static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb, uint32_t *stack) {
+    size_t n = sb->n_frames;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = frame_rec_loc(p, dg, sb->buf + sb->frames[i].off, &sb->frames[i],
+                           &p->stack_buf[i]);
+    if (!rc && sb->omitted) {
+        char name[64];
+        ppk_frame f;
+        memset(&f, 0, sizeof f);
+        f.name.ptr = name;
+        f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", sb->omitted);
+        rc = frame_id(p, dg, &f, &p->stack_buf[n++]);
+    }
+    if (!rc) rc = rec_id(p, &p->stacks, p->stack_buf, n * sizeof(uint32_t), 4, stack);
+    if (rc != LIMIT) return rc;
+    dg->stacks_dropped++;
+    return overflow_stack(p, dg, stack);
+}
+
+static int label_id(ppk_profile *p, ppk__degraded *dg, const ppk_label *l, uint32_t *id) {
+    ppk__label_rec lr;
+    memset(&lr, 0, sizeof lr);
+    int rc = str_id(p, dg, l->key, &lr.key);
+    if (rc) return rc;
+    if (l->is_num) {
+        lr.is_num = 1;
+        lr.num = l->num;
+        rc = str_id(p, dg, l->num_unit, &lr.num_unit);
+    } else {
+        rc = str_id(p, dg, l->str, &lr.str);
+    }
+    return rc ? rc : rec_id(p, &p->labels, &lr, sizeof lr, 8, id);
+}
+
+static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
+                        const ppk__rec *r, uint32_t *out) {
+    uint32_t id = ppk__dict_find(&p->label_recs, rec, r->len, r->hash);
+    if (id != PPK_DICT_NONE) {
+        *out = p->label_of[id];
+        return 0;
+    }
+    ppk_label l;
+    ppk__sbuf_read_label(rec, &l);
+    int rc = label_id(p, dg, &l, out);
+    return rc ? rc : cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r, *out);
+}
+
+static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb,
+                        uint32_t *set) {
+    uint32_t *b = p->label_buf;
+    size_t n = 0;
+    for (size_t i = 0; i < sb->n_labels; i++) {
+        int rc = label_rec_id(p, dg, sb->buf + sb->labels[i].off, &sb->labels[i], &b[n]);
+        if (rc == LIMIT)
+            dg->labels_dropped++;
+        else if (rc)
+            return rc;
+        else
+            n++;
+    }
+    /* Sorted label ids: the same labels in any order make the same set. */
+    for (size_t i = 1; i < n; i++) {
+        uint32_t v = b[i];
+        size_t j = i;
+        for (; j > 0 && b[j - 1] > v; j--) b[j] = b[j - 1];
+        b[j] = v;
+    }
+    int rc = rec_id(p, &p->label_sets, b, n * sizeof(uint32_t), 4, set);
+    if (rc != LIMIT) return rc;
+    dg->label_sets_dropped++;
+    if (p->empty_set == PPK_DICT_NONE) {
+        p->mem.over_ok = 1;
+        rc = rec_id(p, &p->label_sets, "", 0, 4, &p->empty_set);
+        p->mem.over_ok = 0;
+        if (rc) return PPK_ENOMEM;
+    }
+    *set = p->empty_set;
+    return 0;
+}
+
+/* The aggregated sample (stack, set): 0, LIMIT or PPK_ENOMEM. */
+static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id) {
+    size_t nt = p->n_types;
+    void *arr = p->values;
+    size_t headroom = p->mem.over_ok ? 0 : PPK_DICT_HEADROOM; /* as the samples dict's */
+    if (ppk__grow(&p->mem, &arr, &p->values_cap, p->samples.n,
+                  (size_t)p->samples.n + 1 + headroom, nt * sizeof(int64_t)))
+        return why(p);
+    p->values = arr;
+    ppk__sample_rec sr = {stack, set};
+    int is_new;
+    *id = ppk__dict_intern(&p->samples, &sr, sizeof sr, ppk__hash(&sr, sizeof sr), 4, &is_new);
+    if (*id == PPK_DICT_NONE) return why(p);
+    if (is_new) memset(&p->values[(size_t)*id * nt], 0, nt * sizeof(int64_t));
+    return 0;
+}
+
+/* Keeps a timestamped sample on its own: 0, LIMIT or PPK_ENOMEM. */
+static int keep_timestamped(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack, uint32_t set) {
+    size_t nt = p->n_types;
+    if (!p->end_ts_key) {
+        if (ppk__dict_reserve(&p->strings.d, 1)) return why(p);
+        p->end_ts_key =
+            ppk__strtab_intern_stable(&p->strings, END_TS_KEY, sizeof END_TS_KEY - 1);
+    }
+    void *ts = p->ts, *tv = p->ts_values;
+    int fail = ppk__grow(&p->mem, &ts, &p->ts_cap, p->ts_n, p->ts_n + 1, sizeof *p->ts);
+    p->ts = ts;
+    if (!fail)
+        fail = ppk__grow(&p->mem, &tv, &p->ts_values_cap, p->ts_n, p->ts_n + 1,
+                         nt * sizeof(int64_t));
+    p->ts_values = tv;
+    if (fail) return why(p);
+    ppk__ts_sample *t = &p->ts[p->ts_n];
+    t->stack = stack;
+    t->label_set = set;
+    t->timestamp_ns = sb->timestamp_ns;
+    memcpy(&p->ts_values[p->ts_n * nt], sb->values, nt * sizeof(int64_t));
+    p->ts_n++;
+    return 0;
+}
+
+static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb) {
+    uint32_t stack, set, id;
+    int rc;
+    if ((rc = stack_id(p, dg, sb, &stack)) || (rc = label_set_id(p, dg, sb, &set))) return rc;
+    if (sb->timestamp_ns) {
+        rc = keep_timestamped(p, sb, stack, set);
+        if (rc != LIMIT) return rc;
+        dg->timestamps_dropped++; /* aggregated instead */
+    }
+    rc = sample_id(p, stack, set, &id);
+    if (rc == LIMIT) {
+        dg->samples_overflowed++;
+        if ((rc = overflow_stack(p, dg, &stack))) return rc;
+        if (p->overflow_sample == PPK_DICT_NONE) {
+            p->mem.over_ok = 1;
+            if (p->empty_set == PPK_DICT_NONE)
+                rc = rec_id(p, &p->label_sets, "", 0, 4, &p->empty_set);
+            if (!rc) rc = sample_id(p, stack, p->empty_set, &p->overflow_sample);
+            p->mem.over_ok = 0;
+            if (rc) return PPK_ENOMEM;
+        }
+        id = p->overflow_sample;
+    } else if (rc) {
+        return rc;
+    }
+    /* Nothing below can fail: the values are added only once the sample exists. */
+    int64_t *v = &p->values[(size_t)id * p->n_types];
+    for (size_t i = 0; i < p->n_types; i++)
+        v[i] = ppk__sat_add(v[i], sb->values[i], &dg->values_saturated);
+    return 0;
+}
+
+int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
+    ppk__undo u;
+    ppk__undo_save(p, &u);
+    ppk__degraded dg;
+    memset(&dg, 0, sizeof dg);
+    p->mem.limited = 0;
+    int rc = insert(p, &dg, sb);
+    if (rc) {
+        ppk__undo_restore(p, &u);
+        return rc;
+    }
+    p->samples_added++;
+    dg.stacks_truncated = sb->omitted != 0;
+    dg.strings_utf8_repaired = sb->utf8_repaired;
+    dg.strings_truncated = sb->truncated;
+    ppk__degraded_add(&p->deg, &dg);
+    return 0;
+}
+
+/* ppk_profile_add's sample buffer keeps this much between calls. */
+#define ADD_KEEP_BYTES (64 * 1024)
+
+int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
+    if (!p || !s) return PPK_EINVAL;
+    if (s->n_values != p->n_types) return PPK_EVALUES;
+    if (!s->values || (s->n_frames && !s->frames) || (s->n_labels && !s->labels))
+        return PPK_ENULL;
+    if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
+    if (s->timestamp_ns < 0) return PPK_EINVAL;
+    if (!p->sbuf) {
+        /* Outside the window's budget, like the encoder's buffer: it is not the
+         * window's content. */
+        ppk__sbuf *sb = ppk__mem_alloc(&p->aux, sizeof *sb);
+        if (!sb) return PPK_ENOMEM;
+        if (ppk__sbuf_init(sb, &p->aux, p->strings.max_len, p->max_frames, p->max_labels,
+                           p->n_types)) {
+            ppk__mem_free(&p->aux, sb, sizeof *sb);
+            return PPK_ENOMEM;
+        }
+        p->sbuf = sb;
+    }
+    ppk__sbuf *sb = p->sbuf;
+    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
+    for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
+    if (!rc) {
+        memcpy(sb->values, s->values, p->n_types * sizeof(int64_t));
+        sb->timestamp_ns = s->timestamp_ns;
+        rc = ppk__profile_add_sbuf(p, sb);
+    }
+    return rc;
+}

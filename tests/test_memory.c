@@ -1,0 +1,260 @@
+/*
+ * test_memory.c - the per-window memory budget (G4): the limit holds, detail degrades,
+ * totals are kept, and memory is reused and given back.
+ *
+ * Windows are filled far past their memory_limit with unique strings and stacks; the
+ * window's own accounting must never pass the limit by more than one chunk, and the
+ * encoded profile, read back by tests/pprof_read.h (a decoder that shares no code with
+ * the library), must hold every value added, with the placeholder where detail was
+ * dropped. Run under ASan too, which checks every byte of it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pprof_read.h"
+#include "pprofkit.h"
+
+#define LIMIT (1024 * 1024)
+#define CHUNK (64 * 1024)
+
+static ppk_profile *make(size_t limit) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    cfg.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.sample_types[1] = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    cfg.n_sample_types = 2;
+    cfg.memory_limit = limit;
+    cfg.chunk_size = CHUNK;
+    cfg.keep_bytes = 4 * CHUNK;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    return p;
+}
+
+static int decode(ppk_profile *p, pr_profile *out) {
+    ppk_bytes b;
+    ppk_encode_options o = {PPK_CODEC_GZIP, 0, 1000, 2000};
+    int rc = ppk_profile_encode(p, &o, &b);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) return -1;
+    rc = pr_parse(b.data, b.len, out);
+    ppk_bytes_free(&b);
+    CHECK_EQ_INT(rc, 0);
+    return rc;
+}
+
+static int has_string(const pr_profile *pp, const char *s) {
+    for (size_t i = 0; i < pp->nstrings; i++)
+        if (pr_streq(pp->strings[i], s)) return 1;
+    return 0;
+}
+
+static int has_string_prefix(const pr_profile *pp, const char *prefix) {
+    size_t n = strlen(prefix);
+    for (size_t i = 0; i < pp->nstrings; i++)
+        if (pp->strings[i].len >= n && memcmp(pp->strings[i].ptr, prefix, n) == 0) return 1;
+    return 0;
+}
+
+/* Ten times the limit in unique task names into one window. */
+static void test_unique_strings_past_the_limit(void) {
+    ppk_profile *p = make(LIMIT);
+    static const ppk_frame frames[2] = {
+        {PPK_STR("work"), {0}, PPK_STR("app.py"), 0, 10, 0, NULL},
+        {PPK_STR("main"), {0}, PPK_STR("app.py"), 0, 1, 0, NULL},
+    };
+    char task[160];
+    memset(task, 'x', sizeof task);
+    size_t pushed = 0;
+    int64_t total_count = 0, total_wall = 0;
+    uint64_t peak_seen = 0;
+    int k = 0;
+    for (; pushed < 10u * LIMIT; k++) {
+        int n = snprintf(task, 40, "task-%d-", k);
+        task[n] = 'x'; /* the rest of the 150 bytes stays 'x' */
+        ppk_label l[2] = {{PPK_STR("task name"), 0, {task, 150}, 0, {0}},
+                          {PPK_STR("thread id"), 1, {0}, k % 4, {0}}};
+        int64_t v[2] = {1, 1000 + k % 7};
+        ppk_sample_data s = {frames, 2, l, 2, v, 2, 0};
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+        total_count += v[0];
+        total_wall += v[1];
+        pushed += 150;
+        ppk_profile_stats st;
+        ppk_profile_stats_get(p, &st);
+        if (st.memory_bytes > peak_seen) peak_seen = st.memory_bytes;
+    }
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    printf("     %d samples, %zu bytes of task names; window peak %llu of limit %d\n", k,
+           pushed, (unsigned long long)st.memory_peak_bytes, LIMIT);
+    CHECK(st.memory_peak_bytes <= LIMIT + CHUNK);
+    CHECK(peak_seen <= LIMIT + CHUNK);
+    CHECK_EQ_U64(st.memory_limit, LIMIT);
+    CHECK(st.strings_dropped > 0);
+    CHECK(st.samples_overflowed + st.labels_dropped + st.label_sets_dropped > 0);
+    CHECK_EQ_U64(st.samples_added, (uint64_t)k);
+
+    pr_profile pp;
+    if (decode(p, &pp) == 0) {
+        int ic = pr_type_index(&pp, "samples"), iw = pr_type_index(&pp, "wall-time");
+        int64_t count = 0, wall = 0;
+        size_t placeholder_samples = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) {
+            count += pp.samples[i].val[ic];
+            wall += pp.samples[i].val[iw];
+            pr_str t = pr_label_str(&pp, &pp.samples[i], "task name");
+            if (pr_streq(t, "[pprofkit: memory limit]")) placeholder_samples++;
+        }
+        CHECK_EQ_INT(count, total_count); /* no value lost */
+        CHECK_EQ_INT(wall, total_wall);
+        CHECK(has_string(&pp, "[pprofkit: memory limit]"));
+        CHECK(placeholder_samples > 0);
+        CHECK(has_string_prefix(&pp, "pprofkit: ")); /* the comments say what degraded */
+        CHECK(pp.nstrings < (size_t)k); /* most task names were dropped */
+        pr_free(&pp);
+    }
+    /* After a reset the window is back under its limit and works normally. */
+    ppk_profile_reset(p, 0);
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.memory_bytes <= LIMIT);
+    CHECK_EQ_U64(st.strings_dropped, 0);
+    ppk_label l = {PPK_STR("task name"), 0, PPK_STR("after"), 0, {0}};
+    int64_t v[2] = {1, 1};
+    ppk_sample_data s = {frames, 2, &l, 1, v, 2, 0};
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    if (decode(p, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        CHECK(pr_streq(pr_label_str(&pp, &pp.samples[0], "task name"), "after"));
+        CHECK(!has_string(&pp, "[pprofkit: memory limit]"));
+        pr_free(&pp);
+    }
+    ppk_profile_free(p);
+}
+
+/* Unique stacks past the limit: they become the one "[pprofkit: memory limit]" frame,
+ * and their values are all there. */
+static void test_unique_stacks_past_the_limit(void) {
+    ppk_profile *p = make(LIMIT);
+    int64_t total = 0;
+    int k;
+    for (k = 0; k < 40000; k++) {
+        char fn[64];
+        snprintf(fn, sizeof fn, "generated_function_%d", k);
+        ppk_frame f[3] = {{ppk_cstr(fn), {0}, PPK_STR("gen.py"), 0, k, 0, NULL},
+                          {PPK_STR("dispatch"), {0}, PPK_STR("app.py"), 0, 5, 0, NULL},
+                          {PPK_STR("main"), {0}, PPK_STR("app.py"), 0, 1, 0, NULL}};
+        int64_t v[2] = {1, k};
+        ppk_sample_data s = {f, 3, NULL, 0, v, 2, 1700000000000000000 + k};
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+        total += k;
+    }
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.memory_peak_bytes <= LIMIT + CHUNK);
+    CHECK(st.stacks_dropped > 0);
+    CHECK(st.timestamps_dropped > 0);
+    pr_profile pp;
+    if (decode(p, &pp) == 0) {
+        int iw = pr_type_index(&pp, "wall-time");
+        int64_t wall = 0, in_overflow = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) {
+            wall += pp.samples[i].val[iw];
+            /* The overflow stack has the one frame; other stacks may keep their shape
+             * with the placeholder as a new function's name. */
+            const pr_function *fn = pr_frame_fn(&pp, &pp.samples[i], 0);
+            if (fn && pr_streq(pr_string(&pp, fn->name), "[pprofkit: memory limit]") &&
+                pp.samples[i].nloc == 1)
+                in_overflow += pp.samples[i].val[iw];
+        }
+        CHECK_EQ_INT(wall, total);
+        CHECK(in_overflow > 0);
+        pr_free(&pp);
+    }
+    ppk_profile_free(p);
+}
+
+/* No limit: nothing degrades however much goes in. */
+static void test_no_limit(void) {
+    ppk_profile *p = make(SIZE_MAX);
+    for (int k = 0; k < 20000; k++) {
+        char task[32];
+        snprintf(task, sizeof task, "t%d", k);
+        ppk_label l = {PPK_STR("task name"), 0, ppk_cstr(task), 0, {0}};
+        ppk_frame f = {PPK_STR("f"), {0}, {0}, 0, 1, 0, NULL};
+        int64_t v[2] = {1, 1};
+        ppk_sample_data s = {&f, 1, &l, 1, v, 2, 0};
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    }
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.strings_dropped + st.samples_overflowed + st.labels_dropped, 0);
+    CHECK_EQ_U64(st.samples_aggregated, 20000);
+    ppk_profile_free(p);
+}
+
+static void test_limit_is_validated(void) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    CHECK_EQ_U64(cfg.memory_limit, 64u * 1024 * 1024);
+    cfg.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.n_sample_types = 1;
+    cfg.memory_limit = 1000;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    CHECK(p == NULL);
+}
+
+/* The recorder sums the windows' degradations. */
+static void test_recorder_counts_degradations(void) {
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    cfg.profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.profile.n_sample_types = 1;
+    cfg.profile.memory_limit = 256 * 1024;
+    cfg.profile.chunk_size = 16 * 1024;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    uint64_t exported = 0;
+    for (int w = 0; w < 3; w++) {
+        for (int k = 0; k < 5000; k++) {
+            char task[48];
+            snprintf(task, sizeof task, "task-%d-%d-padding-padding", w, k);
+            CHECK_EQ_INT(ppk_sample_start(s), 0);
+            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+            CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task)), 0);
+            CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+            CHECK_EQ_INT(ppk_sample_flush(s), 0);
+        }
+        ppk_export e;
+        CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+        CHECK(e.stats.strings_dropped > 0);
+        CHECK(e.stats.memory_peak_bytes <= 256 * 1024 + 16 * 1024);
+        pr_profile pp;
+        if (pr_parse(e.data.data, e.data.len, &pp) == 0) {
+            for (size_t i = 0; i < pp.nsamples; i++) exported += (uint64_t)pp.samples[i].val[0];
+            pr_free(&pp);
+        }
+        ppk_export_free(&e);
+    }
+    CHECK_EQ_U64(exported, 15000);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK(st.strings_dropped > 0);
+    CHECK_EQ_U64(st.samples_exported, 15000);
+    CHECK(st.window_bytes_peak <= 256 * 1024 + 16 * 1024);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+int main(void) {
+    RUN(test_unique_strings_past_the_limit);
+    RUN(test_unique_stacks_past_the_limit);
+    RUN(test_no_limit);
+    RUN(test_limit_is_validated);
+    RUN(test_recorder_counts_degradations);
+    return check_summary();
+}
