@@ -457,9 +457,13 @@ typedef struct ppk_recorder_config {
      * name defaults to "profile". */
     ppk_str out_dir;
     ppk_str name;
-    /* Scratch memory a builder keeps between samples (default 64 KiB); a sample that
-     * needed more gives the excess back when it ends. */
+    /* A builder's scratch memory: it keeps builder_keep_bytes between samples (default
+     * 64 KiB; a sample that needed more gives the excess back when it ends) and never
+     * holds more than builder_max_bytes (default 1 MiB, at least 4 KiB): frames that do
+     * not fit are counted in the "<N frames omitted>" frame, a label that does not fit
+     * gets PPK_ENOMEM. */
     size_t builder_keep_bytes;
+    size_t builder_max_bytes;
 } ppk_recorder_config;
 
 /* Defaults, as documented above, and no sample types. */

@@ -530,6 +530,7 @@ static int upload_write(void *opaque, const ppk_export *e) {
     if (rc) {
         job_free(u, job);
         pthread_mutex_lock(&u->lock);
+        u->st.queued++;
         if (rc == PPK_ENOMEM)
             u->st.dropped_nomem++;
         else
@@ -540,13 +541,13 @@ static int upload_write(void *opaque, const ppk_export *e) {
 
     ppk__upload_job *old = NULL;
     pthread_mutex_lock(&u->lock);
+    u->st.queued++;
     if (u->stopping) {
         u->st.dropped_shutdown++;
         pthread_mutex_unlock(&u->lock);
         job_free(u, job);
         return PPK_ECLOSED;
     }
-    u->st.queued++;
     if (u->count == u->cfg.queue_len) {
         old = u->ring[u->head];
         u->head = (u->head + 1) % u->cfg.queue_len;
@@ -722,6 +723,13 @@ int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st) {
     st->memory_bytes = atomic_load(&u->ua.bytes);
     st->memory_peak_bytes = atomic_load(&u->ua.peak);
     pthread_mutex_unlock(&u->lock);
+    return 0;
+}
+
+int ppk_sink_upload_shutdown(const ppk_sink *sink) {
+    uploader *u = as_uploader(sink);
+    if (!u) return PPK_EINVAL;
+    upload_shutdown(u);
     return 0;
 }
 

@@ -1,0 +1,737 @@
+/*
+ * test_upload.c - the Datadog and Pyroscope upload sinks against a local receiver.
+ *
+ * Each case starts tests/test_upload_receiver.py (Python's standard library) on
+ * 127.0.0.1, an ephemeral port, or on a Unix socket. In the checking modes the receiver
+ * verifies the method, path, headers, the multipart structure, every event.json field or
+ * every Pyroscope query parameter, then decompresses the profile and decodes it with its
+ * own protobuf reader, comparing the sample types and value totals with what this file
+ * recorded; it exits 0 only if all of that held and exactly the expected number of
+ * requests came. In the failure modes (refused, 500, 413, never answers, slow reader)
+ * this file checks the sink's counters, that writes return while the network is stuck
+ * (no transfer has finished when the writes are done), that the queue never holds more
+ * than queue_len exports and that the sink's memory stays bounded. Shutdown and fork
+ * cases check cancellation. Every wait is bounded.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pprofkit.h"
+
+#if defined(__SANITIZE_THREAD__)
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+#endif
+
+extern char **environ;
+
+/* ---- the receiver process ---------------------------------------------------------- */
+
+typedef struct rx {
+    pid_t pid;
+    int fd;
+    int port;
+    int got;
+    char buf[8192];
+    size_t len;
+} rx;
+
+static int64_t now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Reads one line within the deadline into line; 0 or -1. */
+static int rx_line(rx *x, char *line, size_t n, int64_t deadline) {
+    for (;;) {
+        char *nl = memchr(x->buf, '\n', x->len);
+        if (nl) {
+            size_t k = (size_t)(nl - x->buf);
+            snprintf(line, n, "%.*s", (int)k, x->buf);
+            memmove(x->buf, nl + 1, x->len - k - 1);
+            x->len -= k + 1;
+            return 0;
+        }
+        int64_t left = deadline - now_ms();
+        struct pollfd p = {x->fd, POLLIN, 0};
+        if (poll(&p, 1, left > 0 ? (int)left : 0) <= 0) {
+            if (left <= 0) return -1;
+            continue;
+        }
+        ssize_t r = read(x->fd, x->buf + x->len, sizeof x->buf - 1 - x->len);
+        if (r <= 0) return -1;
+        x->len += (size_t)r;
+    }
+}
+
+static int rx_start(rx *x, const char *mode, const char *expect, const char *unix_path) {
+    memset(x, 0, sizeof *x);
+    char script[1024];
+    snprintf(script, sizeof script, "%s", __FILE__);
+    char *slash = strrchr(script, '/');
+    snprintf(slash ? slash + 1 : script, sizeof script - (size_t)(slash ? slash + 1 - script : 0),
+             "test_upload_receiver.py");
+    int p[2];
+    if (pipe(p)) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_addclose(&fa, p[0]);
+    char *argv[] = {"python3", script, (char *)mode, (char *)expect, (char *)unix_path, NULL};
+    int rc = posix_spawnp(&x->pid, "python3", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    x->fd = p[0];
+    if (rc) return -1;
+    char line[256];
+    if (rx_line(x, line, sizeof line, now_ms() + 15000)) return -1;
+    if (sscanf(line, "PORT %d", &x->port) == 1 || strcmp(line, "READY") == 0) return 0;
+    return -1;
+}
+
+/* Waits until the receiver has read n requests; returns how many it has read. */
+static int rx_wait_got(rx *x, int n, int64_t ms) {
+    int64_t deadline = now_ms() + ms;
+    char line[256];
+    while (x->got < n && rx_line(x, line, sizeof line, deadline) == 0) {
+        int k;
+        if (sscanf(line, "GOT %d", &k) == 1) x->got = k;
+    }
+    return x->got;
+}
+
+/* Waits for the receiver to exit (SIGTERM first when `stop`); its exit status or -1. */
+static int rx_finish(rx *x, int stop, int64_t ms) {
+    if (stop) kill(x->pid, SIGTERM);
+    int64_t deadline = now_ms() + ms;
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(x->pid, &st, WNOHANG);
+        if (w == x->pid) break;
+        if (now_ms() > deadline) {
+            kill(x->pid, SIGKILL);
+            waitpid(x->pid, &st, 0);
+            close(x->fd);
+            return -1;
+        }
+        usleep(20000);
+    }
+    rx_wait_got(x, 1 << 30, 0); /* count the GOT lines still in the pipe */
+    close(x->fd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- recording ------------------------------------------------------------------------ */
+
+#define TOTAL_WALL 60 /* 10 + 20 + 30 */
+#define TOTAL_COUNT 3
+#define TYPES "[[\"wall-time\",\"nanoseconds\"],[\"samples\",\"count\"]]"
+
+static ppk_recorder *make_recorder(void) {
+    ppk_recorder_config c;
+    ppk_recorder_config_init(&c);
+    c.profile.sample_types[0] = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    c.profile.sample_types[1] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    c.profile.n_sample_types = 2;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&c, &r), 0);
+    return r;
+}
+
+/* Three samples: wall-time 10, 20, 30 and one count each. */
+static void record(ppk_recorder *r) {
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 0, i), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("a.py"), 0, 1), 0);
+        int64_t v[2] = {10 * i, 1};
+        CHECK_EQ_INT(ppk_sample_set_values(s, v, 2), 0);
+        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    }
+    ppk_sample_free(s);
+}
+
+/* A export that is not a profile, for the failure cases (no recorder involved). */
+static ppk_export fake_export(uint8_t *buf, size_t n, uint64_t seq) {
+    ppk_export e;
+    memset(&e, 0, sizeof e);
+    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 131 + seq);
+    e.data.data = buf;
+    e.data.len = n;
+    e.codec = PPK_CODEC_GZIP;
+    e.end_ns = ppk_now_ns();
+    e.start_ns = e.end_ns - 1000000000;
+    e.seq = seq;
+    return e;
+}
+
+static void check_conserved(const ppk_upload_stats *s) {
+    CHECK_EQ_U64(s->queued, s->sent + s->dropped_queue_full + s->dropped_failed +
+                                s->dropped_shutdown + s->dropped_invalid + s->dropped_nomem);
+}
+
+static ppk_sink dd_sink_to(const char *url, ppk_datadog_config *c) {
+    ppk_sink s;
+    char err[256] = "";
+    c->agent_url = ppk_cstr(url);
+    int rc = ppk_sink_datadog(c, &s, err, sizeof err);
+    if (rc) fprintf(stderr, "ppk_sink_datadog: %s\n", err);
+    CHECK_EQ_INT(rc, 0);
+    return s;
+}
+
+/* Records, exports through `sink`, waits for the upload, frees the recorder. */
+static void export_once(ppk_sink sink, int with_endpoints) {
+    ppk_recorder *r = make_recorder();
+    if (!r) return;
+    record(r);
+    if (with_endpoints) {
+        CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("GET /users"), 2), 0);
+        CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("POST \"x\""), 1), 0);
+        CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("GET /users"), 1), 0);
+    }
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&sink, 20000), 0);
+    ppk_upload_stats st;
+    CHECK_EQ_INT(ppk_sink_upload_stats(&sink, &st), 0);
+    CHECK_EQ_U64(st.sent, 1);
+    CHECK_EQ_U64(st.attempts, 1);
+    CHECK_EQ_U64(st.queued, 1);
+    CHECK(st.bytes_sent > 100);
+    CHECK_EQ_INT(st.last_http_status, 200);
+    check_conserved(&st);
+    ppk_recorder_free(r); /* destroys the sink */
+}
+
+/* ---- the checked uploads --------------------------------------------------------------- */
+
+static void test_datadog_agent_tcp(void) {
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"python\",\"endpoint_counts\":{\"GET /users\":3,\"POST \\\"x\\\"\":1},"
+        "\"tags\":{\"service\":\"svc\",\"env\":\"prod\",\"version\":\"1.2\",\"language\":\"python\","
+        "\"profiler_version\":\"" PPK_VERSION_STRING "\",\"team\":\"core\",\"k2\":\"v2\",\"solo\":[null]},"
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", x.port);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("svc");
+    c.env = PPK_STR("prod");
+    c.version = PPK_STR("1.2");
+    c.family = PPK_STR("python");
+    c.tags = PPK_STR("team:core  k2:v2,solo");
+    export_once(dd_sink_to(url, &c), 1);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    CHECK_EQ_INT(x.got, 1);
+}
+
+static void test_datadog_agent_unix(void) {
+    char dir[] = "/tmp/ppk-upload-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128], url[160];
+    snprintf(path, sizeof path, "%s/apm.socket", dir);
+    snprintf(url, sizeof url, "unix://%s", path);
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"unix-svc\","
+        "\"language\":\"native\"},\"absent_tags\":[\"env\",\"version\"],"
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, path), 0);
+    if (x.pid) {
+        ppk_datadog_config c;
+        ppk_datadog_config_init(&c);
+        c.service = PPK_STR("unix-svc");
+        export_once(dd_sink_to(url, &c), 0);
+        CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_datadog_agentless(void) {
+    rx x;
+    const char *expect =
+        "{\"path\":\"/api/v2/profile\",\"api_key\":\"0123abcdEF\",\"origin\":\"my-profiler\","
+        "\"origin_version\":\"9.9.9\",\"family\":\"ruby\",\"endpoint_counts\":null,"
+        "\"tags\":{\"service\":\"agentless\",\"profiler_version\":\"9.9.9\",\"language\":\"ruby\"},"
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/api/v2/profile", x.port);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.agentless = 1;
+    c.api_key = PPK_STR("0123abcdEF");
+    c.intake_url = ppk_cstr(url);
+    c.service = PPK_STR("agentless");
+    c.family = PPK_STR("ruby");
+    c.profiler_name = PPK_STR("my-profiler");
+    c.profiler_version = PPK_STR("9.9.9");
+    ppk_sink s;
+    char err[256];
+    CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), 0);
+    export_once(s, 0);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+}
+
+static void test_pyroscope(void) {
+    rx x;
+    const char *expect = "{\"name\":\"my.app{env=test,region=eu-1}\",\"sample_rate\":\"100\","
+                         "\"spy_name\":\"pprofkit\",\"basic_auth\":\"user:p@ss:w\","
+                         "\"tenant\":\"tenant-1\",\"sample_types\":" TYPES
+                         ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", x.port);
+    ppk_pyroscope_config c;
+    ppk_pyroscope_config_init(&c);
+    c.server_address = ppk_cstr(url);
+    c.application_name = PPK_STR("my.app");
+    c.tags = PPK_STR("env=test,,region=eu-1");
+    c.basic_auth_user = PPK_STR("user");
+    c.basic_auth_password = PPK_STR("p@ss:w");
+    c.tenant_id = PPK_STR("tenant-1");
+    ppk_sink s;
+    char err[256] = "";
+    CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, err, sizeof err), 0);
+    if (err[0]) fprintf(stderr, "%s\n", err);
+    export_once(s, 1);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+}
+
+/* ---- configuration ------------------------------------------------------------------- */
+
+static const char *dd_vars[] = {"DD_TRACE_AGENT_URL", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT",
+                                "DD_SERVICE", "DD_ENV", "DD_VERSION", "DD_TAGS", "DD_API_KEY",
+                                "DD_SITE", "DD_PROFILING_AGENTLESS",
+                                "PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME"};
+
+static void clear_env(void) {
+    for (size_t i = 0; i < sizeof dd_vars / sizeof *dd_vars; i++) unsetenv(dd_vars[i]);
+}
+
+/* Sets one variable, expects from_env to fail with a message naming it. */
+static void bad_env(const char *var, const char *value) {
+    clear_env();
+    setenv(var, value, 1);
+    char err[256] = "";
+    int rc;
+    if (!strncmp(var, "PYROSCOPE", 9)) {
+        ppk_pyroscope_config c;
+        ppk_pyroscope_config_init(&c);
+        rc = ppk_pyroscope_config_from_env(&c, err, sizeof err);
+    } else {
+        ppk_datadog_config c;
+        ppk_datadog_config_init(&c);
+        rc = ppk_datadog_config_from_env(&c, err, sizeof err);
+    }
+    CHECK_EQ_INT(rc, PPK_EINVAL);
+    if (!strstr(err, var)) {
+        fprintf(stderr, "message for %s=%s does not name it: \"%s\"\n", var, value, err);
+        CHECK(0);
+    }
+}
+
+static void test_env_config(void) {
+    bad_env("DD_TRACE_AGENT_PORT", "80a");
+    bad_env("DD_TRACE_AGENT_PORT", "70000");
+    bad_env("DD_TRACE_AGENT_URL", "ftp://agent:8126");
+    bad_env("DD_TRACE_AGENT_URL", "unix://relative/path");
+    bad_env("DD_AGENT_HOST", "agent/x");
+    bad_env("DD_TAGS", "a:1,:novalue");
+    bad_env("DD_SERVICE", "bad\nservice");
+    bad_env("DD_ENV", "a,b");
+    bad_env("DD_API_KEY", "key with spaces");
+    bad_env("DD_SITE", "datadoghq.com/x");
+    bad_env("DD_PROFILING_AGENTLESS", "maybe");
+    bad_env("PYROSCOPE_SERVER_ADDRESS", "localhost:4040");
+    bad_env("PYROSCOPE_APPLICATION_NAME", "app{x}");
+
+    /* Host and port. */
+    clear_env();
+    setenv("DD_AGENT_HOST", "agent.local", 1);
+    setenv("DD_TRACE_AGENT_PORT", "18126", 1);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    char err[256] = "";
+    CHECK_EQ_INT(ppk_datadog_config_from_env(&c, err, sizeof err), 0);
+    CHECK_STR(c.agent_host.ptr, c.agent_host.len, "agent.local");
+    CHECK_EQ_INT(c.agent_port, 18126);
+    CHECK_EQ_INT(c.agent_url.len, 0);
+
+    /* Errors in code name the field. */
+    ppk_datadog_config_init(&c);
+    c.agentless = 1;
+    ppk_sink s;
+    CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "api_key") != NULL);
+    ppk_pyroscope_config pc;
+    ppk_pyroscope_config_init(&pc);
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "application_name") != NULL);
+    pc.application_name = PPK_STR("app");
+    pc.tags = PPK_STR("novalue");
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "tags") != NULL);
+    ppk_datadog_config_init(&c);
+    c.upload.queue_len = 0;
+    CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "queue_len") != NULL);
+    CHECK_EQ_INT(ppk_sink_upload_stats(&s, &(ppk_upload_stats){0}), PPK_EINVAL);
+
+    /* The environment drives a real upload: URL, service, env, version, DD_TAGS. */
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"envsvc\","
+        "\"env\":\"staging\",\"version\":\"3\",\"a\":\"1\",\"b\":\"2\",\"c\":\"x:y\"},"
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (x.pid) {
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+        clear_env();
+        setenv("DD_TRACE_AGENT_URL", url, 1);
+        setenv("DD_AGENT_HOST", "ignored-when-url-is-set", 1);
+        setenv("DD_SERVICE", "envsvc", 1);
+        setenv("DD_ENV", "staging", 1);
+        setenv("DD_VERSION", "3", 1);
+        setenv("DD_TAGS", "a:1, b:2 c:x:y", 1);
+        ppk_datadog_config_init(&c);
+        CHECK_EQ_INT(ppk_datadog_config_from_env(&c, err, sizeof err), 0);
+        CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), 0);
+        export_once(s, 0);
+        CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    }
+    clear_env();
+}
+
+/* ---- failures ----------------------------------------------------------------------------- */
+
+static ppk_datadog_config fast_cfg(void) {
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("fail");
+    c.upload.connect_timeout_ms = 1000;
+    c.upload.timeout_ms = 1000;
+    c.upload.retry_backoff_ms = 50;
+    c.upload.shutdown_timeout_ms = 200;
+    return c;
+}
+
+static void test_connection_refused(void) {
+    /* A bound socket that does not listen refuses connections. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t al = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &al);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    ppk_datadog_config c = fast_cfg();
+    ppk_sink s = dd_sink_to(url, &c);
+    uint8_t buf[256];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.attempts, 2);
+    CHECK_EQ_U64(st.fail_connect, 2);
+    CHECK_EQ_U64(st.retries, 1);
+    CHECK_EQ_U64(st.dropped_failed, 1);
+    CHECK_EQ_U64(st.sent, 0);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+    close(fd);
+}
+
+/* A server answering `status` to everything: attempts and retries as expected. */
+static void status_case(int status, int expect_attempts) {
+    rx x;
+    char expect[64];
+    snprintf(expect, sizeof expect, "{\"status\":%d}", status);
+    CHECK_EQ_INT(rx_start(&x, "status", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    ppk_sink s = dd_sink_to(url, &c);
+    uint8_t buf[256];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.attempts, expect_attempts);
+    CHECK_EQ_U64(st.retries, expect_attempts - 1);
+    CHECK_EQ_U64(status >= 500 ? st.fail_http_5xx : st.fail_http_4xx, expect_attempts);
+    CHECK_EQ_U64(st.dropped_failed, 1);
+    CHECK_EQ_U64(st.sent, 0);
+    CHECK_EQ_INT(st.last_http_status, status);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+    usleep(200000); /* an unexpected extra request would show up here */
+    rx_finish(&x, 1, 10000);
+    CHECK_EQ_INT(x.got, expect_attempts);
+}
+
+static void test_http_500_retried_once(void) { status_case(500, 2); }
+static void test_http_413_not_retried(void) { status_case(413, 1); }
+
+/* A server that never answers: writes return at once; transfers time out, counted. */
+static void test_never_answers(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 1500;
+    ppk_sink s = dd_sink_to(url, &c);
+    uint8_t buf[512];
+    for (uint64_t i = 1; i <= 5; i++) {
+        ppk_export e = fake_export(buf, sizeof buf, i);
+        CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    }
+    /* Had a write waited for the network, a transfer would have ended by now. */
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.queued, 5);
+    CHECK_EQ_U64(st.fail_timeout, 0);
+    CHECK_EQ_U64(st.sent + st.dropped_failed, 0);
+    CHECK(st.queue_peak <= 2);
+    CHECK(st.dropped_queue_full == 2 || st.dropped_queue_full == 3);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 30000), 0);
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.sent, 0);
+    CHECK_EQ_U64(st.fail_timeout, st.attempts);
+    CHECK_EQ_U64(st.attempts, 2 * (5 - st.dropped_queue_full));
+    CHECK_EQ_U64(st.dropped_failed, 5 - st.dropped_queue_full);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+    rx_finish(&x, 1, 10000);
+}
+
+/* A server that reads the request 64 bytes per 100 ms: the total timeout ends it. */
+static void test_slow_reader(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "slowread", "{}", NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    ppk_sink s = dd_sink_to(url, &c);
+    static uint8_t buf[4096];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    CHECK_EQ_INT(rx_wait_got(&x, 0, 0), 0);
+    for (uint64_t i = 2; i <= 4; i++) { /* while it is stuck: not blocked, bounded */
+        e = fake_export(buf, sizeof buf, i);
+        CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    }
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK(st.queue_peak <= 2);
+    CHECK_EQ_U64(st.fail_timeout, 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 60000), 0);
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.sent, 0);
+    CHECK(st.fail_timeout >= 2);
+    CHECK_EQ_U64(st.fail_timeout, st.attempts);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+    rx_finish(&x, 1, 10000);
+}
+
+/* Many large exports while the server hangs: memory stays within the queue's bound. */
+static void test_memory_bounded(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 20000;
+    ppk_sink s = dd_sink_to(url, &c);
+    enum { N = 64 * 1024 };
+    static uint8_t buf[N];
+    for (uint64_t i = 1; i <= 20; i++) {
+        ppk_export e = fake_export(buf, N, i);
+        CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    }
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.queue_peak, 2);
+    CHECK(st.queue_len <= 2);
+    CHECK(st.dropped_queue_full >= 17);
+    /* Two queued, one in flight (its copy and its request body): far below 20 exports. */
+    CHECK(st.memory_peak_bytes < 5 * (N + 16384));
+    CHECK_EQ_INT(ppk_sink_upload_shutdown(&s), 0);
+    ppk_sink_upload_stats(&s, &st);
+    CHECK(st.dropped_shutdown >= 1);
+    CHECK_EQ_U64(st.queue_len, 0);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+    rx_finish(&x, 1, 10000);
+}
+
+/* Shutdown with an upload in flight to a server that never answers: bounded, counted. */
+static void test_shutdown_cancels(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 60000;
+    ppk_sink s = dd_sink_to(url, &c);
+    uint8_t buf[256];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    CHECK_EQ_INT(rx_wait_got(&x, 1, 15000), 1);
+    e = fake_export(buf, sizeof buf, 2);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    int64_t t0 = now_ms();
+    CHECK_EQ_INT(ppk_sink_upload_shutdown(&s), 0);
+    /* Far below the 60 s transfer timeout: the transfer was cancelled. */
+    CHECK(now_ms() - t0 < 10000);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.dropped_shutdown, 2);
+    CHECK_EQ_U64(st.sent, 0);
+    CHECK_EQ_INT(s.write(s.opaque, &e), PPK_ECLOSED);
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.dropped_shutdown, 3);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+    rx_finish(&x, 1, 10000);
+}
+
+static void test_pyroscope_refuses_zstd(void) {
+    ppk_pyroscope_config c;
+    ppk_pyroscope_config_init(&c);
+    c.server_address = PPK_STR("http://127.0.0.1:9");
+    c.application_name = PPK_STR("app");
+    ppk_sink s;
+    CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, NULL, 0), 0);
+    uint8_t buf[64];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    e.codec = PPK_CODEC_ZSTD;
+    CHECK_EQ_INT(s.write(s.opaque, &e), PPK_EINVAL);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.dropped_invalid, 1);
+    CHECK_EQ_U64(st.attempts, 0);
+    check_conserved(&st);
+    s.destroy(s.opaque);
+}
+
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+/* An upload is in flight (the server holds its answer 5 s) when the process forks: it is
+ * aborted before fork and sent again by the parent; the child sends its own export with
+ * its own thread. The receiver sees three valid requests from two processes. */
+static void test_fork_in_flight(void) {
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"forky\"},"
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":3,\"delay_first\":5,"
+        "\"distinct_pids\":2}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("forky");
+    c.upload.fork_timeout_ms = 4000;
+    c.upload.timeout_ms = 20000;
+    ppk_sink s = dd_sink_to(url, &c);
+    ppk_recorder *r = make_recorder();
+    if (!r) return;
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+    record(r);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(rx_wait_got(&x, 1, 15000), 1); /* the server holds it now */
+
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(30);
+        close(x.fd);
+        int ok = 1;
+        ppk_upload_stats st;
+        ppk_sink_upload_stats(&s, &st);
+        ok &= st.queued == 0 && st.queue_len == 0; /* the parent's work stayed there */
+        record(r);
+        ok &= ppk_recorder_export(r, NULL) == 0;
+        ok &= ppk_sink_upload_flush(&s, 20000) == 0;
+        ppk_sink_upload_stats(&s, &st);
+        ok &= st.sent == 1 && st.attempts == 1;
+        if (!ok)
+            fprintf(stderr, "child: queued %llu sent %llu attempts %llu\n",
+                    (unsigned long long)st.queued, (unsigned long long)st.sent,
+                    (unsigned long long)st.attempts);
+        ppk_recorder_free(r);
+        _exit(ok ? 0 : 1);
+    }
+    CHECK(child > 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 30000), 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.sent, 1);
+    CHECK_EQ_U64(st.fork_restarts, 1);
+    CHECK_EQ_U64(st.attempts, 2);
+    CHECK_EQ_U64(st.retries, 0);
+    check_conserved(&st);
+    int status = -1;
+    int64_t deadline = now_ms() + 40000;
+    while (waitpid(child, &status, WNOHANG) == 0 && now_ms() < deadline) usleep(20000);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ppk_recorder_free(r);
+    CHECK_EQ_INT(rx_finish(&x, 0, 30000), 0);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    RUN(test_datadog_agent_tcp);
+    RUN(test_datadog_agent_unix);
+    RUN(test_datadog_agentless);
+    RUN(test_pyroscope);
+    RUN(test_env_config);
+    RUN(test_connection_refused);
+    RUN(test_http_500_retried_once);
+    RUN(test_http_413_not_retried);
+    RUN(test_never_answers);
+    RUN(test_slow_reader);
+    RUN(test_memory_bounded);
+    RUN(test_shutdown_cancels);
+    RUN(test_pyroscope_refuses_zstd);
+    RUN(test_fork_in_flight);
+    return check_summary();
+}

@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""test_upload_receiver.py - a local profiling backend for test_upload.c (stdlib only).
+
+It listens on 127.0.0.1 (an ephemeral port) or on a Unix socket, prints "PORT n" (or
+"READY") on stdout, then one line "GOT i" per request it has read, and checks every
+request against the expectations given as JSON. It never reads anything the library
+computed except the bytes on the wire: multipart parsing, gzip and the protobuf decoding
+of the profile are written here from the specifications (RFC 7578, profile.proto).
+
+Usage: test_upload_receiver.py MODE EXPECT_JSON [UNIX_SOCKET_PATH]
+Modes:
+  datadog    check a Datadog upload (agent or agentless), answer 200
+  pyroscope  check a Pyroscope /ingest upload, answer 200
+  status     answer every request with EXPECT["status"]; no checks
+  hang       read the request, never answer
+  slowread   read the request 64 bytes at a time, one read per 100 ms, then answer 200
+EXPECT["count"] valid requests end the run (after a short grace period, so that an extra
+request is caught). The run also ends after EXPECT["limit"] seconds (default 20) or on
+SIGTERM. Exit status 0 when exactly `count` requests came and every check passed.
+"""
+
+import base64
+import gzip
+import json
+import os
+import re
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE = sys.argv[1]
+EXPECT = json.loads(sys.argv[2])
+UNIX_PATH = sys.argv[3] if len(sys.argv) > 3 else None
+
+lock = threading.Lock()
+failures = []
+valid = 0
+seen = 0
+pids = set()
+done = threading.Event()
+
+
+def fail(msg):
+    with lock:
+        failures.append(msg)
+    print("FAIL: " + msg[:1500], file=sys.stderr, flush=True)
+
+
+def check_eq(actual, expected, what):
+    if actual != expected:
+        fail("%s: got %r, expected %r" % (what, actual, expected))
+        return False
+    return True
+
+
+# ---- protobuf (profile.proto), just what the checks need ---------------------------------
+
+def varint(b, i):
+    x = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        x |= (c & 0x7F) << shift
+        if c < 0x80:
+            return x, i
+        shift += 7
+
+
+def fields(b):
+    """Yields (field number, wire type, value) of a message."""
+    i = 0
+    while i < len(b):
+        key, i = varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = varint(b, i)
+        elif wt == 2:
+            n, i = varint(b, i)
+            v = b[i:i + n]
+            i += n
+        elif wt == 1:
+            v = b[i:i + 8]
+            i += 8
+        elif wt == 5:
+            v = b[i:i + 4]
+            i += 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        yield num, wt, v
+
+
+def signed(x):
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def decode_profile(raw):
+    """Returns (sample types as (type, unit) strings, total of each value, samples)."""
+    strings, types, samples = [], [], []
+    time_nanos = 0
+    for num, wt, v in fields(raw):
+        if num == 6:
+            strings.append(v.decode("utf-8"))
+        elif num == 1:
+            t = dict((n, x) for n, _, x in fields(v))
+            types.append((t.get(1, 0), t.get(2, 0)))
+        elif num == 2:
+            vals = []
+            for n, w, x in fields(v):
+                if n == 2 and w == 2:
+                    j = 0
+                    while j < len(x):
+                        y, j = varint(x, j)
+                        vals.append(signed(y))
+                elif n == 2:
+                    vals.append(signed(x))
+            samples.append(vals)
+        elif num == 9:
+            time_nanos = v
+    names = [(strings[a], strings[b]) for a, b in types]
+    totals = [sum(s[k] for s in samples) for k in range(len(names))]
+    return names, totals, len(samples), time_nanos
+
+
+def check_profile(data, what):
+    if data[:2] != b"\x1f\x8b":
+        fail("%s: not gzip (first bytes %r)" % (what, data[:4]))
+        return
+    try:
+        raw = gzip.decompress(data)
+        names, totals, n, tn = decode_profile(raw)
+    except Exception as e:  # any decoding error is a failure of the upload
+        fail("%s: cannot decode: %r" % (what, e))
+        return
+    check_eq([list(x) for x in names], EXPECT["sample_types"], what + " sample types")
+    check_eq(totals, EXPECT["totals"], what + " value totals")
+    if abs(tn / 1e9 - time.time()) > 86400:
+        fail("%s: time_nanos %d is not today" % (what, tn))
+
+
+# ---- multipart/form-data (RFC 7578) ------------------------------------------------------
+
+def parse_multipart(ctype, body):
+    m = re.fullmatch(r'multipart/form-data; boundary=([A-Za-z0-9\'()+_,./:=?-]{1,70})', ctype)
+    if not m:
+        fail("Content-Type %r is not multipart/form-data with a boundary" % ctype)
+        return None
+    delim = b"--" + m.group(1).encode()
+    if not body.startswith(delim + b"\r\n"):
+        fail("body does not start with the boundary")
+        return None
+    if not body.endswith(b"\r\n" + delim + b"--\r\n"):
+        fail("body does not end with the closing boundary")
+        return None
+    inner = body[len(delim) + 2:-(len(delim) + 6)]
+    parts = []
+    for chunk in inner.split(b"\r\n" + delim + b"\r\n"):
+        head, sep, content = chunk.partition(b"\r\n\r\n")
+        if not sep:
+            fail("a part has no header/body separator")
+            return None
+        hdrs = {}
+        for line in head.split(b"\r\n"):
+            k, _, v = line.decode("latin-1").partition(":")
+            hdrs[k.strip().lower()] = v.strip()
+        cd = hdrs.get("content-disposition", "")
+        dm = re.fullmatch(r'form-data; name="([^"]*)"; filename="([^"]*)"', cd)
+        if not dm:
+            fail("part Content-Disposition %r" % cd)
+            return None
+        parts.append((dm.group(1), dm.group(2), hdrs.get("content-type"), content))
+    return parts
+
+
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def rfc3339_ns(s):
+    t = time.strptime(s[:19], "%Y-%m-%dT%H:%M:%S")
+    import calendar
+    return calendar.timegm(t) * 10**9 + int(s[20:29])
+
+
+def check_datadog(h, path, body):
+    check_eq(path, EXPECT["path"], "path")
+    check_eq(h.headers.get("DD-EVP-ORIGIN"), EXPECT["origin"], "DD-EVP-ORIGIN")
+    check_eq(h.headers.get("DD-EVP-ORIGIN-VERSION"), EXPECT["origin_version"],
+             "DD-EVP-ORIGIN-VERSION")
+    ua = h.headers.get("User-Agent") or ""
+    if not ua.startswith("pprofkit/"):
+        fail("User-Agent %r" % ua)
+    check_eq(h.headers.get("DD-API-KEY"), EXPECT.get("api_key"), "DD-API-KEY")
+    parts = parse_multipart(h.headers.get("Content-Type", ""), body)
+    if parts is None:
+        return
+    check_eq([(p[0], p[1], p[2]) for p in parts],
+             [("event", "event.json", "application/json"),
+              ("profile.pprof", "profile.pprof", "application/octet-stream")], "parts")
+    if len(parts) != 2:
+        return
+    try:
+        ev = json.loads(parts[0][3])
+    except ValueError as e:
+        fail("event.json is not JSON: %r" % e)
+        return
+    check_eq(sorted(ev), sorted(["attachments", "tags_profiler", "start", "end", "family",
+                                 "version", "endpoint_counts", "internal", "info"]),
+             "event.json keys")
+    check_eq(ev.get("attachments"), ["profile.pprof"], "attachments")
+    check_eq(ev.get("version"), "4", "version")
+    check_eq(ev.get("family"), EXPECT["family"], "family")
+    check_eq(ev.get("endpoint_counts"), EXPECT["endpoint_counts"], "endpoint_counts")
+    if not isinstance(ev.get("internal"), dict) or not isinstance(ev.get("info"), dict):
+        fail("internal and info must be objects: %r %r" % (ev.get("internal"), ev.get("info")))
+    for k in ("start", "end"):
+        if not RFC3339.fullmatch(str(ev.get(k))):
+            fail("%s %r is not RFC 3339 UTC with nanoseconds" % (k, ev.get(k)))
+            return
+    s, e = rfc3339_ns(ev["start"]), rfc3339_ns(ev["end"])
+    if not (s <= e and abs(s / 1e9 - time.time()) < 86400):
+        fail("start %s end %s" % (ev["start"], ev["end"]))
+    tags = {}
+    for t in ev.get("tags_profiler", "").split(","):
+        k, sep, v = t.partition(":")
+        if not k:
+            fail("tags_profiler has an empty item or key: %r" % ev.get("tags_profiler"))
+        tags.setdefault(k, []).append(v if sep else None)
+    for k, v in EXPECT["tags"].items():
+        check_eq(tags.get(k), [v] if not isinstance(v, list) else v, "tag " + k)
+    for k in ("service", "host", "runtime-id", "language", "profiler_version", "process_id"):
+        if k not in tags:
+            fail("tag %s missing from %r" % (k, ev.get("tags_profiler")))
+    if "runtime-id" in tags and not UUID.fullmatch(tags["runtime-id"][0] or ""):
+        fail("runtime-id %r" % tags["runtime-id"])
+    for k in EXPECT.get("absent_tags", []):
+        if k in tags:
+            fail("tag %s should be absent" % k)
+    with lock:
+        pids.add((tags.get("process_id", [None])[0], tags.get("runtime-id", [None])[0]))
+    check_profile(parts[1][3], "profile.pprof")
+
+
+def check_pyroscope(h, path, query, body):
+    check_eq(path, "/ingest", "path")
+    q = urllib.parse.parse_qs(query, keep_blank_values=True)
+    one = {k: v[0] for k, v in q.items() if len(v) == 1}
+    check_eq(sorted(q), sorted(["name", "from", "until", "format", "sampleRate", "spyName"]),
+             "query keys")
+    check_eq(one.get("name"), EXPECT["name"], "name")
+    check_eq(one.get("format"), "pprof", "format")
+    check_eq(one.get("sampleRate"), EXPECT["sample_rate"], "sampleRate")
+    check_eq(one.get("spyName"), EXPECT["spy_name"], "spyName")
+    try:
+        f, u = int(one.get("from")), int(one.get("until"))
+        if not (f < u and abs(f - time.time()) < 86400):
+            fail("from %d until %d" % (f, u))
+    except (TypeError, ValueError):
+        fail("from/until not integers: %r" % q)
+    auth = EXPECT.get("basic_auth")
+    expected_auth = "Basic " + base64.b64encode(auth.encode()).decode() if auth else None
+    check_eq(h.headers.get("Authorization"), expected_auth, "Authorization")
+    check_eq(h.headers.get("X-Scope-OrgID"), EXPECT.get("tenant"), "X-Scope-OrgID")
+    check_eq(h.headers.get("Content-Type"), "application/octet-stream", "Content-Type")
+    check_profile(body, "body")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def address_string(self):
+        return "local"
+
+    def read_body(self, slow=False):
+        n = int(self.headers.get("Content-Length", "0"))
+        if slow:
+            out = b""
+            while len(out) < n:
+                out += self.rfile.read(min(64, n - len(out)))
+                time.sleep(0.1)
+            return out
+        return self.rfile.read(n)
+
+    def answer(self, code):
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"{}")
+        except OSError:
+            pass
+
+    def do_POST(self):
+        global seen, valid
+        body = self.read_body(MODE == "slowread")
+        with lock:
+            seen += 1
+            n = seen
+        print("GOT %d" % n, flush=True)
+        if MODE == "hang":
+            time.sleep(3600)
+            return
+        if MODE == "status":
+            self.answer(EXPECT["status"])
+            return
+        if MODE == "slowread":
+            self.answer(200)
+            return
+        delay = EXPECT.get("delay_first", 0)
+        before = len(failures)
+        url = urllib.parse.urlsplit(self.path)
+        if self.command != "POST":
+            fail("method %s" % self.command)
+        if MODE == "datadog":
+            check_datadog(self, url.path, body)
+        else:
+            check_pyroscope(self, url.path, url.query, body)
+        ok = len(failures) == before
+        with lock:
+            valid += 1
+            if valid >= EXPECT.get("count", 1):
+                done.set()
+        if n == 1 and delay:
+            time.sleep(delay)
+        self.answer(200 if ok else 400)
+
+    def do_GET(self):
+        fail("GET %s" % self.path)
+        self.answer(405)
+
+    def do_PUT(self):
+        self.do_GET()
+
+
+class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        s, _ = self.socket.accept()
+        return s, ("local", 0)
+
+
+def main():
+    signal.signal(signal.SIGTERM, lambda *a: done.set())
+    if UNIX_PATH:
+        srv = UnixServer(UNIX_PATH, Handler)
+        print("READY", flush=True)
+    else:
+        ThreadingHTTPServer.daemon_threads = True
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        print("PORT %d" % srv.server_address[1], flush=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    done.wait(EXPECT.get("limit", 20))
+    time.sleep(EXPECT.get("grace", 0.3))
+    if MODE in ("datadog", "pyroscope"):
+        check_eq(valid, EXPECT.get("count", 1), "valid requests")
+        if "distinct_pids" in EXPECT:
+            check_eq(len(pids), EXPECT["distinct_pids"], "distinct (process_id, runtime-id)")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if failures else 0)
+
+
+main()
