@@ -79,6 +79,7 @@ void ppk_recorder_config_init(ppk_recorder_config *cfg) {
     cfg->codec = PPK_CODEC_GZIP;
     cfg->export_period_ms = 60000;
     cfg->builder_keep_bytes = 64 * 1024;
+    cfg->builder_max_bytes = 1024 * 1024;
 }
 
 static int add_sink_locked(ppk_recorder *r, const ppk_sink *sink) {
@@ -90,7 +91,9 @@ static int add_sink_locked(ppk_recorder *r, const ppk_sink *sink) {
 int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (!out) return PPK_EINVAL;
     *out = NULL;
-    if (!cfg || cfg->export_period_ms <= 0) return PPK_EINVAL;
+    if (!cfg || cfg->export_period_ms <= 0 || cfg->builder_max_bytes < 4096 ||
+        cfg->builder_keep_bytes > cfg->builder_max_bytes)
+        return PPK_EINVAL;
     int rc = ppk__compress_check(cfg->codec, cfg->level);
     if (rc) return rc;
     if ((!cfg->out_dir.ptr && cfg->out_dir.len) || (!cfg->name.ptr && cfg->name.len))
@@ -107,6 +110,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     r->level = cfg->level;
     r->period_ms = cfg->export_period_ms;
     r->builder_keep_bytes = cfg->builder_keep_bytes;
+    r->builder_max_bytes = cfg->builder_max_bytes;
     if ((rc = ppk_profile_create(&cfg->profile, &r->active)) ||
         (rc = ppk_profile_create(&cfg->profile, &r->spare))) {
         ppk_profile_free(r->active);

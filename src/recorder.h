@@ -36,7 +36,7 @@ struct ppk_recorder {
     uint64_t seq;
     ppk_codec codec;
     int level;
-    size_t builder_keep_bytes;
+    size_t builder_keep_bytes, builder_max_bytes;
     ppk_sink sinks[PPK_MAX_SINKS];
     size_t n_sinks;
     ppk_sample *builders;

@@ -34,6 +34,7 @@ int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
         ppk__mem_free(&mem, s, sizeof *s);
         return PPK_ENOMEM;
     }
+    s->sb.max_bytes = r->builder_max_bytes;
     pthread_mutex_lock(&r->lock);
     int closed = r->closed;
     if (!closed) {

@@ -20,6 +20,7 @@ int ppk__sbuf_init(ppk__sbuf *sb, ppk__mem *mem, size_t max_string_len, size_t m
     sb->max_frames = max_frames;
     sb->max_labels = max_labels;
     sb->n_types = n_types;
+    sb->max_bytes = SIZE_MAX;
     sb->frames = ppk__mem_alloc_array(mem, sb->max_frames, sizeof *sb->frames);
     sb->labels = ppk__mem_alloc_array(mem, sb->max_labels, sizeof *sb->labels);
     if (!sb->frames || !sb->labels) {
@@ -58,6 +59,9 @@ void ppk__sbuf_clear(ppk__sbuf *sb, size_t keep_bytes) {
 
 static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
 
+/* reserve(): the record would pass max_bytes. */
+#define FULL 1
+
 /* Bytes a string may take once fitted: a repair can triple it, the cut bounds it. */
 static size_t bound(const ppk__sbuf *sb, ppk_str s) {
     return s.len > sb->third ? sb->max_string_len : 3 * s.len;
@@ -68,8 +72,10 @@ static int reserve(ppk__sbuf *sb, size_t n, size_t *off) {
     size_t start = (sb->len + 7) & ~(size_t)7;
     if (n > SIZE_MAX / 4 - start) return PPK_ENOMEM;
     if (start + n > sb->cap) {
+        if (start + n > sb->max_bytes) return FULL;
         size_t cap = sb->cap ? sb->cap : 1024;
         while (cap < start + n) cap *= 2;
+        if (cap > sb->max_bytes) cap = sb->max_bytes;
         uint8_t *b = ppk__mem_resize(sb->mem, sb->buf, sb->cap, sb->len, cap, 1);
         if (!b) return PPK_ENOMEM;
         sb->buf = b;
@@ -137,13 +143,20 @@ static int over_limit(ppk__sbuf *sb) {
     return 1;
 }
 
+/* A frame that does not fit in max_bytes is omitted like one past max_frames: it and
+ * the ones after it become the "<N frames omitted>" frame. */
+static int scratch_full(ppk__sbuf *sb) {
+    sb->omitted++;
+    return 0;
+}
+
 int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
                                 uint64_t address, int64_t line) {
     if (!str_ok(name) || !str_ok(filename)) return PPK_ENULL;
     if (over_limit(sb)) return 0;
     size_t off;
-    if (reserve(sb, sizeof(ppk__frec) + bound(sb, name) + bound(sb, filename), &off))
-        return PPK_ENOMEM;
+    int rc = reserve(sb, sizeof(ppk__frec) + bound(sb, name) + bound(sb, filename), &off);
+    if (rc) return rc == FULL ? scratch_full(sb) : rc;
     uint8_t *rec = sb->buf + off, *p = rec + sizeof(ppk__frec);
     ppk__frec h;
     h.line = line;
@@ -174,7 +187,8 @@ int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
                bound(sb, f->system_name) + bound(sb, f->filename);
     if (m) n += sizeof(ppk__mrec) + bound(sb, m->filename) + bound(sb, m->build_id);
     size_t off;
-    if (reserve(sb, n, &off)) return PPK_ENOMEM;
+    int rc = reserve(sb, n, &off);
+    if (rc) return rc == FULL ? scratch_full(sb) : rc;
 
     uint8_t *rec = sb->buf + off;
     uint8_t *p = rec + sizeof(ppk__frec) + sizeof(ppk__frec_ext) + (m ? sizeof(ppk__mrec) : 0);
@@ -225,7 +239,7 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
     size_t off;
     if (reserve(sb, sizeof(ppk__lrec) + bound(sb, l->key) + bound(sb, value), &off))
-        return PPK_ENOMEM;
+        return PPK_ENOMEM; /* out of memory, or of the builder's max_bytes */
     uint64_t repaired = sb->utf8_repaired, truncated = sb->truncated;
     uint8_t *rec = sb->buf + off;
     ppk__lrec h;

@@ -61,6 +61,7 @@ typedef struct ppk__sbuf {
     ppk__mem *mem;
     size_t max_string_len, max_frames, max_labels, n_types;
     size_t third;     /* max_string_len / 3: longer strings may fill max_string_len */
+    size_t max_bytes; /* of `buf` (SIZE_MAX unless set after init) */
     uint8_t *buf;
     size_t len, cap;
     ppk__rec *frames; /* max_frames */

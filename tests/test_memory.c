@@ -250,11 +250,60 @@ static void test_recorder_counts_degradations(void) {
     ppk_recorder_free(r);
 }
 
+/* A builder never holds more than builder_max_bytes: frames that do not fit are
+ * counted in "<N frames omitted>", a label that does not fit is refused. */
+static void test_builder_scratch_limit(void) {
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    cfg.profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.profile.n_sample_types = 1;
+    cfg.builder_keep_bytes = 4096;
+    cfg.builder_max_bytes = 8192;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    char name[1000];
+    memset(name, 'n', sizeof name);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    for (int i = 0; i < 20; i++) { /* 20 KB of names */
+        name[0] = (char)('a' + i);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){name, sizeof name}, PPK_STR("f.py"), 0,
+                                           i),
+                     0);
+    }
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("big"), (ppk_str){name, sizeof name}),
+                 PPK_ENOMEM);
+    /* What still fits is taken. */
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("small"), PPK_STR("ok")), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 7), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    ppk_export e;
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    pr_profile pp;
+    if (pr_parse(e.data.data, e.data.len, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        size_t n = pp.samples[0].nloc;
+        CHECK(n >= 2 && n < 20);
+        const pr_function *root = pr_frame_fn(&pp, &pp.samples[0], n - 1);
+        char want[64];
+        snprintf(want, sizeof want, "<%zu frames omitted>", 20 - (n - 1));
+        CHECK(root && pr_streq(pr_string(&pp, root->name), want));
+        CHECK_EQ_INT(pp.samples[0].val[0], 7);
+        CHECK(pr_streq(pr_label_str(&pp, &pp.samples[0], "small"), "ok"));
+        pr_free(&pp);
+    }
+    ppk_export_free(&e);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
 int main(void) {
     RUN(test_unique_strings_past_the_limit);
     RUN(test_unique_stacks_past_the_limit);
     RUN(test_no_limit);
     RUN(test_limit_is_validated);
     RUN(test_recorder_counts_degradations);
+    RUN(test_builder_scratch_limit);
     return check_summary();
 }

@@ -972,6 +972,7 @@ static void test_stats_degradations(void) {
     ppk_recorder_config cfg;
     config(&cfg, PPK_CODEC_NONE);
     cfg.profile.max_string_len = 1u << 20;
+    cfg.builder_max_bytes = 4u << 20; /* room for the 512 KiB string below */
     cfg.profile.max_frames = 4;
     cfg.profile.allocator = (ppk_allocator){fa_alloc, fa_free, &fa};
     ppk_recorder *r = NULL;
