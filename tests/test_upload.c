@@ -656,13 +656,24 @@ static void test_pyroscope_refuses_zstd(void) {
 /* An upload is in flight (the server holds its answer 5 s) when the process forks: it is
  * aborted before fork and sent again by the parent; the child sends its own export with
  * its own thread. The receiver sees three valid requests from two processes. */
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer's runtime refuses a thread started in the child of a multi-threaded
+ * fork on the stack glibc hands back from a parent's thread ("dup thread with used id"),
+ * as test_fork.c explains: under it the child only checks that it starts empty, and does
+ * not start its uploader. The parent's half (abort before fork, send again) still runs. */
+#define CHILD_UPLOADS 0
+#define FORK_EXPECT_TAIL "\"count\":2,\"delay_first\":5,\"distinct_pids\":1}"
+#else
+#define CHILD_UPLOADS 1
+#define FORK_EXPECT_TAIL "\"count\":3,\"delay_first\":5,\"distinct_pids\":2}"
+#endif
+
 static void test_fork_in_flight(void) {
     rx x;
     const char *expect =
         "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
         "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"forky\"},"
-        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":3,\"delay_first\":5,"
-        "\"distinct_pids\":2}";
+        "\"sample_types\":" TYPES ",\"totals\":[60,3]," FORK_EXPECT_TAIL;
     CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
     if (!x.pid) return;
     char url[64];
@@ -688,6 +699,7 @@ static void test_fork_in_flight(void) {
         ppk_upload_stats st;
         ppk_sink_upload_stats(&s, &st);
         ok &= st.queued == 0 && st.queue_len == 0; /* the parent's work stayed there */
+        if (!CHILD_UPLOADS) _exit(ok ? 0 : 1);
         record(r);
         ok &= ppk_recorder_export(r, NULL) == 0;
         ok &= ppk_sink_upload_flush(&s, 20000) == 0;
