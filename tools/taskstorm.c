@@ -23,6 +23,10 @@
  *
  * Usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M] [--out DIR]
  *                  [--unique-tasks|--steady-tasks] [--codec gzip|zstd|none]
+ *                  [--agent-url URL] [--pyroscope-url URL]
+ * --agent-url also sends each export to a Datadog agent (http://host:port or
+ * unix:///path; DD_SERVICE, DD_ENV, DD_TAGS... apply), --pyroscope-url to a Pyroscope
+ * server (application "taskstorm"); their upload counters go to stderr at the end.
  * Open a result with: go tool pprof -top OUT/taskstorm.PID.SEQ.pb.gz
  */
 #define _GNU_SOURCE /* gettid() */
@@ -52,7 +56,8 @@ static struct {
     const char *out;
     int unique;
     ppk_codec codec;
-} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP};
+    const char *agent_url, *pyroscope_url;
+} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL};
 
 static struct w1 w;                 /* read-only once built: shared by the threads */
 static atomic_uint_fast64_t task_counter;
@@ -188,7 +193,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M]\n"
             "                 [--out DIR] [--unique-tasks|--steady-tasks]\n"
-            "                 [--codec gzip|zstd|none]\n"
+            "                 [--codec gzip|zstd|none] [--agent-url URL] [--pyroscope-url URL]\n"
             "  --rate HZ: samples per second per thread, 0 = as fast as possible\n"
             "Defaults: --threads 4 --seconds 10 --rate 1000 --export-ms 1000 "
             "--out taskstorm-out --unique-tasks --codec gzip\n");
@@ -270,6 +275,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--out") && v) {
             opt.out = v;
             i++;
+        } else if (!strcmp(a, "--agent-url") && v) {
+            opt.agent_url = v;
+            i++;
+        } else if (!strcmp(a, "--pyroscope-url") && v) {
+            opt.pyroscope_url = v;
+            i++;
         } else if (!strcmp(a, "--codec") && v) {
             if (!strcmp(v, "gzip")) opt.codec = PPK_CODEC_GZIP;
             else if (!strcmp(v, "zstd")) opt.codec = PPK_CODEC_ZSTD;
@@ -317,6 +328,31 @@ int main(int argc, char **argv) {
     int rc = ppk_recorder_create(&cfg, &r);
     ppk_sink report = {report_write, NULL, NULL};
     if (rc == 0) rc = ppk_recorder_add_sink(r, &report);
+    ppk_sink up[2];
+    const char *up_name[2];
+    int n_up = 0;
+    char uerr[256] = "";
+    if (rc == 0 && opt.agent_url) {
+        ppk_datadog_config dc;
+        ppk_datadog_config_init(&dc);
+        rc = ppk_datadog_config_from_env(&dc, uerr, sizeof uerr);
+        dc.agent_url = ppk_cstr(opt.agent_url);
+        if (!dc.service.len) dc.service = PPK_STR("taskstorm");
+        if (rc == 0) rc = ppk_sink_datadog(&dc, &up[n_up], uerr, sizeof uerr);
+        if (rc == 0) rc = ppk_recorder_add_sink(r, &up[n_up]);
+        up_name[n_up++] = "datadog";
+    }
+    if (rc == 0 && opt.pyroscope_url) {
+        ppk_pyroscope_config pc;
+        ppk_pyroscope_config_init(&pc);
+        pc.server_address = ppk_cstr(opt.pyroscope_url);
+        pc.application_name = PPK_STR("taskstorm");
+        pc.sample_rate = opt.rate > 0 ? (int64_t)opt.rate : 100;
+        rc = ppk_sink_pyroscope(&pc, &up[n_up], uerr, sizeof uerr);
+        if (rc == 0) rc = ppk_recorder_add_sink(r, &up[n_up]);
+        up_name[n_up++] = "pyroscope";
+    }
+    if (uerr[0]) fprintf(stderr, "taskstorm: upload sink: %s\n", uerr);
     if (rc != 0) {
         fprintf(stderr, "taskstorm: creating the recorder: %s\n", ppk_strerror(rc));
         ppk_recorder_free(r);
@@ -369,6 +405,17 @@ int main(int argc, char **argv) {
     ppk_recorder_stats st;
     ppk_recorder_stats_get(r, &st);
     long rss_end = proc_status_kb("VmRSS");
+    for (int i = 0; i < n_up; i++) {
+        ppk_upload_stats us;
+        ppk_sink_upload_flush(&up[i], 5000);
+        ppk_sink_upload_stats(&up[i], &us);
+        fprintf(stderr,
+                "taskstorm: %s uploads: %" PRIu64 " queued, %" PRIu64 " sent (%" PRIu64
+                " bytes), %" PRIu64 " retries, dropped %" PRIu64 " queue full, %" PRIu64
+                " failed; last HTTP status %d\n",
+                up_name[i], us.queued, us.sent, us.bytes_sent, us.retries,
+                us.dropped_queue_full, us.dropped_failed, us.last_http_status);
+    }
     ppk_recorder_free(r);
     long rss_peak = proc_status_kb("VmHWM");
     if (rss_peak < rss_end) rss_peak = rss_end; /* the kernel updates VmHWM lazily */
