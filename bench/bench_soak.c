@@ -8,8 +8,10 @@
  * the bytes thrown away. RSS is read from /proc/self/status after each export. With a
  * memory limit below what a window would need, every window degrades (counted), so the
  * run shows both that memory stays flat and that the limit holds.
+ * With --burst W, window W gets ten times the samples: RSS right after it and ten
+ * windows later show memory that grew for the burst going back.
  * Nothing is asserted. Usage: bench_soak [--windows N] [--window SAMPLES]
- *                                        [--memory-limit BYTES]
+ *                                        [--memory-limit BYTES] [--burst W]
  */
 #include <pprofkit.h>
 
@@ -38,18 +40,20 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
-    long windows = 1000, window = 10000;
+    long windows = 1000, window = 10000, burst = 0;
     size_t limit = 4u << 20;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--windows") && i + 1 < argc)
             windows = atol(argv[++i]);
         else if (!strcmp(argv[i], "--window") && i + 1 < argc)
             window = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--burst") && i + 1 < argc)
+            burst = atol(argv[++i]);
         else if (!strcmp(argv[i], "--memory-limit") && i + 1 < argc)
             limit = (size_t)strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: bench_soak [--windows N] [--window SAMPLES] "
-                            "[--memory-limit BYTES]\n");
+                            "[--memory-limit BYTES] [--burst W]\n");
             return 2;
         }
     }
@@ -70,11 +74,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     long rss_start = rss_kb(), rss10 = -1, rss100 = -1, rss_last = -1, rss_max = 0;
+    long rss_before_burst = -1, rss_burst = -1, rss_after_burst = -1;
     uint64_t peak = 0, bytes_last = 0;
     double t0 = now_s();
-    printf("window  rss_kb  window_bytes_peak  strings_dropped  samples_overflowed\n");
+    printf("window  rss_kb  window_bytes  strings_dropped  samples_overflowed\n");
     for (long win = 1; win <= windows; win++) {
-        for (long k = 0; k < window; k++) {
+        long n = win == burst ? 10 * window : window;
+        for (long k = 0; k < n; k++) {
             if (w.k >= W1_SAMPLES) w1_rewind(&w); /* task names repeat only after 1M */
             const ppk_sample_data *d = w1_next(&w, W1_STORM, &ws);
             rc = ppk_sample_start(s);
@@ -104,10 +110,14 @@ int main(int argc, char **argv) {
         if (rss > rss_max) rss_max = rss;
         if (win == 10) rss10 = rss;
         if (win == 100) rss100 = rss;
+        if (win == burst - 1) rss_before_burst = rss;
+        if (win == burst) rss_burst = rss;
+        if (win == burst + 10) rss_after_burst = rss;
         rss_last = rss;
-        if (win == 1 || win == 10 || win == 100 || win % 100 == 0 || win == windows)
-            printf("%6ld  %6ld  %17llu  %15llu  %18llu\n", win, rss,
-                   (unsigned long long)e.stats.memory_peak_bytes,
+        if (win == 1 || win == 10 || win == 100 || win % 100 == 0 || win == windows ||
+            (burst && win >= burst - 1 && win <= burst + 10))
+            printf("%6ld  %6ld  %12llu  %15llu  %18llu\n", win, rss,
+                   (unsigned long long)e.stats.memory_bytes,
                    (unsigned long long)e.stats.strings_dropped,
                    (unsigned long long)e.stats.samples_overflowed);
         ppk_export_free(&e);
@@ -118,11 +128,13 @@ int main(int argc, char **argv) {
            "\"window_bytes_peak\": %llu, \"rss_kb_start\": %ld, \"rss_kb_10\": %ld, "
            "\"rss_kb_100\": %ld, \"rss_kb_last\": %ld, \"rss_kb_max\": %ld, "
            "\"last_window_bytes\": %llu, \"samples_exported\": %llu, \"strings_dropped\": %llu, "
-           "\"samples_overflowed\": %llu, \"seconds\": %.1f}\n",
+           "\"samples_overflowed\": %llu, \"rss_kb_before_burst\": %ld, \"rss_kb_burst\": %ld, "
+           "\"rss_kb_after_burst\": %ld, \"seconds\": %.1f}\n",
            windows, window, limit, (unsigned long long)peak, rss_start, rss10, rss100,
            rss_last, rss_max, (unsigned long long)bytes_last,
            (unsigned long long)st.samples_exported, (unsigned long long)st.strings_dropped,
-           (unsigned long long)st.samples_overflowed, now_s() - t0);
+           (unsigned long long)st.samples_overflowed, rss_before_burst, rss_burst,
+           rss_after_burst, now_s() - t0);
     ppk_sample_free(s);
     ppk_recorder_free(r);
     w1_free(&w);

@@ -27,6 +27,16 @@ int ppk__pb_reserve(ppk__pb *pb, size_t n) {
     return 0;
 }
 
+void ppk__pb_shrink(ppk__pb *pb, size_t used) {
+    size_t want = used < 4096 ? 4096 : 2 * used;
+    if (pb->cap <= 2 * want) return;
+    ppk__pb_destroy(pb);
+    uint8_t *b = ppk__mem_alloc(pb->mem, want);
+    if (!b) return;
+    pb->buf = b;
+    pb->cap = want;
+}
+
 void ppk__pb_end(ppk__pb *pb, size_t start) {
     size_t body = pb->len - start;
     if (body < 0x80) {

@@ -35,6 +35,8 @@ void ppk__pb_init(ppk__pb *pb, ppk__mem *mem);
 void ppk__pb_destroy(ppk__pb *pb);
 /* Room for `n` more bytes. 0 or PPK_ENOMEM. */
 int ppk__pb_reserve(ppk__pb *pb, size_t n);
+/* Gives back a buffer over four times larger than `used` bytes needed (a burst). */
+void ppk__pb_shrink(ppk__pb *pb, size_t used);
 /* Closes the nested message opened at `start` (what ppk__pb_begin returned). */
 void ppk__pb_end(ppk__pb *pb, size_t start);
 

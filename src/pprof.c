@@ -361,5 +361,6 @@ int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt, ppk_bytes 
     if (rc) return rc;
     rc = encode_pb(p, start, end);
     if (rc) return rc;
+    p->pb_used = p->pb.len;
     return ppk__compress(&p->mem.a, o.codec, o.level, p->pb.buf, p->pb.len, out);
 }

@@ -279,6 +279,8 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
     shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
            p->n_types * sizeof(int64_t));
+    ppk__pb_shrink(&p->pb, p->pb_used);
+    p->pb_used = 0;
     p->mem.limited = 0;
     ppk__strtab_clear(&p->strings);
     intern_fixed(p);

@@ -145,6 +145,7 @@ struct ppk_profile {
      * ppk_profile_add's sample, which are scratch, not the window's content. */
     ppk__mem aux;
     ppk__pb pb;               /* the encoder's buffer, reused */
+    size_t pb_used;           /* what the window's last encode needed of it */
     ppk__sbuf *sbuf;          /* ppk_profile_add's sample, made on first use */
 };
 
