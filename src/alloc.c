@@ -31,6 +31,7 @@ static void *libc_alloc(void *opaque, size_t size) {
 
 static void libc_free(void *opaque, void *ptr, size_t size) {
     (void)opaque;
+    (void)size;
 #ifndef PPK_PLAIN_MALLOC
     if (size >= MMAP_MIN) {
         munmap(ptr, size);
