@@ -23,7 +23,8 @@
  *
  * Usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M] [--out DIR]
  *                  [--unique-tasks|--steady-tasks] [--codec gzip|zstd|none]
- *                  [--agent-url URL] [--pyroscope-url URL]
+ *                  [--agent-url URL] [--pyroscope-url URL] [--memory-limit BYTES]
+ * --memory-limit sets each window's memory budget (see docs/memory.md).
  * --agent-url also sends each export to a Datadog agent (http://host:port or
  * unix:///path; DD_SERVICE, DD_ENV, DD_TAGS... apply), --pyroscope-url to a Pyroscope
  * server (application "taskstorm"); their upload counters go to stderr at the end.
@@ -57,7 +58,8 @@ static struct {
     int unique;
     ppk_codec codec;
     const char *agent_url, *pyroscope_url;
-} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL};
+    double memory_limit; /* bytes; 0: the library's default */
+} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, 0};
 
 static struct w1 w;                 /* read-only once built: shared by the threads */
 static atomic_uint_fast64_t task_counter;
@@ -194,6 +196,7 @@ static void usage(FILE *f) {
             "usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M]\n"
             "                 [--out DIR] [--unique-tasks|--steady-tasks]\n"
             "                 [--codec gzip|zstd|none] [--agent-url URL] [--pyroscope-url URL]\n"
+            "                 [--memory-limit BYTES]\n"
             "  --rate HZ: samples per second per thread, 0 = as fast as possible\n"
             "Defaults: --threads 4 --seconds 10 --rate 1000 --export-ms 1000 "
             "--out taskstorm-out --unique-tasks --codec gzip\n");
@@ -275,6 +278,10 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--out") && v) {
             opt.out = v;
             i++;
+        } else if (!strcmp(a, "--memory-limit") && v) {
+            if (parse_double(v, 65536, 1e15, &x) || x != (double)(uint64_t)x) goto bad;
+            opt.memory_limit = x;
+            i++;
         } else if (!strcmp(a, "--agent-url") && v) {
             opt.agent_url = v;
             i++;
@@ -318,6 +325,7 @@ int main(int argc, char **argv) {
     cfg.profile.period_type = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
     cfg.profile.period = opt.rate > 0 ? (int64_t)(1e9 / opt.rate) : 1;
     cfg.codec = opt.codec;
+    if (opt.memory_limit > 0) cfg.profile.memory_limit = (size_t)opt.memory_limit;
     cfg.export_period_ms = opt.export_ms;
     cfg.out_dir = ppk_cstr(opt.out);
     cfg.name = PPK_STR("taskstorm");
@@ -477,7 +485,12 @@ int main(int argc, char **argv) {
            ", \"strings_truncated\": %" PRIu64 ", \"stacks_truncated\": %" PRIu64
            ", \"values_saturated\": %" PRIu64 ", \"samples_dropped_nomem\": %" PRIu64
            ", \"samples_dropped_closed\": %" PRIu64 ", \"samples_lost_export\": %" PRIu64
-           ", \"export_failures\": %" PRIu64 ", \"sink_failures\": %" PRIu64 "}"
+           ", \"export_failures\": %" PRIu64 ", \"sink_failures\": %" PRIu64
+           ", \"strings_dropped\": %" PRIu64 ", \"labels_dropped\": %" PRIu64
+           ", \"label_sets_dropped\": %" PRIu64 ", \"stacks_dropped\": %" PRIu64
+           ", \"samples_overflowed\": %" PRIu64 ", \"timestamps_dropped\": %" PRIu64
+           ", \"endpoints_dropped\": %" PRIu64 "}"
+           ", \"memory_limit\": %" PRIu64
            ", \"window_bytes_max\": %" PRIu64 ", \"window_bytes_peak\": %" PRIu64
            ", \"export_ms_max\": %.3f, \"export_ms_total\": %.3f"
            ", \"rss_kb_start\": %ld, \"rss_kb_end\": %ld, \"rss_kb_peak\": %ld"
@@ -486,7 +499,10 @@ int main(int argc, char **argv) {
            st.samples_exported, flushed, refused, st.windows_exported, rep.exports, files,
            rep.bytes, st.strings_utf8_repaired, st.strings_truncated, st.stacks_truncated,
            st.values_saturated, st.samples_dropped_nomem, st.samples_dropped_closed,
-           st.samples_lost_export, st.export_failures, st.sink_failures, rep.window_bytes_max,
+           st.samples_lost_export, st.export_failures, st.sink_failures, st.strings_dropped,
+           st.labels_dropped, st.label_sets_dropped, st.stacks_dropped, st.samples_overflowed,
+           st.timestamps_dropped, st.endpoints_dropped, (uint64_t)cfg.profile.memory_limit,
+           rep.window_bytes_max,
            st.window_bytes_peak, st.export_ms_max, st.export_ms_total, rss_start, rss_end,
            rss_peak, (long)getpid(), out_json, status ? "false" : "true");
     pthread_mutex_unlock(&rep.mu);
