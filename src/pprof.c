@@ -292,8 +292,7 @@ static int strings(enc *e, const comments *c) {
     return 0;
 }
 
-static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
-    ppk__pb *pb = &p->pb;
+static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_ns) {
     pb->len = 0;
     enc e = {p, pb, NULL, PPK_DICT_NONE, NULL};
     int64_t scaled[PPK_MAX_SAMPLE_TYPES];
@@ -346,7 +345,8 @@ static int encode_pb(ppk_profile *p, int64_t start_ns, int64_t end_ns) {
     return rc;
 }
 
-int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt, ppk_bytes *out) {
+int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_options *opt,
+                             ppk_bytes *out) {
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
     if (!p) return PPK_EINVAL;
@@ -359,8 +359,13 @@ int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt, ppk_bytes 
     if (end < start) end = start;
     int rc = ppk__compress_check(o.codec, o.level);
     if (rc) return rc;
-    rc = encode_pb(p, start, end);
+    rc = encode_pb(p, pb, start, end);
     if (rc) return rc;
-    p->pb_used = p->pb.len;
-    return ppk__compress(&p->mem.a, o.codec, o.level, p->pb.buf, p->pb.len, out);
+    return ppk__compress(&p->mem.a, o.codec, o.level, pb->buf, pb->len, out);
+}
+
+int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt, ppk_bytes *out) {
+    int rc = ppk__profile_encode_with(p, p ? &p->pb : NULL, opt, out);
+    if (p) p->pb_used = p->pb.len;
+    return rc;
 }

@@ -170,6 +170,11 @@ static inline int64_t ppk__sat_add(int64_t a, int64_t b, uint64_t *saturated) {
     return b > 0 ? INT64_MAX : INT64_MIN;
 }
 
+/* ppk_profile_encode with the protobuf built in `pb` (the recorder shares one between
+ * its windows, since its exports are serialized). */
+int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_options *opt,
+                             ppk_bytes *out);
+
 /* Adds the sample built in `sb` (see ppk_profile_add, whose checks the pushes made).
  * On PPK_ENOMEM the window is as it was; over budget, detail degrades (insert.c). */
 int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb);

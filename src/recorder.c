@@ -111,6 +111,8 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     r->period_ms = cfg->export_period_ms;
     r->builder_keep_bytes = cfg->builder_keep_bytes;
     r->builder_max_bytes = cfg->builder_max_bytes;
+    ppk__mem_init(&r->enc_mem, &cfg->profile.allocator);
+    ppk__pb_init(&r->pb, &r->enc_mem);
     if ((rc = ppk_profile_create(&cfg->profile, &r->active)) ||
         (rc = ppk_profile_create(&cfg->profile, &r->spare))) {
         ppk_profile_free(r->active);
@@ -221,7 +223,9 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ppk_encode_options o = {r->codec, r->level, e.start_ns, e.end_ns};
-    int rc = ppk_profile_encode(w, &o, &e.data);
+    int rc = ppk__profile_encode_with(w, &r->pb, &o, &e.data);
+    /* A buffer that grew for a burst shrinks back after an ordinary window. */
+    ppk__pb_shrink(&r->pb, r->pb.len);
     e.encode_ms = ms_since(&t0);
     size_t sink_failures = 0;
     e.window = w;
@@ -417,6 +421,7 @@ void ppk_recorder_free(ppk_recorder *r) {
         if (r->sinks[i].destroy) r->sinks[i].destroy(r->sinks[i].opaque);
     ppk_profile_free(r->active);
     ppk_profile_free(r->spare);
+    ppk__pb_destroy(&r->pb);
     pthread_cond_destroy(&r->wake);
     pthread_cond_destroy(&r->export_done);
     pthread_mutex_destroy(&r->lock);

@@ -30,6 +30,8 @@ struct ppk_recorder {
     ppk__mem mem;              /* the recorder's own small allocations, under lock */
     ppk_profile *active;
     ppk_profile *spare;        /* NULL while an export holds it */
+    ppk__mem enc_mem;          /* the encoder's buffer, one for both windows: the */
+    ppk__pb pb;                /* exporting thread's (exports are serialized) */
     int exporting;             /* an export is between its swap and its hand-back */
     pthread_cond_t export_done;
     int closed;
