@@ -155,7 +155,8 @@ typedef struct ppk_profile_config {
      * strings become "[pprofkit: memory limit]", new stacks the one frame of that name,
      * new samples add their values to one overflow sample; each counted by reason, in
      * the statistics and as comments of the encoded profile. SIZE_MAX: no limit.
-     * chunk_size (default 256 KiB): the arena's unit of allocation.
+     * chunk_size (default 256 KiB; 4 KiB to 1 GiB, and at most memory_limit / 4): the
+     * arena's unit of allocation.
      * keep_bytes (default 8 MiB): chunk memory a reset keeps for the next window; the
      * rest goes back to the operating system, as do hash tables and arrays that had
      * grown to over four times what the last window needed. Touching fresh pages costs
@@ -432,7 +433,8 @@ PPK_API void ppk_export_free(ppk_export *e);
  * recorder's lock held, so a slow sink delays the next export but never a flush. It
  * must not keep `e` or its bytes after returning (copy them). It returns 0 or a negative
  * code; failures are counted in the statistics. destroy (may be NULL) is called once,
- * when the recorder is freed.
+ * when the recorder is freed. A sink must not call back into its recorder (an export
+ * from write() waits for itself forever), and must not fork() without exec.
  */
 typedef struct ppk_sink {
     int (*write)(void *opaque, const ppk_export *e);
@@ -494,8 +496,10 @@ PPK_API int ppk_recorder_add_sink(ppk_recorder *r, const ppk_sink *sink);
  * the sinks are not called; with out NULL, it is handed to every sink. Exports are
  * serialized: a second caller waits for the first. Thread safe; blocks for the encode
  * (and the sinks).
- * @return 0, PPK_EINVAL, PPK_ENOMEM (the window's samples are then lost, and counted),
- *         PPK_ECOMPRESS, PPK_ECLOSED.
+ * @return 0, PPK_EINVAL, PPK_ECLOSED; PPK_ENOMEM or PPK_ECOMPRESS when encoding failed
+ * (the window's samples are then lost, and counted in samples_lost_export), or PPK_ENOMEM
+ * when no fresh window could be made after a fork (the samples stay in the active
+ * window for the next export).
  */
 PPK_API int ppk_recorder_export(ppk_recorder *r, ppk_export *out);
 
@@ -505,7 +509,9 @@ PPK_API int ppk_recorder_export(ppk_recorder *r, ppk_export *out);
 PPK_API int ppk_recorder_start(ppk_recorder *r);
 
 /* Stops the background exporter: it exports the last window, then the thread is joined.
- * Blocks for that export. Stopping a stopped recorder does nothing. Thread safe. */
+ * Blocks for that export. Stopping a stopped recorder does nothing (nor waits). Thread
+ * safe. A recorder without sinks exports its windows to nowhere (they are counted as
+ * exported): use ppk_recorder_export(r, &e) to get them instead. */
 PPK_API void ppk_recorder_stop(ppk_recorder *r);
 
 /* Registers an endpoint in the active window (see ppk_profile_set_endpoint), or adds

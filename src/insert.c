@@ -247,11 +247,8 @@ static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id)
 /* Keeps a timestamped sample on its own: 0, LIMIT or PPK_ENOMEM. */
 static int keep_timestamped(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack, uint32_t set) {
     size_t nt = p->n_types;
-    if (!p->end_ts_key) {
-        if (ppk__dict_reserve(&p->strings.d, 1)) return why(p);
-        p->end_ts_key =
-            ppk__strtab_intern_stable(&p->strings, END_TS_KEY, sizeof END_TS_KEY - 1);
-    }
+    if (!p->end_ts_key && ppk__profile_key(p, END_TS_KEY, sizeof END_TS_KEY - 1, &p->end_ts_key))
+        return PPK_ENOMEM;
     void *ts = p->ts, *tv = p->ts_values;
     int fail = ppk__grow(&p->mem, &ts, &p->ts_cap, p->ts_n, p->ts_n + 1, sizeof *p->ts);
     p->ts = ts;

@@ -37,6 +37,7 @@ static const char ENDPOINT_KEY[] = "trace endpoint";
 #define MAX_FRAMES_LIMIT ((size_t)1 << 16)
 #define MAX_LABELS_LIMIT ((size_t)1024)
 #define MIN_MEMORY_LIMIT ((size_t)64 * 1024)
+#define MAX_CHUNK_SIZE ((size_t)1 << 30)
 
 void ppk_profile_config_init(ppk_profile_config *cfg) {
     if (!cfg) return;
@@ -67,21 +68,36 @@ static int cfg_str_check(ppk_str s, size_t max_len) {
     return 0;
 }
 
-/* Interns the strings every window starts with, in a fixed order. The table has room
- * for them from create on, so this cannot fail. */
-static void intern_fixed(ppk_profile *p) {
+/* Interns the strings every window starts with, in a fixed order: stable strings (no
+ * arena), past the budget if need be. The string table has room for them from create
+ * on and never shrinks below it, so after a reset this cannot fail. Returns 0, or
+ * PPK_ENOMEM at create. */
+static int intern_fixed(ppk_profile *p) {
+    ppk__strtab *st = &p->strings;
+    p->mem.over_ok = 1;
+    uint32_t bad = 0;
     for (size_t i = 0; i < p->n_types; i++) {
-        p->type_ids[i] = ppk__strtab_intern_stable(&p->strings, p->cfg.sample_types[i].type.ptr,
-                                                   p->cfg.sample_types[i].type.len);
-        p->unit_ids[i] = ppk__strtab_intern_stable(&p->strings, p->cfg.sample_types[i].unit.ptr,
-                                                   p->cfg.sample_types[i].unit.len);
+        const ppk_value_type *t = &p->cfg.sample_types[i];
+        bad |= (p->type_ids[i] = ppk__strtab_intern_stable(st, t->type.ptr, t->type.len)) ==
+               PPK_DICT_NONE;
+        bad |= (p->unit_ids[i] = ppk__strtab_intern_stable(st, t->unit.ptr, t->unit.len)) ==
+               PPK_DICT_NONE;
     }
-    p->period_type_id = ppk__strtab_intern_stable(&p->strings, p->cfg.period_type.type.ptr,
-                                                  p->cfg.period_type.type.len);
-    p->period_unit_id = ppk__strtab_intern_stable(&p->strings, p->cfg.period_type.unit.ptr,
-                                                  p->cfg.period_type.unit.len);
-    assert(p->period_unit_id != PPK_DICT_NONE);
+    const ppk_value_type *pt = &p->cfg.period_type;
+    bad |= (p->period_type_id = ppk__strtab_intern_stable(st, pt->type.ptr, pt->type.len)) ==
+           PPK_DICT_NONE;
+    bad |= (p->period_unit_id = ppk__strtab_intern_stable(st, pt->unit.ptr, pt->unit.len)) ==
+           PPK_DICT_NONE;
+    p->mem.over_ok = 0;
     p->placeholder = p->empty_set = p->overflow_stack = p->overflow_sample = PPK_DICT_NONE;
+    return bad ? PPK_ENOMEM : 0;
+}
+
+int ppk__profile_key(ppk_profile *p, const char *key, size_t len, uint32_t *id) {
+    p->mem.over_ok = 1;
+    *id = ppk__strtab_intern_stable(&p->strings, key, len);
+    p->mem.over_ok = 0;
+    return *id == PPK_DICT_NONE ? PPK_ENOMEM : 0;
 }
 
 /* Copies `s` into the config text at *pos. */
@@ -100,7 +116,8 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     if (cfg->max_string_len < 4 || cfg->max_string_len > MAX_STRING_LIMIT ||
         cfg->max_frames < 2 || cfg->max_frames > MAX_FRAMES_LIMIT || cfg->max_labels < 1 ||
         cfg->max_labels > MAX_LABELS_LIMIT || cfg->period < 0 ||
-        cfg->memory_limit < MIN_MEMORY_LIMIT ||
+        cfg->memory_limit < MIN_MEMORY_LIMIT || cfg->chunk_size < 4096 ||
+        cfg->chunk_size > MAX_CHUNK_SIZE || cfg->memory_limit / 4 < cfg->chunk_size ||
         (cfg->allocator.alloc == NULL) != (cfg->allocator.free == NULL))
         return PPK_EINVAL;
     size_t text = 0;
@@ -138,7 +155,7 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     p->label_buf = ppk__mem_alloc_array(&p->mem, p->max_labels, sizeof(uint32_t));
     if (!p->cfg_text || !p->stack_buf || !p->label_buf ||
         ppk__strtab_init(&p->strings, &p->mem, &p->arena, cfg->max_string_len) != 0 ||
-        ppk__dict_reserve(&p->strings.d, 2 * p->n_types + 3) != 0) {
+        ppk__dict_reserve(&p->strings.d, 2 * p->n_types + 3 + PPK_DICT_HEADROOM) != 0) {
         int limited = p->mem.limited;
         ppk_profile_free(p);
         return limited ? PPK_EINVAL : PPK_ENOMEM; /* a limit below the fixed part */
@@ -150,7 +167,13 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     }
     p->cfg.period_type.type = cfg_copy(p, &pos, cfg->period_type.type);
     p->cfg.period_type.unit = cfg_copy(p, &pos, cfg->period_type.unit);
-    intern_fixed(p);
+    /* Only the configured types: nothing may point into the caller's config. */
+    for (size_t i = p->n_types; i < PPK_MAX_SAMPLE_TYPES; i++)
+        memset(&p->cfg.sample_types[i], 0, sizeof p->cfg.sample_types[i]);
+    if (intern_fixed(p)) {
+        ppk_profile_free(p);
+        return PPK_ENOMEM;
+    }
     p->start_ns = ppk_now_ns();
     *out = p;
     return 0;
@@ -271,6 +294,7 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
      * arrays that grew for a burst shrink back (G4), each within the budget or not now. */
     ppk__arena_reset(&p->arena);
     size_t samples = p->samples.n, frames = p->frame_recs.n, labels = p->label_recs.n;
+    size_t endpoints = p->endpoints.n, counts = p->endpoint_names.n;
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
     ppk__dict_shrink(&p->strings.d);
     shrink(&p->mem, (void **)&p->values, &p->values_cap, samples, p->n_types * sizeof(int64_t));
@@ -279,11 +303,17 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
     shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
            p->n_types * sizeof(int64_t));
+    shrink(&p->mem, (void **)&p->endpoint_str, &p->endpoint_str_cap, endpoints,
+           sizeof *p->endpoint_str);
+    shrink(&p->mem, (void **)&p->endpoint_counts, &p->endpoint_counts_cap, counts,
+           sizeof *p->endpoint_counts);
     ppk__pb_shrink(&p->pb, p->pb_used);
     p->pb_used = 0;
     p->mem.limited = 0;
     ppk__strtab_clear(&p->strings);
-    intern_fixed(p);
+    int rc = intern_fixed(p);
+    assert(rc == 0); /* the table kept room for them */
+    (void)rc;
     p->ts_n = 0;
     p->end_ts_key = p->endpoint_key = 0;
     p->samples_added = 0;
@@ -299,12 +329,8 @@ int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id, ppk_st
     uint32_t sid, id;
     p->mem.limited = 0;
     int rc = str_id(p, endpoint, &sid);
-    if (!rc && !p->endpoint_key) {
-        rc = ppk__dict_reserve(&p->strings.d, 1);
-        if (!rc)
-            p->endpoint_key = ppk__strtab_intern_stable(&p->strings, ENDPOINT_KEY,
-                                                        sizeof ENDPOINT_KEY - 1);
-    }
+    if (!rc && !p->endpoint_key)
+        rc = ppk__profile_key(p, ENDPOINT_KEY, sizeof ENDPOINT_KEY - 1, &p->endpoint_key);
     if (!rc)
         rc = PPK_GROW(&p->mem, p->endpoint_str, p->endpoint_str_cap, p->endpoints.n,
                       (size_t)p->endpoints.n + 1);

@@ -170,6 +170,10 @@ static inline int64_t ppk__sat_add(int64_t a, int64_t b, uint64_t *saturated) {
     return b > 0 ? INT64_MAX : INT64_MIN;
 }
 
+/* Interns a key string the window needs (e.g. "end_timestamp_ns") once per window:
+ * past the budget if need be, in the string table's headroom. 0 or PPK_ENOMEM. */
+int ppk__profile_key(ppk_profile *p, const char *key, size_t len, uint32_t *id);
+
 /* ppk_profile_encode with the protobuf built in `pb` (the recorder shares one between
  * its windows, since its exports are serialized). */
 int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_options *opt,

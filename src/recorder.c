@@ -58,7 +58,10 @@ static void atfork_child(void) {
             r->exporting = 0;
             r->spare = NULL;
         }
-        ppk_profile_reset(r->active, 0);
+        /* Emptied by the next call that takes the lock (ppk__recorder_settle_locked):
+         * a reset frees memory, and a user allocator's lock may be held by a thread
+         * that no longer exists. */
+        r->reset_pending = 1;
         r->thread_running = 0;
         r->thread_gen++;
         r->seq = 0;
@@ -183,7 +186,7 @@ static void start_thread_locked(ppk_recorder *r);
 static int export_window(ppk_recorder *r, ppk_export *out) {
     pthread_mutex_lock(&r->lock);
     while (r->exporting) pthread_cond_wait(&r->export_done, &r->lock);
-    if (r->want_thread && !r->thread_running) start_thread_locked(r);
+    ppk__recorder_settle_locked(r);
     r->exporting = 1;
     ppk_profile *fresh = r->spare;
     r->spare = NULL;
@@ -350,8 +353,11 @@ void ppk_recorder_stop(ppk_recorder *r) {
     if (running) pthread_join(t, NULL);
 }
 
-/* Called by flush with the lock held: the exporter thread of a forked child. */
-void ppk__recorder_restart_locked(ppk_recorder *r) {
+void ppk__recorder_settle_locked(ppk_recorder *r) {
+    if (r->reset_pending) {
+        ppk_profile_reset(r->active, 0);
+        r->reset_pending = 0;
+    }
     if (r->want_thread && !r->thread_running) start_thread_locked(r);
 }
 
@@ -360,6 +366,7 @@ void ppk__recorder_restart_locked(ppk_recorder *r) {
 int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id, ppk_str endpoint) {
     if (!r) return PPK_EINVAL;
     pthread_mutex_lock(&r->lock);
+    ppk__recorder_settle_locked(r);
     int rc = r->closed ? PPK_ECLOSED
                        : ppk_profile_set_endpoint(r->active, local_root_span_id, endpoint);
     pthread_mutex_unlock(&r->lock);
@@ -369,6 +376,7 @@ int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id, ppk_
 int ppk_recorder_add_endpoint_count(ppk_recorder *r, ppk_str endpoint, int64_t count) {
     if (!r) return PPK_EINVAL;
     pthread_mutex_lock(&r->lock);
+    ppk__recorder_settle_locked(r);
     int rc = r->closed ? PPK_ECLOSED
                        : ppk_profile_add_endpoint_count(r->active, endpoint, count);
     pthread_mutex_unlock(&r->lock);
@@ -380,6 +388,7 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
     memset(st, 0, sizeof *st);
     if (!r) return;
     pthread_mutex_lock(&r->lock);
+    if (r->reset_pending) ppk__recorder_settle_locked(r);
     *st = r->totals;
     ppk_profile_stats w;
     ppk_profile_stats_get(r->active, &w);
@@ -397,7 +406,9 @@ void ppk_recorder_free(ppk_recorder *r) {
     pthread_mutex_unlock(&r->lock);
     ppk_recorder_stop(r); /* its last export covers the last window */
     pthread_mutex_lock(&r->lock);
-    int last = !had_thread && r->n_sinks && r->active->samples_added;
+    if (r->reset_pending) ppk__recorder_settle_locked(r);
+    int last = !had_thread && r->n_sinks &&
+               (r->active->samples_added || r->active->endpoint_names.n);
     pthread_mutex_unlock(&r->lock);
     if (last) export_window(r, NULL);
 

@@ -35,6 +35,7 @@ struct ppk_recorder {
     int exporting;             /* an export is between its swap and its hand-back */
     pthread_cond_t export_done;
     int closed;
+    int reset_pending;         /* a forked child's active window is to be emptied */
     uint64_t seq;
     ppk_codec codec;
     int level;
@@ -57,7 +58,8 @@ struct ppk_recorder {
     ppk_recorder *next_global; /* the registry the fork handlers walk */
 };
 
-/* Restarts the exporter thread of a forked child if it should run. Lock held. */
-void ppk__recorder_restart_locked(ppk_recorder *r);
+/* After a fork, in the child: empties the active window and restarts the exporter
+ * thread if it should run. Lock held. Cheap when there is nothing to do. */
+void ppk__recorder_settle_locked(ppk_recorder *r);
 
 #endif

@@ -163,7 +163,7 @@ int ppk_sample_flush(ppk_sample *s) {
         r->totals.samples_dropped_closed++;
         rc = PPK_ECLOSED;
     } else {
-        ppk__recorder_restart_locked(r);
+        ppk__recorder_settle_locked(r);
         rc = ppk__profile_add_sbuf(r->active, &s->sb);
         if (rc == 0)
             r->totals.samples_flushed++;
