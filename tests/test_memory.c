@@ -298,6 +298,79 @@ static void test_builder_scratch_limit(void) {
     ppk_recorder_free(r);
 }
 
+/* Keys the window adds itself ("end_timestamp_ns", "trace endpoint") still work when
+ * the budget is exhausted: the profile stays readable and keeps every value. */
+static void keys_at_the_limit(size_t limit) {
+    ppk_profile *p = make(limit);
+    ppk_frame f = {PPK_STR("f"), {0}, PPK_STR("f.py"), 0, 1, 0, NULL};
+    int64_t total = 0;
+    for (int k = 0; k < 20000; k++) { /* exhaust the budget with unique strings */
+        char task[48];
+        snprintf(task, sizeof task, "unique-task-name-%d", k);
+        ppk_label l = {PPK_STR("task name"), 0, ppk_cstr(task), 0, {0}};
+        int64_t v[2] = {1, 1};
+        ppk_sample_data s = {&f, 1, &l, 1, v, 2, 0};
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+        total += 1;
+    }
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.strings_dropped > 0);
+    for (int k = 0; k < 10; k++) {
+        ppk_label l = {PPK_STR("local root span id"), 1, {0}, 7, {0}};
+        int64_t v[2] = {1, 1};
+        ppk_sample_data s = {&f, 1, &l, 1, v, 2, 1700000000000000000 + k};
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+        total += 1;
+    }
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 7, PPK_STR("GET /limit")), 0);
+    pr_profile pp;
+    if (decode(p, &pp) == 0) { /* pr_parse checks every string index */
+        int64_t count = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) count += pp.samples[i].val[0];
+        CHECK_EQ_INT(count, total);
+        pr_free(&pp);
+    }
+    ppk_profile_free(p);
+}
+
+static void test_keys_at_the_limit(void) {
+    /* Which runs out first, the arena or a table, depends on the limit: try several. */
+    for (size_t limit = 256 * 1024; limit < 512 * 1024; limit += 8 * 1024)
+        keys_at_the_limit(limit);
+}
+
+/* A budget too small for the configuration is refused at create, or works: never a
+ * profile with broken ids. */
+static void test_small_budgets(void) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    cfg.n_sample_types = 6;
+    static const char *names[6] = {"a-long-sample-type-name-0", "a-long-sample-type-name-1",
+                                   "a-long-sample-type-name-2", "a-long-sample-type-name-3",
+                                   "a-long-sample-type-name-4", "a-long-sample-type-name-5"};
+    for (int i = 0; i < 6; i++)
+        cfg.sample_types[i] = (ppk_value_type){ppk_cstr(names[i]), ppk_cstr(names[5 - i])};
+    cfg.period_type = (ppk_value_type){PPK_STR("period-type"), PPK_STR("period-unit")};
+    cfg.max_string_len = 60320;
+    cfg.memory_limit = 64 * 1024;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL); /* 256 KiB chunks: too big */
+    cfg.chunk_size = 1024 * 1024 * 1024;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), PPK_EINVAL);
+    cfg.chunk_size = 16 * 1024;
+    int rc = ppk_profile_create(&cfg, &p);
+    CHECK(rc == 0 || rc == PPK_EINVAL);
+    if (rc == 0) {
+        pr_profile pp;
+        if (decode(p, &pp) == 0) {
+            CHECK_EQ_U64(pp.nsample_type, 6);
+            pr_free(&pp);
+        }
+        ppk_profile_free(p);
+    }
+}
+
 int main(void) {
     RUN(test_unique_strings_past_the_limit);
     RUN(test_unique_stacks_past_the_limit);
@@ -305,5 +378,7 @@ int main(void) {
     RUN(test_limit_is_validated);
     RUN(test_recorder_counts_degradations);
     RUN(test_builder_scratch_limit);
+    RUN(test_keys_at_the_limit);
+    RUN(test_small_budgets);
     return check_summary();
 }
