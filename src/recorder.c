@@ -16,6 +16,7 @@
  * variables other threads may have been waiting on, and restarts the exporter thread
  * lazily, on the next flush or export.
  */
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "recorder.h"
 
 #include <string.h>
@@ -133,7 +134,15 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
         }
         add_sink_locked(r, &file);
     }
-    pthread_mutex_init(&r->lock, NULL);
+    /* Flushes hold the lock for a few microseconds: a thread that finds it taken spins
+     * a little before sleeping, since a futex sleep and wake-up costs more than that. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    pthread_mutex_init(&r->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     init_conds(r);
     pthread_mutex_lock(&g_lock);
     r->next_global = g_recorders;
