@@ -8,12 +8,20 @@
  * with CLOCK_MONOTONIC:
  *   add ns/sample  time of a loop that builds and adds each sample, minus the time of the
  *                  same loop that only builds them (the workload's own snprintf);
- *   encode ms      one ppk_profile_encode() of the whole window, per codec and level;
- *   bytes          the encoded size.
+ *   encode ms      one ppk_profile_encode() of the whole window, per codec and level
+ *                  (the row "none" is the protobuf encoding alone), and the same per
+ *                  sample of the window in ns;
+ *   compress ms    compression alone: the internal ppk__compress() (src/compress.h, what
+ *                  ppk_profile_encode calls after encoding) of the "none" bytes, per codec;
+ *   bytes          the encoded (compressed) size.
  * Nothing is asserted: this prints figures. Usage: bench_encode [REPS] (default 7).
  */
 #include <pprofkit.h>
 
+#include "alloc.h"
+#include "compress.h"
+
+#include "bench.h"
 #include "w1.h"
 
 #include <stdio.h>
@@ -24,48 +32,21 @@
 #define WINDOW 100000u
 #define MAX_REPS 64
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void fail(const char *what, int rc) {
     fprintf(stderr, "bench_encode: %s: %s (%d)\n", what, ppk_strerror(rc), rc);
     exit(1);
-}
-
-/* Time of building WINDOW samples without adding them: the workload's own cost. */
-static double gen_ms(struct w1 *w, enum w1_variant variant) {
-    struct w1_sample s;
-    volatile size_t sink = 0;
-    w1_rewind(w);
-    double t0 = now_ms();
-    for (uint32_t i = 0; i < WINDOW; i++) sink += w1_next(w, variant, &s)->n_frames;
-    (void)sink;
-    return now_ms() - t0;
 }
 
 static double add_ms(ppk_profile *p, struct w1 *w, enum w1_variant variant) {
     struct w1_sample s;
     ppk_profile_reset(p, 0);
     w1_rewind(w);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (uint32_t i = 0; i < WINDOW; i++) {
         int rc = ppk_profile_add(p, w1_next(w, variant, &s));
         if (rc) fail("ppk_profile_add", rc);
     }
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 struct codec_case {
@@ -82,6 +63,43 @@ static const struct codec_case cases[] = {
     {"zstd-3", PPK_CODEC_ZSTD, 3},
 };
 
+/* One row of a codec table: median, min, max of reps timings (ms), per sample, bytes. */
+static void print_row(const char *name, double *t, int reps, size_t bytes) {
+    double med = bench_median(t, (size_t)reps);
+    printf("  %-18s %10.1f %10.1f %10.1f %10.0f %12zu\n", name, med, t[0], t[reps - 1],
+           med * 1e6 / WINDOW, bytes);
+}
+
+/* Compression alone: the window encoded once without a codec, then that buffer
+ * compressed REPS times per codec, as ppk_profile_encode does after encoding. */
+static void compress_only(ppk_profile *p, int reps) {
+    ppk_encode_options none = {PPK_CODEC_NONE, 0, 0, 0};
+    ppk_bytes raw = {0};
+    int rc = ppk_profile_encode(p, &none, &raw);
+    if (rc) fail("ppk_profile_encode", rc);
+    ppk__mem mem;
+    ppk__mem_init(&mem, NULL);
+    printf("  %-18s %10s %10s %10s %10s %12s\n", "compress only", "median ms", "min ms",
+           "max ms", "ns/sample", "bytes");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c].codec == PPK_CODEC_NONE) continue;
+        double t[MAX_REPS];
+        size_t bytes = 0;
+        for (int r = 0; r < reps; r++) {
+            ppk_bytes out = {0};
+            double t0 = bench_now_ms();
+            rc = ppk__compress(&mem.a, cases[c].codec, cases[c].level, raw.data, raw.len,
+                               &out);
+            t[r] = bench_now_ms() - t0;
+            if (rc) fail("ppk__compress", rc);
+            bytes = out.len;
+            ppk_bytes_free(&out);
+        }
+        print_row(cases[c].name, t, reps, bytes);
+    }
+    ppk_bytes_free(&raw);
+}
+
 static void run(struct w1 *w, enum w1_variant variant, int reps) {
     const char *vname = variant == W1_STORM ? "storm" : "steady";
     ppk_profile_config cfg;
@@ -92,10 +110,10 @@ static void run(struct w1 *w, enum w1_variant variant, int reps) {
 
     double gen[MAX_REPS], add[MAX_REPS];
     for (int r = 0; r < reps; r++) {
-        gen[r] = gen_ms(w, variant);
+        gen[r] = bench_w1_gen_ns(w, variant, WINDOW) * 1e-6;
         add[r] = add_ms(p, w, variant); /* the last one leaves the window filled */
     }
-    double g = median(gen, reps), a = median(add, reps);
+    double g = bench_median(gen, (size_t)reps), a = bench_median(add, (size_t)reps);
     ppk_profile_stats st;
     ppk_profile_stats_get(p, &st);
     printf("\nW1 %s, one window of %u samples: %llu distinct samples, %llu strings "
@@ -106,8 +124,8 @@ static void run(struct w1 *w, enum w1_variant variant, int reps) {
            (double)st.memory_bytes / 1048576.0, (double)st.memory_peak_bytes / 1048576.0);
     printf("  add: %.0f ns/sample (loop %.1f ms, of which building the samples %.1f ms)\n",
            (a - g) * 1e6 / WINDOW, a, g);
-    printf("  %-18s %10s %10s %10s %12s\n", "codec", "median ms", "min ms", "max ms",
-           "bytes");
+    printf("  %-18s %10s %10s %10s %10s %12s\n", "encode", "median ms", "min ms", "max ms",
+           "ns/sample", "bytes");
 
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double t[MAX_REPS];
@@ -115,26 +133,25 @@ static void run(struct w1 *w, enum w1_variant variant, int reps) {
         for (int r = 0; r < reps; r++) {
             ppk_encode_options opt = {cases[c].codec, cases[c].level, 0, 0};
             ppk_bytes out = {0};
-            double t0 = now_ms();
+            double t0 = bench_now_ms();
             rc = ppk_profile_encode(p, &opt, &out);
-            t[r] = now_ms() - t0;
+            t[r] = bench_now_ms() - t0;
             if (rc) fail("ppk_profile_encode", rc);
             bytes = out.len;
             ppk_bytes_free(&out);
         }
-        double med = median(t, reps);
-        printf("  %-18s %10.1f %10.1f %10.1f %12zu\n", cases[c].name, med, t[0],
-               t[reps - 1], bytes);
+        print_row(cases[c].name, t, reps, bytes);
     }
+    compress_only(p, reps);
 
     double rs[MAX_REPS];
     for (int r = 0; r < reps; r++) {
         add_ms(p, w, variant);
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         ppk_profile_reset(p, 0);
-        rs[r] = now_ms() - t0;
+        rs[r] = bench_now_ms() - t0;
     }
-    printf("  reset: %.2f ms\n", median(rs, reps));
+    printf("  reset: %.2f ms\n", bench_median(rs, (size_t)reps));
     ppk_profile_free(p);
 }
 

@@ -15,6 +15,7 @@
  */
 #include <pprofkit.h>
 
+#include "bench.h"
 #include "w1.h"
 
 #include <stdio.h>
@@ -83,16 +84,7 @@ int main(int argc, char **argv) {
         for (long k = 0; k < n; k++) {
             if (w.k >= W1_SAMPLES) w1_rewind(&w); /* task names repeat only after 1M */
             const ppk_sample_data *d = w1_next(&w, W1_STORM, &ws);
-            rc = ppk_sample_start(s);
-            for (size_t i = 0; !rc && i < d->n_frames; i++)
-                rc = ppk_sample_push_frame(s, d->frames[i].name, d->frames[i].filename, 0,
-                                           d->frames[i].line);
-            const ppk_label *l = d->labels;
-            if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
-            if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
-            if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
-            if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
-            if (!rc) rc = ppk_sample_flush(s);
+            rc = bench_record(s, d);
             if (rc) {
                 fprintf(stderr, "sample: %s\n", ppk_strerror(rc));
                 return 1;
