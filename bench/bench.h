@@ -50,9 +50,9 @@ static inline double bench_percentile_sorted(const double *v, size_t n, double q
     return v[rank - 1];
 }
 
-/* Records one sample (as made by w1_next) through the builder: what bench_w1 does per
- * sample. @return 0 or the first error. */
-static inline int bench_record(ppk_sample *s, const ppk_sample_data *d) {
+/* Builds one sample (as made by w1_next) in the builder, all but the flush: start, one
+ * push per frame, three labels, values. @return 0 or the first error. */
+static inline int bench_build(ppk_sample *s, const ppk_sample_data *d) {
     int rc = ppk_sample_start(s);
     for (size_t i = 0; !rc && i < d->n_frames; i++)
         rc = ppk_sample_push_frame(s, d->frames[i].name, d->frames[i].filename, 0,
@@ -62,8 +62,14 @@ static inline int bench_record(ppk_sample *s, const ppk_sample_data *d) {
     if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
     if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
     if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
-    if (!rc) rc = ppk_sample_flush(s);
     return rc;
+}
+
+/* Records one sample through the builder, flush included: what bench_w1 does per
+ * sample. @return 0 or the first error. */
+static inline int bench_record(ppk_sample *s, const ppk_sample_data *d) {
+    int rc = bench_build(s, d);
+    return rc ? rc : ppk_sample_flush(s);
 }
 
 /* ns of producing the first n samples of a variant without adding them: the workload's
