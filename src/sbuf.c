@@ -150,10 +150,9 @@ static int scratch_full(ppk__sbuf *sb) {
     return 0;
 }
 
-int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
-                                uint64_t address, int64_t line) {
-    if (!str_ok(name) || !str_ok(filename)) return PPK_ENULL;
-    if (over_limit(sb)) return 0;
+/* The general case of a simple frame: non-ASCII or long strings, or a buffer to grow. */
+static int push_simple_slow(ppk__sbuf *sb, ppk_str name, ppk_str filename, uint64_t address,
+                            int64_t line) {
     size_t off;
     int rc = reserve(sb, sizeof(ppk__frec) + bound(sb, name) + bound(sb, filename), &off);
     if (rc) return rc == FULL ? scratch_full(sb) : rc;
@@ -161,17 +160,35 @@ int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
     ppk__frec h;
     h.line = line;
     h.address = address;
-    if (name.len <= sb->max_string_len && filename.len <= sb->max_string_len &&
-        copy_ascii(p, name.ptr, name.len) & copy_ascii(p + name.len, filename.ptr, filename.len)) {
-        h.name_len = (uint32_t)name.len;
-        h.filename_len = (uint32_t)filename.len;
-    } else {
-        h.name_len = put(sb, p, name);
-        h.filename_len = put(sb, p + h.name_len, filename);
-    }
+    h.name_len = put(sb, p, name);
+    h.filename_len = put(sb, p + h.name_len, filename);
     memcpy(rec, &h, sizeof h);
     commit(sb, &sb->frames[sb->n_frames++], off, sizeof h + h.name_len + h.filename_len);
     return 0;
+}
+
+int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
+                                uint64_t address, int64_t line) {
+    if (!str_ok(name) || !str_ok(filename)) return PPK_ENULL;
+    if (over_limit(sb)) return 0;
+    /* The common case first: ASCII strings within the limit, and room in the buffer. */
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    size_t n = sizeof(ppk__frec) + name.len + filename.len;
+    if (name.len <= sb->max_string_len && filename.len <= sb->max_string_len &&
+        n <= sb->cap - off && off <= sb->cap) {
+        uint8_t *rec = sb->buf + off, *p = rec + sizeof(ppk__frec);
+        if (copy_ascii(p, name.ptr, name.len) & copy_ascii(p + name.len, filename.ptr, filename.len)) {
+            ppk__frec h;
+            h.name_len = (uint32_t)name.len;
+            h.filename_len = (uint32_t)filename.len;
+            h.line = line;
+            h.address = address;
+            memcpy(rec, &h, sizeof h);
+            commit(sb, &sb->frames[sb->n_frames++], off, n);
+            return 0;
+        }
+    }
+    return push_simple_slow(sb, name, filename, address, line);
 }
 
 int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
