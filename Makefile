@@ -17,7 +17,6 @@ endif
 BUILD      := build
 ASAN_BUILD := build/asan
 TSAN_BUILD := build/tsan
-BENCHES    := $(basename $(notdir $(wildcard bench/*.c)))
 
 .PHONY: all build test asan tsan demo bench install clean deps help
 
@@ -48,9 +47,11 @@ tsan:
 demo:
 	bash tools/demo.sh
 
+# W1 (4 runs), micro, encode and latency benchmarks, ~2 minutes; results in bench/results/.
+# bench_soak is not run here (minutes): see docs/performance.md, "Benchmarks".
 bench: build
 	$(CMAKE) --build $(BUILD) -j$(JOBS) --target bench
-	@set -e; for b in $(BENCHES); do echo "== $$b"; ./$(BUILD)/$$b; done
+	bash bench/run.sh $(BUILD)
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
@@ -67,7 +68,7 @@ help:
 	@echo "make asan      ASan+UBSan build in $(ASAN_BUILD)/ and its tests"
 	@echo "make tsan      TSan build in $(TSAN_BUILD)/ and its tests"
 	@echo "make demo      bash tools/demo.sh"
-	@echo "make bench     build and run the benchmarks of bench/"
+	@echo "make bench     build the benchmarks, run bench/run.sh (W1, micro, encode, latency)"
 	@echo "make install   install under PREFIX=$(PREFIX)"
 	@echo "make deps      install the Debian packages (tools/deps.sh)"
 	@echo "make clean     remove $(BUILD)/ and demo-out/"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# bench/run.sh [BUILD_DIR] - runs the benchmarks that `make bench` runs, from built
+# binaries, and writes the results under bench/results/:
+#   bench_w1 for steady and storm, one and two threads, each run in its own process (so
+#     its peak RSS is its own): a table on stdout and bench/results/w1.json, the list of
+#     the JSON objects bench_w1 printed (variant, threads, add_ns, export_ms_encode,
+#     export_ms_total, codec, bytes, rss_kb, total_s, and a few more);
+#   bench_micro (interning, adding a sample), bench_encode (encoding and compressing a
+#     window), bench_latency for steady and storm (flush latency under export):
+#     their tables on stdout, bench_latency's JSON lines in bench/results/latency.json.
+# Everything printed also goes to bench/results/last-run.txt. About 2 minutes on the
+# 2-vCPU VM. Not run: bench_soak (minutes; see docs/performance.md, "Benchmarks").
+# Environment: BENCH_W1_SAMPLES (default 1000000) shortens the W1 runs for a quick look.
+# Needs bash and python3 (standard library only). Nothing is asserted about time.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${1:-$here/../build}
+results=$here/results
+samples=${BENCH_W1_SAMPLES:-1000000}
+mkdir -p "$results"
+
+for b in bench_w1 bench_micro bench_encode bench_latency; do
+    if [[ ! -x $build/$b ]]; then
+        echo "run.sh: $build/$b is missing: cmake --build $build --target bench" >&2
+        exit 1
+    fi
+done
+
+exec > >(tee "$results/last-run.txt") 2>&1
+echo "bench/run.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, git $(git -C "$here" \
+    rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$here" diff --quiet HEAD -- \
+    ../src ../include 2>/dev/null || echo ' + uncommitted changes in src/ or include/')"
+
+echo
+echo "== bench_w1 (W1, $samples samples, export every 100,000, zstd-1)"
+lines=$(mktemp)
+trap 'rm -f "$lines"' EXIT
+for variant in steady storm; do
+    for threads in 1 2; do
+        "$build/bench_w1" "--$variant" --threads "$threads" --samples "$samples" \
+            | tee -a "$lines"
+    done
+done
+
+python3 - "$lines" "$results/w1.json" <<'EOF'
+import json, sys
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+with open(sys.argv[2], "w") as f:
+    json.dump(runs, f, indent=1)
+    f.write("\n")
+print()
+print(f"{'variant':8} {'threads':>7} {'add ns':>8} {'encode ms':>10} {'export ms':>10} "
+      f"{'codec':>7} {'MB/export':>10} {'peak RSS MB':>12} {'total s':>8}")
+for r in runs:
+    print(f"{r['variant']:8} {r['threads']:>7} {r['add_ns']:>8.0f} {r['export_ms_encode']:>10.1f} "
+          f"{r['export_ms_total']:>10.1f} {r['codec']:>7} {r['bytes'] / 1e6:>10.2f} "
+          f"{r['rss_kb'] / 1024:>12.1f} {r['total_s']:>8.2f}")
+one = {r["variant"]: r["total_s"] for r in runs if r["threads"] == 1}
+for r in runs:
+    if r["threads"] == 2 and one.get(r["variant"]):
+        print(f"{r['variant']}: two threads take {r['total_s'] / one[r['variant']]:.2f}x "
+              f"the one-thread time")
+print(f"written: {sys.argv[2]}")
+EOF
+
+echo
+echo "== bench_micro"
+"$build/bench_micro"
+echo
+echo "== bench_encode"
+"$build/bench_encode"
+echo
+echo "== bench_latency"
+: > "$lines"
+for variant in steady storm; do
+    "$build/bench_latency" "--$variant" | tee -a "$lines"
+    echo
+done
+grep '^{' "$lines" > "$results/latency.json"
+echo "written: $results/latency.json (one JSON object a line)"
