@@ -47,14 +47,14 @@ static int str_id(ppk_profile *p, ppk__degraded *dg, ppk_str s, uint32_t *id) {
     int rc = why(p);
     if (rc != LIMIT) return rc;
     dg->strings_dropped++;
-    if (p->placeholder == PPK_DICT_NONE) {
+    if (p->ids.placeholder == PPK_DICT_NONE) {
         p->mem.over_ok = 1;
-        p->placeholder = ppk__strtab_intern(&p->strings, PPK__PLACEHOLDER,
+        p->ids.placeholder = ppk__strtab_intern(&p->strings, PPK__PLACEHOLDER,
                                             sizeof PPK__PLACEHOLDER - 1);
         p->mem.over_ok = 0;
-        if (p->placeholder == PPK_DICT_NONE) return PPK_ENOMEM;
+        if (p->ids.placeholder == PPK_DICT_NONE) return PPK_ENOMEM;
     }
-    *id = p->placeholder;
+    *id = p->ids.placeholder;
     return 0;
 }
 
@@ -130,7 +130,7 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
 
 /* The one-frame stack "[pprofkit: memory limit]", made once per window past budget. */
 static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
-    if (p->overflow_stack == PPK_DICT_NONE) {
+    if (p->ids.overflow_stack == PPK_DICT_NONE) {
         ppk_frame f;
         memset(&f, 0, sizeof f);
         f.name.ptr = PPK__PLACEHOLDER;
@@ -138,11 +138,11 @@ static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
         uint32_t loc;
         p->mem.over_ok = 1;
         int rc = frame_id(p, dg, &f, &loc);
-        if (!rc) rc = rec_id(p, &p->stacks, &loc, sizeof loc, 4, &p->overflow_stack);
+        if (!rc) rc = rec_id(p, &p->stacks, &loc, sizeof loc, 4, &p->ids.overflow_stack);
         p->mem.over_ok = 0;
         if (rc) return PPK_ENOMEM;
     }
-    *stack = p->overflow_stack;
+    *stack = p->ids.overflow_stack;
     return 0;
 }
 
@@ -217,13 +217,13 @@ static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb,
     int rc = rec_id(p, &p->label_sets, b, n * sizeof(uint32_t), 4, set);
     if (rc != LIMIT) return rc;
     dg->label_sets_dropped++;
-    if (p->empty_set == PPK_DICT_NONE) {
+    if (p->ids.empty_set == PPK_DICT_NONE) {
         p->mem.over_ok = 1;
-        rc = rec_id(p, &p->label_sets, "", 0, 4, &p->empty_set);
+        rc = rec_id(p, &p->label_sets, "", 0, 4, &p->ids.empty_set);
         p->mem.over_ok = 0;
         if (rc) return PPK_ENOMEM;
     }
-    *set = p->empty_set;
+    *set = p->ids.empty_set;
     return 0;
 }
 
@@ -247,7 +247,7 @@ static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id)
 /* Keeps a timestamped sample on its own: 0, LIMIT or PPK_ENOMEM. */
 static int keep_timestamped(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack, uint32_t set) {
     size_t nt = p->n_types;
-    if (!p->end_ts_key && ppk__profile_key(p, END_TS_KEY, sizeof END_TS_KEY - 1, &p->end_ts_key))
+    if (!p->ids.end_ts_key && ppk__profile_key(p, END_TS_KEY, sizeof END_TS_KEY - 1, &p->ids.end_ts_key))
         return PPK_ENOMEM;
     void *ts = p->ts, *tv = p->ts_values;
     int fail = ppk__grow(&p->mem, &ts, &p->ts_cap, p->ts_n, p->ts_n + 1, sizeof *p->ts);
@@ -279,15 +279,15 @@ static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb) {
     if (rc == LIMIT) {
         dg->samples_overflowed++;
         if ((rc = overflow_stack(p, dg, &stack))) return rc;
-        if (p->overflow_sample == PPK_DICT_NONE) {
+        if (p->ids.overflow_sample == PPK_DICT_NONE) {
             p->mem.over_ok = 1;
-            if (p->empty_set == PPK_DICT_NONE)
-                rc = rec_id(p, &p->label_sets, "", 0, 4, &p->empty_set);
-            if (!rc) rc = sample_id(p, stack, p->empty_set, &p->overflow_sample);
+            if (p->ids.empty_set == PPK_DICT_NONE)
+                rc = rec_id(p, &p->label_sets, "", 0, 4, &p->ids.empty_set);
+            if (!rc) rc = sample_id(p, stack, p->ids.empty_set, &p->ids.overflow_sample);
             p->mem.over_ok = 0;
             if (rc) return PPK_ENOMEM;
         }
-        id = p->overflow_sample;
+        id = p->ids.overflow_sample;
     } else if (rc) {
         return rc;
     }

@@ -103,7 +103,7 @@ static uint32_t endpoint_for(const enc *e, const uint32_t *set, size_t n) {
     uint32_t found = 0;
     for (size_t i = 0; i < n; i++) {
         const ppk__label_rec *l = label_rec(p, set[i]);
-        if (l->key == p->endpoint_key) return 0; /* the sample has its own */
+        if (l->key == p->ids.endpoint_key) return 0; /* the sample has its own */
         if (l->key == e->span_key && l->is_num) {
             uint64_t span = (uint64_t)l->num;
             uint32_t id = ppk__dict_find(&p->endpoints, &span, sizeof span,
@@ -152,9 +152,9 @@ static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values
     }
     if (p->endpoints.n) {
         uint32_t ep = endpoint_for(e, set, n_set);
-        if (ep) label(pb, p->endpoint_key, ep, 0, 0);
+        if (ep) label(pb, p->ids.endpoint_key, ep, 0, 0);
     }
-    if (ts) label(pb, p->end_ts_key, 0, ts, 0);
+    if (ts) label(pb, p->ids.end_ts_key, 0, ts, 0);
     ppk__pb_end(pb, b);
     return 0;
 }

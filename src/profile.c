@@ -89,7 +89,9 @@ static int intern_fixed(ppk_profile *p) {
     bad |= (p->period_unit_id = ppk__strtab_intern_stable(st, pt->unit.ptr, pt->unit.len)) ==
            PPK_DICT_NONE;
     p->mem.over_ok = 0;
-    p->placeholder = p->empty_set = p->overflow_stack = p->overflow_sample = PPK_DICT_NONE;
+    p->ids.end_ts_key = p->ids.endpoint_key = 0;
+    p->ids.placeholder = p->ids.empty_set = PPK_DICT_NONE;
+    p->ids.overflow_stack = p->ids.overflow_sample = PPK_DICT_NONE;
     return bad ? PPK_ENOMEM : 0;
 }
 
@@ -228,12 +230,7 @@ void ppk__undo_save(ppk_profile *p, ppk__undo *u) {
     u->repaired = p->strings.utf8_repaired;
     u->truncated = p->strings.truncated;
     u->ts_n = p->ts_n;
-    u->end_ts_key = p->end_ts_key;
-    u->endpoint_key = p->endpoint_key;
-    u->placeholder = p->placeholder;
-    u->empty_set = p->empty_set;
-    u->overflow_stack = p->overflow_stack;
-    u->overflow_sample = p->overflow_sample;
+    u->ids = p->ids;
 }
 
 void ppk__undo_restore(ppk_profile *p, const ppk__undo *u) {
@@ -245,12 +242,7 @@ void ppk__undo_restore(ppk_profile *p, const ppk__undo *u) {
     p->strings.utf8_repaired = u->repaired;
     p->strings.truncated = u->truncated;
     p->ts_n = u->ts_n;
-    p->end_ts_key = u->end_ts_key;
-    p->endpoint_key = u->endpoint_key;
-    p->placeholder = u->placeholder;
-    p->empty_set = u->empty_set;
-    p->overflow_stack = u->overflow_stack;
-    p->overflow_sample = u->overflow_sample;
+    p->ids = u->ids;
     p->mem.limited = 0;
 }
 
@@ -315,7 +307,6 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     assert(rc == 0); /* the table kept room for them */
     (void)rc;
     p->ts_n = 0;
-    p->end_ts_key = p->endpoint_key = 0;
     p->samples_added = 0;
     memset(&p->deg, 0, sizeof p->deg);
     p->start_ns = start_ns ? start_ns : ppk_now_ns();
@@ -329,8 +320,8 @@ int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id, ppk_st
     uint32_t sid, id;
     p->mem.limited = 0;
     int rc = str_id(p, endpoint, &sid);
-    if (!rc && !p->endpoint_key)
-        rc = ppk__profile_key(p, ENDPOINT_KEY, sizeof ENDPOINT_KEY - 1, &p->endpoint_key);
+    if (!rc && !p->ids.endpoint_key)
+        rc = ppk__profile_key(p, ENDPOINT_KEY, sizeof ENDPOINT_KEY - 1, &p->ids.endpoint_key);
     if (!rc)
         rc = PPK_GROW(&p->mem, p->endpoint_str, p->endpoint_str_cap, p->endpoints.n,
                       (size_t)p->endpoints.n + 1);

@@ -36,6 +36,15 @@ typedef struct ppk__degraded {
     uint64_t samples_overflowed, timestamps_dropped, endpoints_dropped;
 } ppk__degraded;
 
+/* Ids a window makes when it first needs them. */
+typedef struct ppk__ids {
+    uint32_t end_ts_key;   /* "end_timestamp_ns", 0 until a timestamped sample */
+    uint32_t endpoint_key; /* "trace endpoint", 0 until an endpoint is set */
+    /* Made past the budget when first needed (insert.c), else PPK_DICT_NONE: the string
+     * PPK__PLACEHOLDER, the empty label set, the overflow stack and sample. */
+    uint32_t placeholder, empty_set, overflow_stack, overflow_sample;
+} ppk__ids;
+
 typedef struct ppk__mapping_rec {
     uint64_t memory_start;
     uint64_t memory_limit;
@@ -129,13 +138,9 @@ struct ppk_profile {
     /* The window. */
     int64_t start_ns;
     ppk__degraded deg;        /* repairs and degradations, by reason */
-    /* Made past the budget when first needed (insert.c), else PPK_DICT_NONE: the string
-     * PPK__PLACEHOLDER, the empty label set, the overflow stack and sample. */
-    uint32_t placeholder, empty_set, overflow_stack, overflow_sample;
+    ppk__ids ids;             /* ids made on demand; an undo restores them */
     uint32_t type_ids[PPK_MAX_SAMPLE_TYPES], unit_ids[PPK_MAX_SAMPLE_TYPES];
     uint32_t period_type_id, period_unit_id;
-    uint32_t end_ts_key;      /* "end_timestamp_ns", 0 until a timestamped sample */
-    uint32_t endpoint_key;    /* "trace endpoint", 0 until an endpoint is set */
     uint64_t samples_added;
 
     /* Scratch, sized by the limits at create. */
@@ -155,7 +160,7 @@ typedef struct ppk__undo {
     uint32_t n[12];
     uint64_t repaired, truncated;
     size_t ts_n;
-    uint32_t end_ts_key, endpoint_key, placeholder, empty_set, overflow_stack, overflow_sample;
+    ppk__ids ids;
 } ppk__undo;
 
 void ppk__undo_save(ppk_profile *p, ppk__undo *u);
