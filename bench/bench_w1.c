@@ -21,6 +21,7 @@
  */
 #include <pprofkit.h>
 
+#include "bench.h"
 #include "w1.h"
 
 #include <pthread.h>
@@ -32,23 +33,6 @@
 #include <time.h>
 
 #define MAX_EXPORTS 64
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    if (n == 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static struct {
     ppk_recorder *rec;
@@ -69,10 +53,10 @@ typedef struct producer {
 } producer;
 
 static void do_export(producer *p) {
-    double t0 = now_s();
+    double t0 = (bench_now_ns() * 1e-9);
     ppk_export e;
     int rc = ppk_recorder_export(g.rec, &e);
-    double dt = now_s() - t0;
+    double dt = (bench_now_ns() * 1e-9) - t0;
     p->export_s += dt;
     if (rc) {
         fprintf(stderr, "export: %s\n", ppk_strerror(rc));
@@ -90,20 +74,6 @@ static void do_export(producer *p) {
     ppk_export_free(&e);
 }
 
-static int record(ppk_sample *s, const ppk_sample_data *d) {
-    int rc = ppk_sample_start(s);
-    for (size_t i = 0; !rc && i < d->n_frames; i++)
-        rc = ppk_sample_push_frame(s, d->frames[i].name, d->frames[i].filename, 0,
-                                   d->frames[i].line);
-    const ppk_label *l = d->labels;
-    if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
-    if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
-    if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
-    if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
-    if (!rc) rc = ppk_sample_flush(s);
-    return rc;
-}
-
 static void *produce(void *arg) {
     producer *p = arg;
     struct w1 w;
@@ -115,7 +85,7 @@ static void *produce(void *arg) {
     }
     /* The workload alone: the same loop without pprofkit calls. */
     volatile size_t sink = 0;
-    double t0 = now_s();
+    double t0 = (bench_now_ns() * 1e-9);
     for (uint64_t k = 0; k < g.samples; k++) {
         if ((int)(k % (uint64_t)g.threads) != p->index) {
             w1_skip(&w);
@@ -124,17 +94,17 @@ static void *produce(void *arg) {
         const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
         sink += d->n_frames;
     }
-    p->gen_s = now_s() - t0;
+    p->gen_s = (bench_now_ns() * 1e-9) - t0;
     w1_rewind(&w);
 
-    t0 = now_s();
+    t0 = (bench_now_ns() * 1e-9);
     for (uint64_t k = 0; k < g.samples; k++) {
         if ((int)(k % (uint64_t)g.threads) != p->index) {
             w1_skip(&w);
             continue;
         }
         const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
-        int rc = record(s, d);
+        int rc = bench_record(s, d);
         if (rc) {
             fprintf(stderr, "sample %llu: %s\n", (unsigned long long)k, ppk_strerror(rc));
             atomic_store(&g.failed, 1);
@@ -142,7 +112,7 @@ static void *produce(void *arg) {
         }
         if ((atomic_fetch_add(&g.flushed, 1) + 1) % W1_WINDOW == 0) do_export(p);
     }
-    p->loop_s = now_s() - t0;
+    p->loop_s = (bench_now_ns() * 1e-9) - t0;
     ppk_sample_free(s);
     w1_free(&w);
     return NULL;
@@ -180,7 +150,7 @@ int main(int argc, char **argv) {
     if (g.threads < 1 || g.threads > 2) g.threads = 1;
     pthread_mutex_init(&g.mu, NULL);
 
-    double start = now_s();
+    double start = (bench_now_ns() * 1e-9);
     ppk_recorder_config cfg;
     ppk_recorder_config_init(&cfg);
     w1_config(&cfg.profile);
@@ -197,7 +167,7 @@ int main(int argc, char **argv) {
         pthread_create(&p[i].thread, NULL, produce, &p[i]);
     }
     for (int i = 0; i < g.threads; i++) pthread_join(p[i].thread, NULL);
-    double total = now_s() - start;
+    double total = (bench_now_ns() * 1e-9) - start;
 
     double add_s = 0;
     for (int i = 0; i < g.threads; i++) add_s += p[i].loop_s - p[i].export_s - p[i].gen_s;
@@ -212,8 +182,8 @@ int main(int argc, char **argv) {
            "\"window_bytes_peak\": %llu}\n",
            g.variant == W1_STORM ? "storm" : "steady", g.threads,
            (unsigned long long)g.samples, add_s * 1e9 / (double)g.samples,
-           median(g.encode_ms, g.n_exports), median(g.total_ms, g.n_exports), codec_name,
-           median(g.bytes, g.n_exports), g.n_exports, ru.ru_maxrss, total,
+           bench_median(g.encode_ms, (size_t)g.n_exports), bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
+           bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
            (unsigned long long)st.window_bytes_peak);
     return atomic_load(&g.failed) ? 1 : 0;
 }
