@@ -1,8 +1,8 @@
 /*
- * compress.c - gzip and zstd compression: see compress.h.
+ * compress.c - gzip and zstd compression, in pieces: see compress.h.
  *
  * zlib and zstd call their allocators without the size on free, so their allocations
- * carry a 16-byte header with the size, to hand it to ppk_allocator.free.
+ * carry a 16-byte header with the size, to hand it back to ppk__mem_free.
  */
 #include "compress.h"
 
@@ -17,22 +17,27 @@
 
 #define GZIP_DEFAULT_LEVEL 1
 #define ZSTD_DEFAULT_LEVEL 1
+/* Level 1's window and hash table (see compress.h). */
+#define ZSTD_L1_WINDOW_LOG 21
+#define ZSTD_L1_HASH_LOG 17
 #define HDR 16
+#define CHUNK_MIN (16u << 10)
+#define CHUNK_MAX (256u << 10)
 
-static void *sized_alloc(const ppk_allocator *a, size_t n) {
+static void *sized_alloc(ppk__mem *m, size_t n) {
     if (n > SIZE_MAX - HDR) return NULL;
-    uint8_t *p = a->alloc(a->opaque, n + HDR);
+    uint8_t *p = ppk__mem_alloc(m, n + HDR);
     if (!p) return NULL;
     memcpy(p, &n, sizeof n);
     return p + HDR;
 }
 
-static void sized_free(const ppk_allocator *a, void *ptr) {
+static void sized_free(ppk__mem *m, void *ptr) {
     if (!ptr) return;
     uint8_t *p = (uint8_t *)ptr - HDR;
     size_t n;
     memcpy(&n, p, sizeof n);
-    a->free(a->opaque, p, n + HDR);
+    ppk__mem_free(m, p, n + HDR);
 }
 
 static voidpf z_alloc(voidpf opaque, uInt items, uInt size) {
@@ -58,95 +63,228 @@ int ppk__compress_check(ppk_codec codec, int level) {
     return PPK_EINVAL;
 }
 
-static int out_alloc(const ppk_allocator *a, size_t cap, ppk_bytes *out) {
-    out->data = a->alloc(a->opaque, cap ? cap : 1);
-    if (!out->data) return PPK_ENOMEM;
-    out->cap_ = cap ? cap : 1;
-    out->alloc_ = *a;
+static int zlib_error(int zrc) { return zrc == Z_MEM_ERROR ? PPK_ENOMEM : PPK_ECOMPRESS; }
+
+static int zstd_error(size_t r) {
+    return ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? PPK_ENOMEM : PPK_ECOMPRESS;
+}
+
+void ppk__cstream_init(ppk__cstream *cs, ppk__mem *mem) {
+    memset(cs, 0, sizeof *cs);
+    cs->mem = mem;
+}
+
+static void zlib_free(ppk__cstream *cs) {
+    if (!cs->zlib) return;
+    deflateEnd(cs->zlib);
+    ppk__mem_free(cs->mem, cs->zlib, sizeof(z_stream));
+    cs->zlib = NULL;
+}
+
+void ppk__cstream_abort(ppk__cstream *cs) {
+    for (size_t i = 0; i < cs->n_chunks; i++)
+        ppk__mem_free(cs->mem, cs->chunks[i].p, cs->chunks[i].cap);
+    cs->n_chunks = 0;
+    cs->total = 0;
+}
+
+void ppk__cstream_destroy(ppk__cstream *cs) {
+    ppk__cstream_abort(cs);
+    ppk__mem_free(cs->mem, cs->chunks, cs->chunks_cap * sizeof *cs->chunks);
+    cs->chunks = NULL;
+    cs->chunks_cap = 0;
+    ZSTD_freeCCtx(cs->zstd);
+    cs->zstd = NULL;
+    zlib_free(cs);
+}
+
+static int zlib_begin(ppk__cstream *cs, int level) {
+    if (cs->zlib && cs->zlib_level == level)
+        return deflateReset(cs->zlib) == Z_OK ? 0 : PPK_ECOMPRESS;
+    zlib_free(cs);
+    z_stream *zs = ppk__mem_alloc(cs->mem, sizeof *zs);
+    if (!zs) return PPK_ENOMEM;
+    memset(zs, 0, sizeof *zs);
+    zs->zalloc = z_alloc;
+    zs->zfree = z_free;
+    zs->opaque = (voidpf)cs->mem;
+    /* windowBits 15 + 16: a gzip header and trailer. On failure zlib frees its state. */
+    int zrc = deflateInit2(zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    if (zrc != Z_OK) {
+        ppk__mem_free(cs->mem, zs, sizeof *zs);
+        return zlib_error(zrc);
+    }
+    cs->zlib = zs;
+    cs->zlib_level = level;
     return 0;
 }
 
-static int gzip(const ppk_allocator *a, int level, const uint8_t *in, size_t n,
-                ppk_bytes *out) {
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    zs.zalloc = z_alloc;
-    zs.zfree = z_free;
-    zs.opaque = (voidpf)a;
-    int zrc = deflateInit2(&zs, level ? level : GZIP_DEFAULT_LEVEL, Z_DEFLATED, 15 + 16, 8,
-                           Z_DEFAULT_STRATEGY);
-    if (zrc != Z_OK) return zrc == Z_MEM_ERROR ? PPK_ENOMEM : PPK_ECOMPRESS;
-    /* deflateBound is exact for one deflate(Z_FINISH) over all the input. */
-    size_t bound = deflateBound(&zs, (uLong)n);
-    int rc = out_alloc(a, bound, out);
+static int zstd_begin(ppk__cstream *cs, int level) {
+    if (!cs->zstd) {
+        ZSTD_customMem cm = {zs_alloc, zs_free, cs->mem};
+        cs->zstd = ZSTD_createCCtx_advanced(cm);
+        if (!cs->zstd) return PPK_ENOMEM;
+    }
+    ZSTD_CCtx *c = cs->zstd;
+    size_t r = ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r) && level == 1) {
+        r = ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, ZSTD_L1_WINDOW_LOG);
+        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, ZSTD_L1_HASH_LOG);
+    }
+    return ZSTD_isError(r) ? zstd_error(r) : 0;
+}
+
+int ppk__cstream_begin(ppk__cstream *cs, ppk_codec codec, int level) {
+    ppk__cstream_abort(cs);
+    cs->codec = codec;
+    switch (codec) {
+    case PPK_CODEC_GZIP:
+        cs->level = level ? level : GZIP_DEFAULT_LEVEL;
+        return zlib_begin(cs, cs->level);
+    case PPK_CODEC_ZSTD:
+        cs->level = level ? level : ZSTD_DEFAULT_LEVEL;
+        return zstd_begin(cs, cs->level);
+    case PPK_CODEC_NONE:
+        cs->level = 0;
+        return 0;
+    }
+    return PPK_EINVAL;
+}
+
+/* The last chunk, with room for at least one byte. */
+static ppk__cchunk *room(ppk__cstream *cs) {
+    if (cs->n_chunks && cs->chunks[cs->n_chunks - 1].len < cs->chunks[cs->n_chunks - 1].cap)
+        return &cs->chunks[cs->n_chunks - 1];
+    if (ppk__grow(cs->mem, (void **)&cs->chunks, &cs->chunks_cap, cs->n_chunks,
+                  cs->n_chunks + 1, sizeof *cs->chunks))
+        return NULL;
+    /* 16, 16, 32, 64, 128, 256, 256... KiB: small profiles stay small, big ones take
+     * few allocations. */
+    size_t cap = cs->total < CHUNK_MIN ? CHUNK_MIN : cs->total > CHUNK_MAX ? CHUNK_MAX : cs->total;
+    uint8_t *p = ppk__mem_alloc(cs->mem, cap);
+    if (!p) return NULL;
+    ppk__cchunk *c = &cs->chunks[cs->n_chunks++];
+    c->p = p;
+    c->cap = cap;
+    c->len = 0;
+    return c;
+}
+
+static int append(ppk__cstream *cs, const uint8_t *in, size_t n) {
+    while (n) {
+        ppk__cchunk *c = room(cs);
+        if (!c) return PPK_ENOMEM;
+        size_t k = c->cap - c->len < n ? c->cap - c->len : n;
+        memcpy(c->p + c->len, in, k);
+        c->len += k;
+        cs->total += k;
+        in += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* Runs deflate over n bytes (n may be 0 with Z_FINISH) until it has taken them all
+ * (Z_NO_FLUSH) or ended the stream (Z_FINISH). */
+static int zlib_run(ppk__cstream *cs, const uint8_t *in, size_t n, int flush) {
+    z_stream *zs = cs->zlib;
+    zs->next_in = (Bytef *)(uintptr_t)in;
+    zs->avail_in = 0;
+    for (;;) {
+        if (zs->avail_in == 0 && n) {
+            /* zlib counts in uInt: feed at most UINT_MAX at a time. */
+            size_t k = n < UINT_MAX ? n : UINT_MAX;
+            zs->avail_in = (uInt)k;
+            n -= k;
+        }
+        if (flush == Z_NO_FLUSH && zs->avail_in == 0) return 0;
+        ppk__cchunk *c = room(cs);
+        if (!c) return PPK_ENOMEM;
+        size_t free_ = c->cap - c->len; /* at most CHUNK_MAX: fits a uInt */
+        zs->next_out = c->p + c->len;
+        zs->avail_out = (uInt)free_;
+        int zrc = deflate(zs, n ? Z_NO_FLUSH : flush);
+        size_t wrote = free_ - zs->avail_out;
+        c->len += wrote;
+        cs->total += wrote;
+        if (zrc == Z_STREAM_END) return 0;
+        if (zrc != Z_OK && !(zrc == Z_BUF_ERROR && wrote)) return zlib_error(zrc);
+    }
+}
+
+/* Runs zstd over n bytes with `op` (continue: until all taken; end: until the frame is
+ * complete). */
+static int zstd_run(ppk__cstream *cs, const uint8_t *in, size_t n, ZSTD_EndDirective op) {
+    ZSTD_inBuffer ib = {in, n, 0};
+    for (;;) {
+        if (op == ZSTD_e_continue && ib.pos == ib.size) return 0;
+        ppk__cchunk *c = room(cs);
+        if (!c) return PPK_ENOMEM;
+        ZSTD_outBuffer ob = {c->p, c->cap, c->len};
+        size_t r = ZSTD_compressStream2(cs->zstd, &ob, &ib, op);
+        cs->total += ob.pos - c->len;
+        c->len = ob.pos;
+        if (ZSTD_isError(r)) return zstd_error(r);
+        if (op == ZSTD_e_end && r == 0) return 0;
+    }
+}
+
+int ppk__cstream_write(ppk__cstream *cs, const uint8_t *in, size_t n) {
+    if (!n) return 0;
+    switch (cs->codec) {
+    case PPK_CODEC_GZIP:
+        return zlib_run(cs, in, n, Z_NO_FLUSH);
+    case PPK_CODEC_ZSTD:
+        return zstd_run(cs, in, n, ZSTD_e_continue);
+    case PPK_CODEC_NONE:
+        return append(cs, in, n);
+    }
+    return PPK_EINVAL;
+}
+
+int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    if (cs->codec == PPK_CODEC_GZIP)
+        rc = zlib_run(cs, NULL, 0, Z_FINISH);
+    else if (cs->codec == PPK_CODEC_ZSTD)
+        rc = zstd_run(cs, NULL, 0, ZSTD_e_end);
+    if (!rc) {
+        size_t cap = cs->total ? cs->total : 1;
+        out->data = a->alloc(a->opaque, cap);
+        if (!out->data) rc = PPK_ENOMEM;
+    }
     if (rc) {
-        deflateEnd(&zs);
+        memset(out, 0, sizeof *out);
+        ppk__cstream_abort(cs);
         return rc;
     }
-    /* zlib counts in uInt: feed input and output room in pieces of at most UINT_MAX. */
-    size_t fed = 0, given = 0;
-    zs.next_in = (Bytef *)(uintptr_t)in;
-    zs.next_out = out->data;
-    do {
-        if (zs.avail_in == 0 && fed < n) {
-            size_t k = n - fed < UINT_MAX ? n - fed : UINT_MAX;
-            zs.avail_in = (uInt)k;
-            fed += k;
-        }
-        if (zs.avail_out == 0 && given < bound) {
-            size_t k = bound - given < UINT_MAX ? bound - given : UINT_MAX;
-            zs.avail_out = (uInt)k;
-            given += k;
-        }
-        zrc = deflate(&zs, fed == n ? Z_FINISH : Z_NO_FLUSH);
-    } while (zrc == Z_OK);
-    size_t len = zs.total_out;
-    deflateEnd(&zs);
-    if (zrc != Z_STREAM_END) {
-        ppk_bytes_free(out);
-        return zrc == Z_MEM_ERROR ? PPK_ENOMEM : PPK_ECOMPRESS;
+    out->cap_ = cs->total ? cs->total : 1;
+    out->alloc_ = *a;
+    /* One copy; each chunk goes back as soon as it is copied, so the peak is the
+     * output plus one chunk. */
+    for (size_t i = 0; i < cs->n_chunks; i++) {
+        ppk__cchunk *c = &cs->chunks[i];
+        memcpy(out->data + out->len, c->p, c->len);
+        out->len += c->len;
+        ppk__mem_free(cs->mem, c->p, c->cap);
     }
-    out->len = len;
+    cs->n_chunks = 0;
+    cs->total = 0;
     return 0;
-}
-
-static int zstd(const ppk_allocator *a, int level, const uint8_t *in, size_t n,
-                ppk_bytes *out) {
-    ZSTD_customMem cm = {zs_alloc, zs_free, (void *)a};
-    ZSTD_CCtx *cctx = ZSTD_createCCtx_advanced(cm);
-    if (!cctx) return PPK_ENOMEM;
-    size_t bound = ZSTD_compressBound(n);
-    int rc = out_alloc(a, bound, out);
-    if (!rc) {
-        size_t r = ZSTD_compressCCtx(cctx, out->data, bound, in, n,
-                                     level ? level : ZSTD_DEFAULT_LEVEL);
-        if (ZSTD_isError(r)) {
-            rc = ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? PPK_ENOMEM
-                                                                       : PPK_ECOMPRESS;
-            ppk_bytes_free(out);
-        } else {
-            out->len = r;
-        }
-    }
-    ZSTD_freeCCtx(cctx);
-    return rc;
 }
 
 int ppk__compress(const ppk_allocator *a, ppk_codec codec, int level, const uint8_t *in,
                   size_t n, ppk_bytes *out) {
     memset(out, 0, sizeof *out);
-    switch (codec) {
-    case PPK_CODEC_GZIP:
-        return gzip(a, level, in, n, out);
-    case PPK_CODEC_ZSTD:
-        return zstd(a, level, in, n, out);
-    case PPK_CODEC_NONE: {
-        int rc = out_alloc(a, n, out);
-        if (rc) return rc;
-        if (n) memcpy(out->data, in, n);
-        out->len = n;
-        return 0;
-    }
-    }
-    return PPK_EINVAL;
+    ppk__mem mem;
+    ppk__mem_init(&mem, a);
+    ppk__cstream cs;
+    ppk__cstream_init(&cs, &mem);
+    int rc = ppk__cstream_begin(&cs, codec, level);
+    if (!rc) rc = ppk__cstream_write(&cs, in, n);
+    if (!rc) rc = ppk__cstream_end(&cs, &mem.a, out);
+    ppk__cstream_destroy(&cs);
+    return rc;
 }

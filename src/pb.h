@@ -7,7 +7,14 @@
  * upper bound of what it will write (PPK_PB_VARINT_MAX per varint, PPK_PB_NEST_MAX per
  * nested message), then writes. A nested message reserves one byte for its length and
  * ppk__pb_end() moves the body forward in the rare case the length needs more.
- * Single-threaded; the buffer is reused across encodes.
+ *
+ * Streaming: between ppk__pb_stream_begin() and ppk__pb_stream_end() the buffer is
+ * bounded (PPK_PB_BUF bytes). Before each top-level field the caller asks for room with
+ * ppk__pb_room(); when the field does not fit, the bytes buffered so far go to the
+ * compressor (compress.h) and the buffer starts over, so a whole message is never held.
+ * Nested messages stay within the buffer; a top-level field larger than it grows it.
+ * Outside a stream, ppk__pb_room() is ppk__pb_reserve(): everything stays in `buf`.
+ * Single-threaded; the buffer and the compressor's context are reused across encodes.
  */
 #ifndef PPK_PB_H
 #define PPK_PB_H
@@ -17,10 +24,13 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "compress.h"
 
 #define PPK_PB_VARINT_MAX 10
 /* Tag and length of a nested message: a tag of 1..2 bytes and a length of up to 5. */
 #define PPK_PB_NEST_MAX 7
+/* The streaming buffer's size. */
+#define PPK_PB_BUF (256u << 10)
 
 enum { PPK_PB_VARINT = 0, PPK_PB_LEN = 2 };
 
@@ -29,14 +39,35 @@ typedef struct ppk__pb {
     uint8_t *buf;
     size_t len;
     size_t cap;
+    int streaming;      /* between stream_begin and stream_end */
+    ppk__cstream cs;    /* where a stream's bytes go */
 } ppk__pb;
 
 void ppk__pb_init(ppk__pb *pb, ppk__mem *mem);
 void ppk__pb_destroy(ppk__pb *pb);
 /* Room for `n` more bytes. 0 or PPK_ENOMEM. */
 int ppk__pb_reserve(ppk__pb *pb, size_t n);
-/* Gives back a buffer over four times larger than `used` bytes needed (a burst). */
+/* Gives back a buffer over four times larger than `used` bytes needed (a burst), but
+ * keeps PPK_PB_BUF for the next stream. */
 void ppk__pb_shrink(ppk__pb *pb, size_t used);
+
+/* Starts an encode whose bytes are compressed with `codec` and `level` (checked by
+ * ppk__compress_check) as they are written. len is set to 0. 0 or PPK_ENOMEM,
+ * PPK_ECOMPRESS. */
+int ppk__pb_stream_begin(ppk__pb *pb, ppk_codec codec, int level);
+/* Compresses what is left and puts the whole output into *out (allocated with `a`).
+ * On error (PPK_ENOMEM, PPK_ECOMPRESS) *out is zeroed and the stream is dropped. */
+int ppk__pb_stream_end(ppk__pb *pb, const ppk_allocator *a, ppk_bytes *out);
+/* Drops a stream after a failure (its output freed; buffer and context kept). */
+void ppk__pb_stream_abort(ppk__pb *pb);
+int ppk__pb_room_slow(ppk__pb *pb, size_t n);
+
+/* Room for a top-level field of at most `n` bytes: see the top of this file.
+ * 0, PPK_ENOMEM or PPK_ECOMPRESS. */
+static inline int ppk__pb_room(ppk__pb *pb, size_t n) {
+    if (n <= pb->cap - pb->len) return 0;
+    return ppk__pb_room_slow(pb, n);
+}
 /* Closes the nested message opened at `start` (what ppk__pb_begin returned). */
 void ppk__pb_end(ppk__pb *pb, size_t start);
 

@@ -5,8 +5,10 @@
  * sample_type, sample, mapping, location, function, string_table, time_nanos,
  * duration_nanos, period_type, period. Tables are walked in id order, so the same
  * window gives the same bytes. pprof ids are dict ids + 1. Zero scalars are omitted
- * (proto3 defaults). The protobuf is built in the profile's reusable buffer and then
- * compressed (compress.c) into the caller's ppk_bytes.
+ * (proto3 defaults). The protobuf is streamed into the compressor (compress.c) through
+ * the profile's reusable, bounded buffer (pb.h): each top-level field first asks for
+ * room for an upper bound of its size with ppk__pb_room(), which hands the buffer to
+ * the compressor when it is full. So the whole protobuf is never held in memory.
  *
  * At encode time, and only here, three things are added to what the window holds:
  * upscaling (values scaled by the profile's rules), the "trace endpoint" label of
@@ -131,7 +133,8 @@ static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values
     const uint32_t *set = id_array(&p->label_sets, set_id, &n_set);
     size_t bound = 3 * PPK_PB_NEST_MAX + (n_loc + p->n_types) * PPK_PB_VARINT_MAX +
                    (n_set + 2) * (PPK_PB_NEST_MAX + 4 * (1 + PPK_PB_VARINT_MAX));
-    if (ppk__pb_reserve(pb, bound)) return PPK_ENOMEM;
+    int rc = ppk__pb_room(pb, bound);
+    if (rc) return rc;
     const int64_t *v = upscale(e, set, n_set, values);
 
     size_t b = ppk__pb_begin(pb, F_SAMPLE);
@@ -180,10 +183,11 @@ static int mappings(enc *e) {
             (const void *)ppk__dict_key(&p->locations, i, &len);
         if (l->mapping && l->function) has_fn[l->mapping - 1] = 1;
     }
-    int rc = ppk__pb_reserve(pb, p->mappings.n * (PPK_PB_NEST_MAX + 7 * 11));
-    for (uint32_t i = 0; !rc && i < p->mappings.n; i++) {
+    int rc = 0;
+    for (uint32_t i = 0; i < p->mappings.n; i++) {
         uint32_t len;
         const ppk__mapping_rec *m = (const void *)ppk__dict_key(&p->mappings, i, &len);
+        if ((rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 7 * 11))) break;
         size_t b = ppk__pb_begin(pb, F_MAPPING);
         ppk__pb_uint(pb, 1, (uint64_t)i + 1);
         ppk__pb_uint_nz(pb, 2, m->memory_start);
@@ -201,9 +205,9 @@ static int mappings(enc *e) {
 static int locations(enc *e) {
     const ppk_profile *p = e->p;
     ppk__pb *pb = e->pb;
-    if (ppk__pb_reserve(pb, (size_t)p->locations.n * (2 * PPK_PB_NEST_MAX + 5 * 11)))
-        return PPK_ENOMEM;
     for (uint32_t i = 0; i < p->locations.n; i++) {
+        int rc = ppk__pb_room(pb, 2 * PPK_PB_NEST_MAX + 5 * 11);
+        if (rc) return rc;
         uint32_t len;
         const ppk__location_rec *l = (const void *)ppk__dict_key(&p->locations, i, &len);
         size_t b = ppk__pb_begin(pb, F_LOCATION);
@@ -224,9 +228,9 @@ static int locations(enc *e) {
 static int functions(enc *e) {
     const ppk_profile *p = e->p;
     ppk__pb *pb = e->pb;
-    if (ppk__pb_reserve(pb, (size_t)p->functions.n * (PPK_PB_NEST_MAX + 5 * 11)))
-        return PPK_ENOMEM;
     for (uint32_t i = 0; i < p->functions.n; i++) {
+        int rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 5 * 11);
+        if (rc) return rc;
         uint32_t len;
         const ppk__function_rec *f = (const void *)ppk__dict_key(&p->functions, i, &len);
         size_t b = ppk__pb_begin(pb, F_FUNCTION);
@@ -279,21 +283,21 @@ static int strings(enc *e, const comments *c) {
     const ppk__strtab *st = &e->p->strings;
     ppk__pb *pb = e->pb;
     uint32_t n = ppk__strtab_count(st);
-    if (ppk__pb_reserve(pb, ppk__strtab_bytes(st) + (size_t)(n + c->n) * PPK_PB_NEST_MAX +
-                                c->n * (sizeof c->text[0] + 2 * PPK_PB_VARINT_MAX)))
-        return PPK_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
+    int rc = 0;
+    for (uint32_t i = 0; !rc && i < n; i++) {
         size_t len;
         const char *s = ppk__strtab_get(st, i, &len);
-        ppk__pb_bytes(pb, F_STRING_TABLE, s, len);
+        if (!(rc = ppk__pb_room(pb, len + 1 + PPK_PB_VARINT_MAX)))
+            ppk__pb_bytes(pb, F_STRING_TABLE, s, len);
     }
+    if (!rc) rc = ppk__pb_room(pb, c->n * (sizeof c->text[0] + 3 * PPK_PB_VARINT_MAX));
+    if (rc) return rc;
     for (size_t i = 0; i < c->n; i++) ppk__pb_bytes(pb, F_STRING_TABLE, c->text[i], c->len[i]);
     for (size_t i = 0; i < c->n; i++) ppk__pb_uint(pb, F_COMMENT, (uint64_t)n + i);
     return 0;
 }
 
 static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_ns) {
-    pb->len = 0;
     enc e = {p, pb, NULL, PPK_DICT_NONE, NULL};
     int64_t scaled[PPK_MAX_SAMPLE_TYPES];
     e.scaled = scaled;
@@ -316,7 +320,7 @@ static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_
         e.span_key = ppk__strtab_find(&p->strings, span_key, sizeof span_key - 1);
     }
 
-    rc = ppk__pb_reserve(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * 11));
+    rc = ppk__pb_room(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * 11));
     for (size_t i = 0; !rc && i < p->n_types; i++)
         value_type(pb, F_SAMPLE_TYPE, p->type_ids[i], p->unit_ids[i]);
     for (uint32_t i = 0; !rc && i < p->samples.n; i++) {
@@ -333,7 +337,7 @@ static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_
     comments c;
     make_comments(p, &c);
     if (!rc) rc = strings(&e, &c);
-    if (!rc) rc = ppk__pb_reserve(pb, 4 * 11 + PPK_PB_NEST_MAX + 2 * 11);
+    if (!rc) rc = ppk__pb_room(pb, 4 * 11 + PPK_PB_NEST_MAX + 2 * 11);
     if (!rc) {
         ppk__pb_uint_nz(pb, F_TIME_NANOS, (uint64_t)start_ns);
         ppk__pb_uint_nz(pb, F_DURATION_NANOS, (uint64_t)(end_ns - start_ns));
@@ -359,9 +363,13 @@ int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_optio
     if (end < start) end = start;
     int rc = ppk__compress_check(o.codec, o.level);
     if (rc) return rc;
-    rc = encode_pb(p, pb, start, end);
-    if (rc) return rc;
-    return ppk__compress(&p->mem.a, o.codec, o.level, pb->buf, pb->len, out);
+    rc = ppk__pb_stream_begin(pb, o.codec, o.level);
+    if (!rc) rc = encode_pb(p, pb, start, end);
+    if (rc) {
+        ppk__pb_stream_abort(pb);
+        return rc;
+    }
+    return ppk__pb_stream_end(pb, &p->mem.a, out);
 }
 
 int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt, ppk_bytes *out) {

@@ -4,11 +4,16 @@
  * Small expectations are hand-written byte arrays taken from the protobuf encoding
  * rules; large ones are built with the test's own varint writer (ref_varint below), so
  * no expectation comes from the code under test. Each case frees its buffer and checks
- * that the ppk__mem holds no byte.
+ * that the ppk__mem holds no byte. The streaming cases check that bytes streamed through
+ * the bounded buffer, over many hand-overs, equal those built whole in one buffer, raw
+ * and after zlib's and zstd's own decompressors.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
+#include <zstd.h>
 
 #include "check.h"
 #include "pb.h"
@@ -386,6 +391,158 @@ static void test_deterministic(void) {
     env_done(&e2);
 }
 
+/* ---- streaming ----------------------------------------------------------------------- */
+
+/* Writes `n` top-level messages of varied sizes (a nested message holding a varint, a
+ * packed array and a string), each after ppk__pb_room, as pprof.c does; message `big`
+ * (if < n) carries a body of `big_len` bytes. */
+static int write_messages(ppk__pb *pb, uint32_t n, uint32_t big, size_t big_len) {
+    static uint8_t blob[3000];
+    for (size_t i = 0; i < sizeof blob; i++) blob[i] = (uint8_t)(i * 7 + (i >> 5));
+    for (uint32_t i = 0; i < n; i++) {
+        size_t slen = i == big ? big_len : (i * 37) % sizeof blob;
+        size_t nv = i % 40;
+        int rc = ppk__pb_room(pb, 2 * PPK_PB_NEST_MAX + (nv + 2) * PPK_PB_VARINT_MAX + slen);
+        if (rc) return rc;
+        size_t b = ppk__pb_begin(pb, 2);
+        ppk__pb_uint(pb, 1, (uint64_t)i * 0x9E3779B97F4A7C15ull);
+        size_t a = ppk__pb_begin(pb, 2);
+        for (size_t k = 0; k < nv; k++) ppk__pb_varint(pb, (i + k) % 5000);
+        ppk__pb_end(pb, a);
+        if (i == big) {
+            size_t s = ppk__pb_begin(pb, 3);
+            for (size_t k = 0; k < big_len; k++) pb->buf[pb->len++] = (uint8_t)(k * 13);
+            ppk__pb_end(pb, s);
+        } else {
+            ppk__pb_bytes(pb, 3, blob, slen);
+        }
+        ppk__pb_end(pb, b);
+    }
+    return 0;
+}
+
+/* The whole message in one buffer, the reference. */
+static void whole(env *e, uint32_t n, uint32_t big, size_t big_len) {
+    env_init(e);
+    CHECK_EQ_INT(write_messages(&e->pb, n, big, big_len), 0);
+}
+
+static ppk_bytes streamed(env *e, ppk_codec codec, int level, uint32_t n, uint32_t big,
+                          size_t big_len) {
+    ppk_bytes out = {0};
+    CHECK_EQ_INT(ppk__pb_stream_begin(&e->pb, codec, level), 0);
+    CHECK_EQ_INT(write_messages(&e->pb, n, big, big_len), 0);
+    CHECK(e->pb.cap < 2 * PPK_PB_BUF + 2 * big_len); /* never the whole message */
+    CHECK_EQ_INT(ppk__pb_stream_end(&e->pb, &e->mem.a, &out), 0);
+    return out;
+}
+
+static int inflated_equal(const ppk_bytes *gz, const uint8_t *want, size_t n) {
+    uint8_t *back = malloc(n + 1);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    int ok = back && inflateInit2(&zs, 15 + 16) == Z_OK;
+    if (ok) {
+        zs.next_in = gz->data;
+        zs.avail_in = (uInt)gz->len;
+        zs.next_out = back;
+        zs.avail_out = (uInt)n + 1;
+        ok = inflate(&zs, Z_FINISH) == Z_STREAM_END && zs.total_out == n &&
+             memcmp(back, want, n) == 0;
+        inflateEnd(&zs);
+    }
+    free(back);
+    return ok;
+}
+
+static int unzstd_equal(const ppk_bytes *z, const uint8_t *want, size_t n) {
+    uint8_t *back = malloc(n + 1);
+    size_t r = back ? ZSTD_decompress(back, n + 1, z->data, z->len) : 0;
+    int ok = back && !ZSTD_isError(r) && r == n && memcmp(back, want, n) == 0;
+    free(back);
+    return ok;
+}
+
+/* ~6 MB in 20,000 messages: the buffer is handed over a few dozen times; the raw stream
+ * equals the whole message, gzip and zstd (each level kind) decompress to it, and a
+ * second stream through the reused contexts gives the same bytes. */
+static void test_stream_many_handovers(void) {
+    enum { N = 20000 };
+    env ref;
+    whole(&ref, N, N, 0);
+    CHECK(ref.pb.len > 20 * (size_t)PPK_PB_BUF);
+    env e;
+    env_init(&e);
+    ppk_bytes raw = streamed(&e, PPK_CODEC_NONE, 0, N, N, 0);
+    CHECK_EQ_U64(raw.len, ref.pb.len);
+    if (raw.len == ref.pb.len) CHECK_MEM(raw.data, ref.pb.buf, raw.len);
+    CHECK_EQ_U64(e.pb.cap, PPK_PB_BUF);
+    ppk_bytes_free(&raw);
+
+    const struct {
+        ppk_codec codec;
+        int level;
+    } cases[] = {{PPK_CODEC_GZIP, 0}, {PPK_CODEC_GZIP, 6}, {PPK_CODEC_ZSTD, 0},
+                 {PPK_CODEC_ZSTD, 1}, {PPK_CODEC_ZSTD, 3}, {PPK_CODEC_GZIP, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ppk_bytes a = streamed(&e, cases[c].codec, cases[c].level, N, N, 0);
+        ppk_bytes b = streamed(&e, cases[c].codec, cases[c].level, N, N, 0);
+        CHECK(a.len < ref.pb.len / 2);
+        if (cases[c].codec == PPK_CODEC_GZIP)
+            CHECK(inflated_equal(&a, ref.pb.buf, ref.pb.len));
+        else
+            CHECK(unzstd_equal(&a, ref.pb.buf, ref.pb.len));
+        CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0); /* deterministic */
+        ppk_bytes_free(&a);
+        ppk_bytes_free(&b);
+    }
+    env_done(&e);
+    env_done(&ref);
+}
+
+/* One top-level message of 1 MiB, four times the buffer, in the middle of small ones:
+ * the buffer grows for it, the bytes are right, and a shrink gives the growth back. */
+static void test_stream_message_larger_than_buffer(void) {
+    const size_t big_len = 4 * PPK_PB_BUF;
+    env ref;
+    whole(&ref, 500, 250, big_len);
+    env e;
+    env_init(&e);
+    ppk_bytes raw = streamed(&e, PPK_CODEC_NONE, 0, 500, 250, big_len);
+    CHECK_EQ_U64(raw.len, ref.pb.len);
+    if (raw.len == ref.pb.len) CHECK_MEM(raw.data, ref.pb.buf, raw.len);
+    CHECK(e.pb.cap > big_len);
+    ppk_bytes_free(&raw);
+    ppk_bytes z = streamed(&e, PPK_CODEC_ZSTD, 0, 500, 250, big_len);
+    CHECK(unzstd_equal(&z, ref.pb.buf, ref.pb.len));
+    ppk_bytes_free(&z);
+    ppk__pb_shrink(&e.pb, e.pb.len);
+    CHECK(e.pb.cap <= PPK_PB_BUF);
+    /* An empty stream is a valid, empty output. */
+    ppk_bytes empty = streamed(&e, PPK_CODEC_GZIP, 0, 0, 0, 0);
+    CHECK(inflated_equal(&empty, (const uint8_t *)"", 0));
+    ppk_bytes_free(&empty);
+    env_done(&e);
+    env_done(&ref);
+}
+
+/* A stream dropped halfway leaves nothing behind, and the next stream is unaffected. */
+static void test_stream_abort(void) {
+    env ref;
+    whole(&ref, 3000, 3000, 0);
+    env e;
+    env_init(&e);
+    CHECK_EQ_INT(ppk__pb_stream_begin(&e.pb, PPK_CODEC_ZSTD, 0), 0);
+    CHECK_EQ_INT(write_messages(&e.pb, 2000, 2000, 0), 0);
+    ppk__pb_stream_abort(&e.pb);
+    CHECK_EQ_U64(e.pb.cs.n_chunks, 0);
+    ppk_bytes z = streamed(&e, PPK_CODEC_ZSTD, 0, 3000, 3000, 0);
+    CHECK(unzstd_equal(&z, ref.pb.buf, ref.pb.len));
+    ppk_bytes_free(&z);
+    env_done(&e);
+    env_done(&ref);
+}
+
 int main(void) {
     RUN(test_varint_bytes);
     RUN(test_negative_int64);
@@ -398,5 +555,8 @@ int main(void) {
     RUN(test_nested_three_levels);
     RUN(test_reserve_growth);
     RUN(test_deterministic);
+    RUN(test_stream_many_handovers);
+    RUN(test_stream_message_larger_than_buffer);
+    RUN(test_stream_abort);
     return check_summary();
 }

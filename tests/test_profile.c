@@ -526,6 +526,46 @@ static void test_encode_options_and_codecs(void) {
     ppk_profile_free(p);
 }
 
+/* A window whose encoding is several times the encoder's 256 KiB buffer (30,000 samples
+ * with their own task names): gzip and zstd at their default levels decompress to the
+ * raw encoding, and each codec gives the same bytes twice. */
+static void test_big_window_streams(void) {
+    ppk_profile *p = make();
+    fill(p, 30000, 7);
+    ppk_bytes plain = raw(p);
+    CHECK(plain.len > 4 * (256u << 10));
+    const ppk_codec codecs[] = {PPK_CODEC_GZIP, PPK_CODEC_ZSTD};
+    for (size_t c = 0; c < 2; c++) {
+        ppk_encode_options o = {codecs[c], 0, 1000, 5000};
+        ppk_bytes a, b;
+        CHECK_EQ_INT(ppk_profile_encode(p, &o, &a), 0);
+        CHECK_EQ_INT(ppk_profile_encode(p, &o, &b), 0);
+        uint8_t *back = malloc(plain.len + 1);
+        size_t n = 0;
+        if (codecs[c] == PPK_CODEC_ZSTD) {
+            n = ZSTD_decompress(back, plain.len + 1, a.data, a.len);
+            CHECK(!ZSTD_isError(n));
+        } else {
+            uLongf dl = plain.len + 1;
+            z_stream zs;
+            memset(&zs, 0, sizeof zs);
+            CHECK_EQ_INT(inflateInit2(&zs, 15 + 16), Z_OK);
+            zs.next_in = a.data;
+            zs.avail_in = (uInt)a.len;
+            zs.next_out = back;
+            zs.avail_out = (uInt)dl;
+            CHECK_EQ_INT(inflate(&zs, Z_FINISH), Z_STREAM_END);
+            n = zs.total_out;
+            inflateEnd(&zs);
+        }
+        CHECK(n == plain.len && memcmp(back, plain.data, n) == 0);
+        free(back);
+        CHECK(same_bytes(&a, &b));
+    }
+    ppk_bytes_free(&plain);
+    ppk_profile_free(p);
+}
+
 int main(void) {
     RUN(test_create_validates_config);
     RUN(test_strerror_covers_every_code);
@@ -540,5 +580,6 @@ int main(void) {
     RUN(test_endpoints);
     RUN(test_upscaling_rules_validate);
     RUN(test_encode_options_and_codecs);
+    RUN(test_big_window_streams);
     return check_summary();
 }
