@@ -362,6 +362,11 @@ static void read_comm(char *out, size_t n) {
     fclose(f);
 }
 
+/* Frees the n strings of the sink's configuration that ppk_sink_datadog built. */
+static void free_strs(dd_ctx *d, char **strs, size_t n) {
+    for (size_t i = 0; i < n; i++) ppk__upload_str_free(&d->mem, strs[i]);
+}
+
 int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, size_t err_len) {
     if (err && err_len) err[0] = 0;
     if (!out) return PPK_EINVAL;
@@ -504,15 +509,7 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     const char *headers[] = {h_origin, h_version, h_agent, h_key};
     size_t n_headers = cfg->agentless ? 4 : 3;
 
-    ppk__upload_str_free(&d->mem, service);
-    ppk__upload_str_free(&d->mem, env);
-    ppk__upload_str_free(&d->mem, version);
-    ppk__upload_str_free(&d->mem, host);
-    ppk__upload_str_free(&d->mem, rid);
-    ppk__upload_str_free(&d->mem, family);
-    ppk__upload_str_free(&d->mem, language);
-    ppk__upload_str_free(&d->mem, pname);
-    ppk__upload_str_free(&d->mem, key);
+    free_strs(d, (char *[]){service, env, version, host, rid, family, language, pname, key}, 9);
     ppk__ubuf_free(&tags);
     static const ppk__upload_ops ops = {dd_prepare, dd_build, dd_setopt, dd_child, dd_free};
     rc = ppk__upload_create(&cfg->upload, &ops, d, headers, n_headers, out, err, err_len);
@@ -522,15 +519,7 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
 nomem:
     rc = PPK_ENOMEM;
 fail:
-    ppk__upload_str_free(&d->mem, service);
-    ppk__upload_str_free(&d->mem, env);
-    ppk__upload_str_free(&d->mem, version);
-    ppk__upload_str_free(&d->mem, host);
-    ppk__upload_str_free(&d->mem, rid);
-    ppk__upload_str_free(&d->mem, family);
-    ppk__upload_str_free(&d->mem, language);
-    ppk__upload_str_free(&d->mem, pname);
-    ppk__upload_str_free(&d->mem, key);
+    free_strs(d, (char *[]){service, env, version, host, rid, family, language, pname, key}, 9);
     ppk__ubuf_free(&tags);
     dd_free(d);
     return rc;
