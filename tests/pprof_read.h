@@ -258,6 +258,28 @@ static inline void pr_free(pr_profile *pp) {
 }
 
 /* Gunzips [data, data + len) into a malloc'd buffer. @return 0 or -1. */
+/* Reads a whole file into a malloc'ed buffer (the caller frees *data). 0 or -1. */
+static inline int pr_read_file(const char *path, uint8_t **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 4096, n = 0, got;
+    uint8_t *buf = (uint8_t *)malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            uint8_t *nb = (uint8_t *)realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return -1;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
 static inline int pr_gunzip(const uint8_t *data, size_t len, uint8_t **out, size_t *out_len) {
     z_stream zs;
     memset(&zs, 0, sizeof zs);

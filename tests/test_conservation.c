@@ -169,28 +169,6 @@ static void *export_loop(void *arg) {
     return NULL;
 }
 
-static int read_file(const char *path, uint8_t **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t cap = 4096, n = 0;
-    uint8_t *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!buf) return -1;
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 /* Checks the files with the C reader. */
 static void check_files_c(const exporter *x, const producer *prod) {
     uint32_t *where[THREADS]; /* export index + 1 of each (t, k), 0: not seen */
@@ -204,7 +182,7 @@ static void check_files_c(const exporter *x, const producer *prod) {
         uint8_t *data = NULL;
         size_t len = 0;
         pr_profile pp;
-        if (read_file(path, &data, &len) != 0 || pr_parse(data, len, &pp) != 0) {
+        if (pr_read_file(path, &data, &len) != 0 || pr_parse(data, len, &pp) != 0) {
             if (!malformed++) fprintf(stderr, "cannot read or parse %s\n", path);
             free(data);
             continue;

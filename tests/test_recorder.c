@@ -136,27 +136,6 @@ static int rm_dir(const char *dir) {
     return rmdir(dir);
 }
 
-static int read_file(const char *path, uint8_t **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t cap = 4096, n = 0, got;
-    uint8_t *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!buf) return -1;
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* state machine                                                                      */
 
@@ -843,7 +822,7 @@ static void test_sink_file(void) {
         snprintf(path, sizeof path, "%s/prof.%ld.%d.pb.gz", dir, (long)getpid(), e + 1);
         uint8_t *data = NULL;
         size_t len = 0;
-        CHECK_EQ_INT(read_file(path, &data, &len), 0);
+        CHECK_EQ_INT(pr_read_file(path, &data, &len), 0);
         if (!data) {
             fprintf(stderr, "missing %s\n", path);
             continue;
@@ -898,7 +877,7 @@ static void test_sink_file_config_and_failure(void) {
                  (unsigned long long)st.windows_exported, codecs[c].ext);
         uint8_t *data = NULL;
         size_t len = 0;
-        CHECK_EQ_INT(read_file(path, &data, &len), 0);
+        CHECK_EQ_INT(pr_read_file(path, &data, &len), 0);
         if (data && codecs[c].codec == PPK_CODEC_ZSTD)
             CHECK(len >= 4 && data[0] == 0x28 && data[1] == 0xb5 && data[2] == 0x2f &&
                   data[3] == 0xfd);
