@@ -41,6 +41,27 @@ static void libc_free(void *opaque, void *ptr, size_t size) {
     free(ptr);
 }
 
+static void *plain_alloc(void *opaque, size_t size) {
+    (void)opaque;
+    return malloc(size);
+}
+
+static void plain_free(void *opaque, void *ptr, size_t size) {
+    (void)opaque;
+    (void)size;
+    free(ptr);
+}
+
+void ppk__transient_allocator(ppk_allocator *out, const ppk_allocator *in) {
+    if (in->alloc == libc_alloc) {
+        out->alloc = plain_alloc;
+        out->free = plain_free;
+        out->opaque = NULL;
+    } else {
+        *out = *in;
+    }
+}
+
 void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in) {
     if (in && in->alloc && in->free) {
         *out = *in;

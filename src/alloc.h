@@ -44,6 +44,12 @@ void *ppk__mem_resize(ppk__mem *m, void *ptr, size_t old_cap, size_t used, size_
  * least `need` elements, doubling. 0 or PPK_ENOMEM (the array is then unchanged). */
 int ppk__grow(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t need, size_t size);
 
+/* For short-lived blocks handed over every export (the encoded output): the default
+ * allocator's blocks come from malloc, which keeps freed blocks for the next export
+ * instead of faulting fresh pages in each time; a user's allocator is used as it is.
+ * `in` is a filled allocator (see ppk__fill_allocator). */
+void ppk__transient_allocator(ppk_allocator *out, const ppk_allocator *in);
+
 /* The default allocator's functions, for the callers that need a ppk_allocator. */
 void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in);
 

@@ -72,6 +72,9 @@ static int zstd_error(size_t r) {
 void ppk__cstream_init(ppk__cstream *cs, ppk__mem *mem) {
     memset(cs, 0, sizeof *cs);
     cs->mem = mem;
+    ppk_allocator t;
+    ppk__transient_allocator(&t, &mem->a);
+    ppk__mem_init(&cs->out, &t);
 }
 
 static void zlib_free(ppk__cstream *cs) {
@@ -83,7 +86,7 @@ static void zlib_free(ppk__cstream *cs) {
 
 void ppk__cstream_abort(ppk__cstream *cs) {
     for (size_t i = 0; i < cs->n_chunks; i++)
-        ppk__mem_free(cs->mem, cs->chunks[i].p, cs->chunks[i].cap);
+        ppk__mem_free(&cs->out, cs->chunks[i].p, cs->chunks[i].cap);
     cs->n_chunks = 0;
     cs->total = 0;
 }
@@ -162,7 +165,7 @@ static ppk__cchunk *room(ppk__cstream *cs) {
     /* 16, 16, 32, 64, 128, 256, 256... KiB: small profiles stay small, big ones take
      * few allocations. */
     size_t cap = cs->total < CHUNK_MIN ? CHUNK_MIN : cs->total > CHUNK_MAX ? CHUNK_MAX : cs->total;
-    uint8_t *p = ppk__mem_alloc(cs->mem, cap);
+    uint8_t *p = ppk__mem_alloc(&cs->out, cap);
     if (!p) return NULL;
     ppk__cchunk *c = &cs->chunks[cs->n_chunks++];
     c->p = p;
@@ -250,6 +253,9 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
         rc = zlib_run(cs, NULL, 0, Z_FINISH);
     else if (cs->codec == PPK_CODEC_ZSTD)
         rc = zstd_run(cs, NULL, 0, ZSTD_e_end);
+    ppk_allocator t;
+    ppk__transient_allocator(&t, a);
+    a = &t;
     if (!rc) {
         size_t cap = cs->total ? cs->total : 1;
         out->data = a->alloc(a->opaque, cap);
@@ -268,7 +274,7 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
         ppk__cchunk *c = &cs->chunks[i];
         memcpy(out->data + out->len, c->p, c->len);
         out->len += c->len;
-        ppk__mem_free(cs->mem, c->p, c->cap);
+        ppk__mem_free(&cs->out, c->p, c->cap);
     }
     cs->n_chunks = 0;
     cs->total = 0;

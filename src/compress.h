@@ -33,7 +33,8 @@ typedef struct ppk__cchunk {
 } ppk__cchunk;
 
 typedef struct ppk__cstream {
-    ppk__mem *mem;
+    ppk__mem *mem;          /* the codec contexts */
+    ppk__mem out;           /* the output chunks: transient blocks (see alloc.h) */
     ppk_codec codec;        /* of the stream in progress */
     int level;
     void *zstd;             /* ZSTD_CCtx, kept across streams */
@@ -54,7 +55,8 @@ void ppk__cstream_destroy(ppk__cstream *cs);
 int ppk__cstream_begin(ppk__cstream *cs, ppk_codec codec, int level);
 /* Compresses n more bytes. 0, PPK_ENOMEM or PPK_ECOMPRESS; after an error, abort. */
 int ppk__cstream_write(ppk__cstream *cs, const uint8_t *in, size_t n);
-/* Finishes the stream into *out (zeroed first), allocated with `a`. 0, PPK_ENOMEM or
+/* Finishes the stream into *out (zeroed first), allocated with `a` (its transient form,
+ * see alloc.h). 0, PPK_ENOMEM or
  * PPK_ECOMPRESS; on error *out stays zeroed and the stream is aborted. */
 int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out);
 /* Drops a stream's output after a failure; the contexts are kept. */
