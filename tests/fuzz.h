@@ -9,7 +9,7 @@
  * provides main() and a failed check abort()s, so libFuzzer saves the input. Built
  * without it (the ctest test), main() below runs every file of
  * $PPK_SOURCE_DIR/tests/corpus/FUZZ_NAME/ (else the corpus next to this file), then
- * PPK_FUZZ_ITERS (default 2000; 600 under ASan or TSan) deterministic pseudo-random inputs; a failed check is
+ * PPK_FUZZ_ITERS (default 2000; 600 under ASan, 200 under TSan) deterministic pseudo-random inputs; a failed check is
  * printed with the input's name and the run goes on; the exit code says whether any
  * check failed. `test_fuzz_profile FILE...` runs only the given files (a reproducer).
  *
@@ -464,10 +464,14 @@ static long fz_run_dir(const char *dir) {
 }
 
 /* Random inputs per run: a few seconds in each stage of tools/check.sh. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__)
+#define FZ_DEFAULT_ITERS 200
+#elif defined(__SANITIZE_ADDRESS__)
 #define FZ_DEFAULT_ITERS 600
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if __has_feature(thread_sanitizer)
+#define FZ_DEFAULT_ITERS 200
+#elif __has_feature(address_sanitizer)
 #define FZ_DEFAULT_ITERS 600
 #endif
 #endif
