@@ -151,7 +151,7 @@ typedef struct ppk_profile_config {
     /* Memory (G4; docs/memory.md explains how to size these).
      * memory_limit (default 64 MiB, at least 64 KiB): every byte the window allocates
      * (arena chunks, hash tables, sample storage) counts, and the window never holds
-     * more than this plus one chunk. Past it, detail degrades and totals are kept: new
+     * more than this plus one chunk and 4 KiB (the overflow records, once a window). Past it, detail degrades and totals are kept: new
      * strings become "[pprofkit: memory limit]", new stacks the one frame of that name,
      * new samples add their values to one overflow sample; each counted by reason, in
      * the statistics and as comments of the encoded profile. SIZE_MAX: no limit.

@@ -86,7 +86,8 @@ static uint32_t probe(const ppk__dict *d, const void *key, size_t len, uint64_t 
         if (!s) return i;
         if ((s & 0xffffffff00000000ull) == tag) {
             const ppk__dent *e = &d->ents[(uint32_t)s - 1];
-            if (e->len == len && e->hash_lo == lo && memcmp(e->key, key, len) == 0) return i;
+            if (e->len == len && e->hash_lo == lo && (len == 0 || memcmp(e->key, key, len) == 0))
+                return i;
         }
         i = (i + 1) & d->mask;
     }

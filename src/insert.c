@@ -19,7 +19,7 @@
  *     sample that cannot be added gives its values to the overflow sample (overflow
  *     stack, no labels); a timestamped sample that cannot be kept is aggregated. Each
  *     is counted by reason. The overflow stack and sample are made at most once per
- *     window, allowed past the budget (one chunk at most).
+ *     window, allowed past the budget (one chunk and 4 KiB at most).
  *
  * Not thread safe: the caller (or the recorder's lock) serializes calls on a window.
  */
@@ -194,16 +194,27 @@ static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
     return rc ? rc : cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r, *out);
 }
 
+/* Whether label `id` has the placeholder as its key. */
+static int placeholder_key(const ppk_profile *p, uint32_t id) {
+    uint32_t len;
+    ppk__label_rec lr;
+    memcpy(&lr, ppk__dict_key(&p->labels, id, &len), sizeof lr);
+    return p->ids.placeholder != PPK_DICT_NONE && lr.key == p->ids.placeholder;
+}
+
 static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb,
                         uint32_t *set) {
     uint32_t *b = p->label_buf;
     size_t n = 0;
+    int placeholder_seen = 0;
     for (size_t i = 0; i < sb->n_labels; i++) {
         int rc = label_rec_id(p, dg, sb->buf + sb->labels[i].off, &sb->labels[i], &b[n]);
+        if (rc && rc != LIMIT) return rc;
+        /* Keys are distinct, but two new ones past the budget both become the
+         * placeholder: the second is left out, so no key appears twice. */
+        if (!rc && placeholder_key(p, b[n]) && placeholder_seen++) rc = LIMIT;
         if (rc == LIMIT)
             dg->labels_dropped++;
-        else if (rc)
-            return rc;
         else
             n++;
     }

@@ -62,23 +62,6 @@ static const char *fz_input_name_ = "?";
         if (!(cond)) FZ_FAIL("check failed: %s", #cond);                                    \
     } while (0)
 
-/*
- * Known library findings, reported and not yet fixed, are tolerated unless the
- * environment sets PPK_FUZZ_STRICT=1 (then they fail like any check):
- *   K1: over the memory limit, two new label keys of one sample both become the
- *       placeholder "[pprofkit: memory limit]": the sample has that key twice.
- *   K2: with chunk_size 4 KiB, memory_bytes can exceed memory_limit + chunk_size
- *       (by ~1-2 KiB) once the limit is reached.
- */
-static inline int fz_strict(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("PPK_FUZZ_STRICT");
-        v = e && *e == '1';
-    }
-    return v;
-}
-
 /* ---- reading the input ------------------------------------------------------------- */
 typedef struct fz_in {
     const uint8_t *p, *end;
@@ -371,9 +354,7 @@ static inline void fz_check_profile(const ppk_bytes *b, ppk_codec codec, const f
                 pr_string(&pp, s->lab[j].num_unit).len > lim->max_string_len)
                 FZ_FAIL("sample %zu: a label string longer than max_string_len", i);
             for (size_t k = 0; k < j; k++)
-                if (s->lab[k].key == s->lab[j].key &&
-                    (fz_strict() || !pr_streq(pr_string(&pp, s->lab[j].key),
-                                              "[pprofkit: memory limit]"))) /* K1 */
+                if (s->lab[k].key == s->lab[j].key)
                     FZ_FAIL("sample %zu: label key \"%.*s\" twice", i,
                             (int)pr_string(&pp, s->lab[j].key).len,
                             pr_string(&pp, s->lab[j].key).ptr);

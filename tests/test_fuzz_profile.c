@@ -50,9 +50,8 @@ static int same_window(const ppk_profile_stats *a, const ppk_profile_stats *b) {
 static void check_memory(fstate *st) {
     ppk_profile_stats s;
     ppk_profile_stats_get(st->p, &s);
-    /* K2 (fuzz.h): tolerated up to 4 KiB more unless PPK_FUZZ_STRICT=1. */
-    size_t slack = fz_strict() ? 0 : 4096;
-    if (s.memory_bytes > st->cfg.memory_limit + st->cfg.chunk_size + slack)
+    /* The documented bound: the limit, one chunk and 4 KiB. */
+    if (s.memory_bytes > st->cfg.memory_limit + st->cfg.chunk_size + 4096)
         FZ_FAIL("window holds %llu bytes, limit %zu + chunk %zu",
                 (unsigned long long)s.memory_bytes, st->cfg.memory_limit, st->cfg.chunk_size);
     if (s.samples_added != st->tot.samples)
