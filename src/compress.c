@@ -281,8 +281,23 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
     return 0;
 }
 
+int ppk__bytes_copy(const ppk_allocator *a, const uint8_t *in, size_t n, ppk_bytes *out) {
+    memset(out, 0, sizeof *out);
+    ppk_allocator t;
+    ppk__transient_allocator(&t, a);
+    size_t cap = n ? n : 1;
+    out->data = t.alloc(t.opaque, cap);
+    if (!out->data) return PPK_ENOMEM;
+    if (n) memcpy(out->data, in, n);
+    out->len = n;
+    out->cap_ = cap;
+    out->alloc_ = t;
+    return 0;
+}
+
 int ppk__compress(const ppk_allocator *a, ppk_codec codec, int level, const uint8_t *in,
                   size_t n, ppk_bytes *out) {
+    if (codec == PPK_CODEC_NONE) return ppk__bytes_copy(a, in, n, out);
     memset(out, 0, sizeof *out);
     ppk__mem mem;
     ppk__mem_init(&mem, a);

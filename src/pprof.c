@@ -363,6 +363,13 @@ int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_optio
     if (end < start) end = start;
     int rc = ppk__compress_check(o.codec, o.level);
     if (rc) return rc;
+    if (o.codec == PPK_CODEC_NONE) {
+        /* Uncompressed, the output is the whole protobuf anyway: build it in the
+         * (reused) buffer and copy it once, rather than through the stream's chunks. */
+        pb->len = 0;
+        rc = encode_pb(p, pb, start, end);
+        return rc ? rc : ppk__bytes_copy(&p->mem.a, pb->buf, pb->len, out);
+    }
     rc = ppk__pb_stream_begin(pb, o.codec, o.level);
     if (!rc) rc = encode_pb(p, pb, start, end);
     if (rc) {
