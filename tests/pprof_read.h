@@ -20,10 +20,12 @@
 #ifndef PPK_TESTS_PPROF_READ_H
 #define PPK_TESTS_PPROF_READ_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 typedef struct pr_str {
@@ -278,6 +280,21 @@ static inline int pr_read_file(const char *path, uint8_t **data, size_t *len) {
     *data = buf;
     *len = n;
     return 0;
+}
+
+/* Removes a directory of exported files (one level). 0 or -1. */
+static inline int pr_rm_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        remove(path);
+    }
+    closedir(d);
+    return rmdir(dir);
 }
 
 static inline int pr_gunzip(const uint8_t *data, size_t len, uint8_t **out, size_t *out_len) {

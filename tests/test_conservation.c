@@ -285,20 +285,6 @@ static void write_manifest(const exporter *x, const producer *prod, const char *
     CHECK(fclose(f) == 0);
 }
 
-static int rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *de;
-    char path[4096];
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        remove(path);
-    }
-    closedir(d);
-    return rmdir(dir);
-}
-
 static void run(ppk_codec codec, const char *codec_name, const char *ext) {
     int before = check_failures_;
     char dir[] = "/tmp/ppk-conservation.XXXXXX";
@@ -376,7 +362,7 @@ static void run(ppk_codec codec, const char *codec_name, const char *ext) {
     for (int t = 0; t < THREADS; t++) free(prod[t].ok);
     free(x.names);
     if (check_failures_ == before)
-        rm_dir(dir);
+        pr_rm_dir(dir);
     else
         fprintf(stderr, "files kept in %s\n", dir);
 }

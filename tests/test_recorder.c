@@ -122,20 +122,6 @@ static void deadline_in(struct timespec *ts, double seconds) {
     ts->tv_nsec = (long)(ns % 1000000000);
 }
 
-static int rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *de;
-    char path[4096];
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        remove(path);
-    }
-    closedir(d);
-    return rmdir(dir);
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* state machine                                                                      */
 
@@ -846,7 +832,7 @@ static void test_sink_file(void) {
     /* Freeing the recorder may export a last (empty) window; never a temporary file. */
     CHECK(count_dir(dir, &hidden) >= 3);
     CHECK_EQ_INT(hidden, 0);
-    rm_dir(dir);
+    pr_rm_dir(dir);
 }
 
 /* cfg.out_dir adds a file sink; the codec picks the extension; a sink whose directory
@@ -892,7 +878,7 @@ static void test_sink_file_config_and_failure(void) {
         ppk_sample_free(s);
         ppk_recorder_free(r);
         /* Whatever free wrote, remove it for the next codec. */
-        rm_dir(dir);
+        pr_rm_dir(dir);
         CHECK_EQ_INT(mkdir(dir, 0700), 0);
     }
 
