@@ -163,14 +163,15 @@ static void *work(void *arg) {
             }
         }
         uint32_t j = (uint32_t)(w1_splitmix64(&rng) % W1_STACKS);
-        const ppk_frame *fr = w.frames + w.stack_off[j];
+        const uint16_t *fn = w.stack_fn + w.stack_off[j];
         uint64_t k = atomic_fetch_add(&task_counter, 1);
         int task_len = snprintf(task, sizeof task, "Task-%" PRIu64,
                                 opt.unique ? k + 1 : k % W1_STEADY_TASKS + 1);
 
         CALL(ppk_sample_start(s));
         for (uint32_t f = 0; f < w.stack_depth[j]; f++)
-            CALL(ppk_sample_push_frame(s, fr[f].name, fr[f].filename, 0, fr[f].line));
+            CALL(ppk_sample_push_frame(s, w.fn_name[fn[f]], w.fn_file[fn[f]], 0,
+                                       w.fn_line[fn[f]]));
         CALL(ppk_sample_push_label_num(s, PPK_STR("thread id"), tid, PPK_STR("")));
         CALL(ppk_sample_push_label_str(s, PPK_STR("thread name"),
                                        (ppk_str){thread_name, (size_t)tn_len}));
