@@ -60,15 +60,18 @@ static void free_list(ppk__arena *a, ppk__chunk *c) {
 void ppk__arena_destroy(ppk__arena *a) {
     if (!a->mem) return;
     free_list(a, a->used);
+    free_list(a, a->over);
     free_list(a, a->spare);
-    a->used = a->spare = NULL;
-    a->pos = a->end = NULL;
+    a->used = a->over = a->spare = NULL;
+    a->pos = a->end = a->over_pos = a->over_end = NULL;
     a->spare_bytes = 0;
     assert(a->chunk_bytes == 0);
 }
 
-/* Makes a chunk with at least `n` free bytes the current one. */
-static int next_chunk(ppk__arena *a, size_t n) {
+/* Makes a chunk with at least `n` free bytes the current one of the list `*used`
+ * (a->used or a->over), its free space in *pos, *end. */
+static int next_chunk(ppk__arena *a, size_t n, ppk__chunk **used, uint8_t **pos,
+                      uint8_t **end) {
     ppk__chunk **pp = &a->spare;
     while (*pp && (*pp)->size - sizeof(ppk__chunk) < n) pp = &(*pp)->next;
     ppk__chunk *c = *pp;
@@ -87,46 +90,79 @@ static int next_chunk(ppk__arena *a, size_t n) {
         a->chunk_bytes += size;
         POISON(chunk_data(c), size - sizeof(ppk__chunk));
     }
-    c->next = a->used;
-    a->used = c;
-    a->pos = chunk_data(c);
-    a->end = chunk_end(c);
+    c->next = *used;
+    *used = c;
+    *pos = chunk_data(c);
+    *end = chunk_end(c);
     return 0;
 }
 
 ppk__arena_mark ppk__arena_get_mark(const ppk__arena *a) {
-    ppk__arena_mark m = {a->used, a->pos, a->alloc_bytes};
+    ppk__arena_mark m = {a->used, a->over, a->pos, a->over_pos, a->alloc_bytes};
     return m;
 }
 
-void ppk__arena_rollback(ppk__arena *a, ppk__arena_mark m) {
-    while (a->used != m.chunk) {
-        ppk__chunk *c = a->used;
-        a->used = c->next;
+/* Moves the chunks of `*used` down to `upto` to the spare list. */
+static void unuse(ppk__arena *a, ppk__chunk **used, const ppk__chunk *upto) {
+    while (*used != upto) {
+        ppk__chunk *c = *used;
+        *used = c->next;
         POISON(chunk_data(c), c->size - sizeof(ppk__chunk));
         c->next = a->spare;
         a->spare = c;
         a->spare_bytes += c->size;
     }
+}
+
+void ppk__arena_rollback(ppk__arena *a, ppk__arena_mark m) {
+    unuse(a, &a->used, m.chunk);
     a->pos = m.pos;
     a->end = m.chunk ? chunk_end(m.chunk) : NULL;
     if (m.chunk) POISON(m.pos, (size_t)(a->end - m.pos));
+    unuse(a, &a->over, m.over);
+    a->over_pos = m.over_pos;
+    a->over_end = m.over ? chunk_end(m.over) : NULL;
+    if (m.over) POISON(m.over_pos, (size_t)(a->over_end - m.over_pos));
     a->alloc_bytes = m.alloc_bytes;
+}
+
+/* n bytes aligned to `align` from the free space *pos..end, or NULL if they do not fit. */
+static uint8_t *carve(uint8_t **pos, const uint8_t *end, size_t n, size_t align) {
+    if (!*pos) return NULL;
+    size_t pad = (size_t)(-(uintptr_t)*pos & (align - 1));
+    if ((size_t)(end - *pos) < n || (size_t)(end - *pos) - n < pad) return NULL;
+    uint8_t *p = *pos + pad;
+    *pos = p + n;
+    return p;
 }
 
 void *ppk__arena_alloc(ppk__arena *a, size_t n, size_t align) {
     assert(align && align <= 8 && (align & (align - 1)) == 0);
     if (n > SIZE_MAX / 2) return NULL; /* no such chunk; and n + pad cannot wrap below */
-    uintptr_t pos = (uintptr_t)a->pos;
-    size_t pad = (size_t)(-pos & (align - 1));
-    if (!a->pos || (size_t)(a->end - a->pos) < n + pad) {
-        if (next_chunk(a, n + 8) != 0) return NULL;
-        pos = (uintptr_t)a->pos;
-        pad = (size_t)(-pos & (align - 1));
+    uint8_t *start = a->pos;
+    uint8_t *p = carve(&a->pos, a->end, n, align);
+    if (!p) {
+        ppk__mem *m = a->mem;
+        int over_ok = m->over_ok;
+        /* A new chunk within the budget first, even past it (over_ok). */
+        m->over_ok = 0;
+        int rc = next_chunk(a, n + 8, &a->used, &a->pos, &a->end);
+        m->over_ok = over_ok;
+        if (rc == 0) {
+            start = a->pos;
+            p = carve(&a->pos, a->end, n, align);
+        } else if (over_ok && m->limited) {
+            m->limited = 0;
+            start = a->over_pos;
+            p = carve(&a->over_pos, a->over_end, n, align);
+            if (!p && next_chunk(a, n + 8, &a->over, &a->over_pos, &a->over_end) == 0) {
+                start = a->over_pos;
+                p = carve(&a->over_pos, a->over_end, n, align);
+            }
+        }
+        if (!p) return NULL;
     }
-    uint8_t *p = a->pos + pad;
-    a->pos = p + n;
-    a->alloc_bytes += n + pad;
+    a->alloc_bytes += (size_t)(p + n - start);
     UNPOISON(p, n);
     return p;
 }
@@ -140,18 +176,11 @@ void *ppk__arena_dup(ppk__arena *a, const void *src, size_t n, size_t align) {
 void ppk__arena_reset(ppk__arena *a) {
     /* Every used chunk goes to the spare list, then the list is trimmed to keep_bytes,
      * keeping standard-size chunks first: they fit any ordinary request. */
-    ppk__chunk *c = a->used;
-    while (c) {
-        ppk__chunk *next = c->next;
-        POISON(chunk_data(c), c->size - sizeof(ppk__chunk));
-        c->next = a->spare;
-        a->spare = c;
-        a->spare_bytes += c->size;
-        c = next;
-    }
-    a->used = NULL;
-    a->pos = a->end = NULL;
+    unuse(a, &a->used, NULL);
+    unuse(a, &a->over, NULL);
+    a->pos = a->end = a->over_pos = a->over_end = NULL;
     a->alloc_bytes = 0;
+    ppk__chunk *c;
 
     ppk__chunk *keep = NULL, *drop = NULL;
     size_t kept = 0;
@@ -183,6 +212,7 @@ void ppk__arena_reset(ppk__arena *a) {
 void ppk__arena_check(const ppk__arena *a) {
     size_t total = 0, spare = 0; /* spare may pass keep_bytes after a rollback */
     for (const ppk__chunk *c = a->used; c; c = c->next) total += c->size;
+    for (const ppk__chunk *c = a->over; c; c = c->next) total += c->size;
     for (const ppk__chunk *c = a->spare; c; c = c->next) spare += c->size;
     (void)total;
     (void)spare;
@@ -191,4 +221,7 @@ void ppk__arena_check(const ppk__arena *a) {
     assert((a->pos == NULL) == (a->used == NULL));
     assert(!a->used || (a->pos >= chunk_data(a->used) && a->pos <= a->end &&
                         a->end == chunk_end(a->used)));
+    assert((a->over_pos == NULL) == (a->over == NULL));
+    assert(!a->over || (a->over_pos >= chunk_data(a->over) && a->over_pos <= a->over_end &&
+                        a->over_end == chunk_end(a->over)));
 }

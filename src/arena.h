@@ -9,6 +9,12 @@
  *
  * ppk__arena_mark() and ppk__arena_rollback() undo every allocation made after the mark,
  * so a caller whose work fails halfway leaves the arena as it found it. Single-threaded.
+ *
+ * Allocations past the memory budget (mem->over_ok, for a window's few overflow records)
+ * that the current chunk cannot hold go to a chunk of their own, the "over" chunk, never
+ * used by ordinary allocations: otherwise ordinary records would fill a chunk allocated
+ * past the budget and the next overflow record would need another one. So a window
+ * holds at most one chunk past its budget.
  */
 #ifndef PPK_ARENA_H
 #define PPK_ARENA_H
@@ -27,14 +33,16 @@ typedef struct ppk__arena {
     ppk__chunk *used;   /* chunks in use, the current one first */
     ppk__chunk *spare;  /* kept chunks, ready for reuse */
     uint8_t *pos, *end; /* free space of the current chunk */
+    ppk__chunk *over;   /* chunks taken past the budget, the current one first */
+    uint8_t *over_pos, *over_end;
     size_t chunk_bytes; /* bytes of all chunks held (used + spare) */
     size_t spare_bytes; /* of which spare */
     size_t alloc_bytes; /* bytes handed out since the last reset, padding included */
 } ppk__arena;
 
 typedef struct ppk__arena_mark {
-    ppk__chunk *chunk;
-    uint8_t *pos;
+    ppk__chunk *chunk, *over;
+    uint8_t *pos, *over_pos;
     size_t alloc_bytes;
 } ppk__arena_mark;
 

@@ -459,6 +459,49 @@ static void test_destroy(void) {
 }
 
 /* A chunk size below the minimum is raised to it (4096). */
+/* Past the budget (over_ok), a request the current chunk cannot hold gets the "over"
+ * chunk, which ordinary requests never use: however the two interleave, the arena holds
+ * at most one chunk past the limit. */
+static void test_over_budget_chunk(void) {
+    env e;
+    env_init(&e, 4096, 0);
+    e.mem.limit = 3 * 4096;
+    /* Fill the budget: three chunks, then ordinary requests are refused. */
+    while (ppk__arena_alloc(&e.a, 1000, 8)) {
+    }
+    CHECK(e.mem.limited);
+    e.mem.limited = 0;
+    CHECK_EQ_U64(e.a.chunk_bytes, 3 * 4096);
+    for (int round = 0; round < 20; round++) {
+        e.mem.over_ok = 1;
+        uint8_t *p = ppk__arena_alloc(&e.a, 64, 8);
+        e.mem.over_ok = 0;
+        CHECK(p != NULL);
+        CHECK(!e.mem.limited);
+        memset(p, round, 64);
+        /* An ordinary request past the budget still fails: it may not take the rest of
+         * the over chunk. */
+        CHECK(ppk__arena_alloc(&e.a, 16, 8) == NULL);
+        CHECK(e.mem.limited);
+        e.mem.limited = 0;
+        ppk__arena_check(&e.a);
+    }
+    CHECK_EQ_U64(e.a.chunk_bytes, 4 * 4096);
+    CHECK(e.mem.bytes <= e.mem.limit + 4096);
+    /* A rollback forgets over-budget allocations too; reset makes the chunk spare. */
+    ppk__arena_mark m = ppk__arena_get_mark(&e.a);
+    e.mem.over_ok = 1;
+    CHECK(ppk__arena_alloc(&e.a, 64, 8) != NULL);
+    e.mem.over_ok = 0;
+    ppk__arena_rollback(&e.a, m);
+    CHECK(e.a.over_pos == m.over_pos);
+    ppk__arena_check(&e.a);
+    ppk__arena_reset(&e.a);
+    CHECK(e.a.over == NULL);
+    ppk__arena_check(&e.a);
+    env_done(&e);
+}
+
 static void test_min_chunk_size(void) {
     env e;
     env_init(&e, 16, 0);
@@ -483,5 +526,6 @@ int main(void) {
     RUN(test_rollback_same_chunk);
     RUN(test_destroy);
     RUN(test_min_chunk_size);
+    RUN(test_over_budget_chunk);
     return check_summary();
 }
