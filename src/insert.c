@@ -99,33 +99,86 @@ static int frame_id(ppk_profile *p, ppk__degraded *dg, const ppk_frame *f, uint3
     return rec_id(p, &p->locations, &lr, sizeof lr, 8, loc);
 }
 
-/* Remembers that record `rec` resolves to `value` in cache `d`/`values`. Over budget
- * the record is simply not cached. */
+/* Remembers that record `rec` resolves to `value` in cache `d`/`values`; *cached is
+ * its id there. Over budget the record is simply not cached (*cached PPK_DICT_NONE). */
 static int cache(ppk_profile *p, ppk__dict *d, uint32_t **values, size_t *cap,
-                 const uint8_t *rec, const ppk__rec *r, uint32_t value) {
+                 const uint8_t *rec, size_t len, uint64_t hash, uint32_t value,
+                 uint32_t *cached) {
+    *cached = PPK_DICT_NONE;
     void *arr = *values;
     if (ppk__grow(&p->mem, &arr, cap, d->n, (size_t)d->n + 1, sizeof(uint32_t))) {
         return why(p) == LIMIT ? 0 : PPK_ENOMEM;
     }
     *values = arr;
-    uint32_t id = ppk__dict_intern(d, rec, r->len, r->hash, 8, NULL);
+    uint32_t id = ppk__dict_intern(d, rec, len, hash, 8, NULL);
     if (id == PPK_DICT_NONE) return why(p) == LIMIT ? 0 : PPK_ENOMEM;
     (*values)[id] = value;
+    *cached = id;
     return 0;
 }
 
-static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
-                         const ppk__rec *r, uint32_t *loc) {
-    uint32_t id = ppk__dict_find(&p->frame_recs, rec, r->len, r->hash);
+/* The location of a frame record; *rid its frame_recs id, or PPK_DICT_NONE if it could
+ * not be cached. */
+static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, size_t len,
+                         uint32_t *loc, uint32_t *rid) {
+    uint64_t hash = ppk__hash(rec, len);
+    uint32_t id = ppk__dict_find(&p->frame_recs, rec, len, hash);
     if (id != PPK_DICT_NONE) {
         *loc = p->frame_loc[id];
+        *rid = id;
         return 0;
     }
     ppk_frame f;
     ppk_mapping m;
     ppk__sbuf_read_frame(rec, &f, &m);
     int rc = frame_id(p, dg, &f, loc);
-    return rc ? rc : cache(p, &p->frame_recs, &p->frame_loc, &p->frame_loc_cap, rec, r, *loc);
+    return rc ? rc
+              : cache(p, &p->frame_recs, &p->frame_loc, &p->frame_loc_cap, rec, len, hash,
+                      *loc, rid);
+}
+
+/* The stack cache's key for a sample: its stack_hash, hashed again as a dict key. */
+static uint64_t stack_key_hash(const uint64_t *key) { return ppk__hash(key, sizeof *key); }
+
+/* The stack of a sample whose frame records are all in the stack cache (compared byte
+ * for byte), or PPK_DICT_NONE. */
+static uint32_t cached_stack(const ppk_profile *p, const ppk__sbuf *sb) {
+    uint64_t key = sb->stack_hash;
+    uint32_t id = ppk__dict_find(&p->stack_recs, &key, sizeof key, stack_key_hash(&key));
+    if (id == PPK_DICT_NONE) return id;
+    const ppk__stack_hit *h = &p->stack_hit[id];
+    if (h->n != sb->n_frames) return PPK_DICT_NONE;
+    for (size_t i = 0; i < h->n; i++) {
+        uint32_t len;
+        const uint8_t *rec = ppk__dict_key(&p->frame_recs, h->recs[i], &len);
+        if (len != sb->frames[i].len || memcmp(rec, sb->buf + sb->frames[i].off, len) != 0)
+            return PPK_DICT_NONE;
+    }
+    return h->stack;
+}
+
+/* Puts the sample's stack in the stack cache, its frame_recs ids in rec_buf. A cache:
+ * over budget, out of memory or when the hash is taken, it is simply not cached. */
+static void cache_stack(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack) {
+    size_t n = sb->n_frames;
+    uint64_t key = sb->stack_hash;
+    ppk__arena_mark mark = ppk__arena_get_mark(&p->arena);
+    void *arr = p->stack_hit;
+    if (!ppk__grow(&p->mem, &arr, &p->stack_hit_cap, p->stack_recs.n,
+                   (size_t)p->stack_recs.n + 1, sizeof *p->stack_hit)) {
+        p->stack_hit = arr;
+        const uint32_t *recs = ppk__arena_dup(&p->arena, p->rec_buf, n * sizeof *recs, 4);
+        int is_new = 0;
+        uint32_t id = recs ? ppk__dict_intern(&p->stack_recs, &key, sizeof key,
+                                              stack_key_hash(&key), 8, &is_new)
+                           : PPK_DICT_NONE;
+        if (id != PPK_DICT_NONE && is_new) {
+            p->stack_hit[id] = (ppk__stack_hit){recs, (uint32_t)n, stack};
+            return;
+        }
+    }
+    ppk__arena_rollback(&p->arena, mark);
+    p->mem.limited = 0;
 }
 
 /* The one-frame stack "[pprofkit: memory limit]", made once per window past budget. */
@@ -146,12 +199,22 @@ static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
     return 0;
 }
 
-static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb, uint32_t *stack) {
+/* The sample's stack: from the stack cache, or frame by frame. *cacheable tells whether
+ * it may be put in the cache (every frame record cached, nothing omitted). */
+static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb, uint32_t *stack,
+                    int *cacheable) {
     size_t n = sb->n_frames;
-    int rc = 0;
-    for (size_t i = 0; !rc && i < n; i++)
-        rc = frame_rec_loc(p, dg, sb->buf + sb->frames[i].off, &sb->frames[i],
-                           &p->stack_buf[i]);
+    *cacheable = 0;
+    if (n && !sb->omitted) {
+        *stack = cached_stack(p, sb);
+        if (*stack != PPK_DICT_NONE) return 0;
+    }
+    int all = n && !sb->omitted, rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        rc = frame_rec_loc(p, dg, sb->buf + sb->frames[i].off, sb->frames[i].len,
+                           &p->stack_buf[i], &p->rec_buf[i]);
+        all &= p->rec_buf[i] != PPK_DICT_NONE;
+    }
     if (!rc && sb->omitted) {
         char name[64];
         ppk_frame f;
@@ -161,6 +224,7 @@ static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb, uint
         rc = frame_id(p, dg, &f, &p->stack_buf[n++]);
     }
     if (!rc) rc = rec_id(p, &p->stacks, p->stack_buf, n * sizeof(uint32_t), 4, stack);
+    if (!rc) *cacheable = all;
     if (rc != LIMIT) return rc;
     dg->stacks_dropped++;
     return overflow_stack(p, dg, stack);
@@ -191,7 +255,10 @@ static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
     ppk_label l;
     ppk__sbuf_read_label(rec, &l);
     int rc = label_id(p, dg, &l, out);
-    return rc ? rc : cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r, *out);
+    uint32_t cached;
+    return rc ? rc
+              : cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r->len, r->hash,
+                      *out, &cached);
 }
 
 /* Whether label `id` has the placeholder as its key. */
@@ -279,8 +346,10 @@ static int keep_timestamped(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack,
 
 static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb) {
     uint32_t stack, set, id;
-    int rc;
-    if ((rc = stack_id(p, dg, sb, &stack)) || (rc = label_set_id(p, dg, sb, &set))) return rc;
+    int rc, cacheable;
+    if ((rc = stack_id(p, dg, sb, &stack, &cacheable)) || (rc = label_set_id(p, dg, sb, &set)))
+        return rc;
+    uint32_t resolved = stack;
     if (sb->timestamp_ns) {
         rc = keep_timestamped(p, sb, stack, set);
         if (rc != LIMIT) return rc;
@@ -306,6 +375,7 @@ static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb) {
     int64_t *v = &p->values[(size_t)id * p->n_types];
     for (size_t i = 0; i < p->n_types; i++)
         v[i] = ppk__sat_add(v[i], sb->values[i], &dg->values_saturated);
+    if (cacheable) cache_stack(p, sb, resolved);
     return 0;
 }
 
@@ -358,6 +428,7 @@ int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
     if (!rc) {
         memcpy(sb->values, s->values, p->n_types * sizeof(int64_t));
         sb->timestamp_ns = s->timestamp_ns;
+        ppk__sbuf_seal(sb);
         rc = ppk__profile_add_sbuf(p, sb);
     }
     return rc;

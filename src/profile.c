@@ -53,11 +53,12 @@ void ppk_profile_config_init(ppk_profile_config *cfg) {
 static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
 
 /* Every table but the string table (which strtab.c manages), in a fixed order. */
-#define N_TABLES 11
+#define N_TABLES 12
 static void tables(ppk_profile *p, ppk__dict *t[N_TABLES]) {
     ppk__dict *all[N_TABLES] = {&p->mappings,   &p->functions,  &p->locations, &p->stacks,
                                 &p->labels,     &p->label_sets, &p->samples,   &p->endpoints,
-                                &p->endpoint_names, &p->frame_recs, &p->label_recs};
+                                &p->endpoint_names, &p->frame_recs, &p->label_recs,
+                                &p->stack_recs};
     memcpy(t, all, sizeof all);
 }
 
@@ -153,7 +154,8 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
 
     p->cfg_text_len = text;
     p->cfg_text = ppk__mem_alloc(&p->mem, text);
-    p->stack_buf = ppk__mem_alloc_array(&p->mem, p->max_frames, sizeof(uint32_t));
+    p->stack_buf = ppk__mem_alloc_array(&p->mem, 2 * p->max_frames, sizeof(uint32_t));
+    p->rec_buf = p->stack_buf ? p->stack_buf + p->max_frames : NULL;
     p->label_buf = ppk__mem_alloc_array(&p->mem, p->max_labels, sizeof(uint32_t));
     if (!p->cfg_text || !p->stack_buf || !p->label_buf ||
         ppk__strtab_init(&p->strings, &p->mem, &p->arena, cfg->max_string_len) != 0 ||
@@ -201,6 +203,7 @@ void ppk_profile_free(ppk_profile *p) {
     }
     ppk__mem_free(&p->mem, p->frame_loc, p->frame_loc_cap * sizeof *p->frame_loc);
     ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
+    ppk__mem_free(&p->mem, p->stack_hit, p->stack_hit_cap * sizeof *p->stack_hit);
     ppk__pb_destroy(&p->pb);
     ppk__arena_destroy(&p->arena);
     free_rules(p);
@@ -211,7 +214,7 @@ void ppk_profile_free(ppk_profile *p) {
     ppk__mem_free(&p->mem, p->endpoint_counts,
                   p->endpoint_counts_cap * sizeof *p->endpoint_counts);
     ppk__mem_free(&p->mem, p->cfg_text, p->cfg_text_len);
-    ppk__mem_free(&p->mem, p->stack_buf, p->max_frames * sizeof(uint32_t));
+    ppk__mem_free(&p->mem, p->stack_buf, 2 * p->max_frames * sizeof(uint32_t));
     ppk__mem_free(&p->mem, p->label_buf, p->max_labels * sizeof(uint32_t));
     assert(p->aux.bytes == 0);
     ppk__mem mem = p->mem;
@@ -286,12 +289,14 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
      * arrays that grew for a burst shrink back (G4), each within the budget or not now. */
     ppk__arena_reset(&p->arena);
     size_t samples = p->samples.n, frames = p->frame_recs.n, labels = p->label_recs.n;
+    size_t stacks = p->stack_recs.n;
     size_t endpoints = p->endpoints.n, counts = p->endpoint_names.n;
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
     ppk__dict_shrink(&p->strings.d);
     shrink(&p->mem, (void **)&p->values, &p->values_cap, samples, p->n_types * sizeof(int64_t));
     shrink(&p->mem, (void **)&p->frame_loc, &p->frame_loc_cap, frames, sizeof *p->frame_loc);
     shrink(&p->mem, (void **)&p->label_of, &p->label_of_cap, labels, sizeof *p->label_of);
+    shrink(&p->mem, (void **)&p->stack_hit, &p->stack_hit_cap, stacks, sizeof *p->stack_hit);
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
     shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
            p->n_types * sizeof(int64_t));

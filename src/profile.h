@@ -81,6 +81,13 @@ typedef struct ppk__sample_rec {
     uint32_t label_set;
 } ppk__sample_rec;
 
+/* A stack cache entry: a known stack and the frame records it was made from. */
+typedef struct ppk__stack_hit {
+    const uint32_t *recs; /* n frame_recs ids, in the arena */
+    uint32_t n;
+    uint32_t stack;
+} ppk__stack_hit;
+
 typedef struct ppk__ts_sample {
     uint32_t stack;
     uint32_t label_set;
@@ -115,6 +122,12 @@ struct ppk_profile {
     size_t frame_loc_cap;
     uint32_t *label_of;       /* by label_recs id: labels id */
     size_t label_of_cap;
+    /* The stack cache: a sample's stack_hash (sbuf.h) gives, after a byte compare of
+     * every frame record with the cached one, its stack without a lookup per frame.
+     * Keyed by the 8-byte hash; a hash shared by two stacks caches only the first. */
+    ppk__dict stack_recs;
+    ppk__stack_hit *stack_hit; /* by stack_recs id */
+    size_t stack_hit_cap;
 
     int64_t *values;          /* n_types per aggregated sample */
     size_t values_cap;        /* in samples */
@@ -145,6 +158,7 @@ struct ppk_profile {
 
     /* Scratch, sized by the limits at create. */
     uint32_t *stack_buf;      /* max_frames location ids */
+    uint32_t *rec_buf;        /* max_frames frame_recs ids (same allocation) */
     uint32_t *label_buf;      /* max_labels label ids */
     /* Outside the budget (`mem` has the limit): the encoder's buffer and
      * ppk_profile_add's sample, which are scratch, not the window's content. */
@@ -157,7 +171,7 @@ struct ppk_profile {
 /* What an insert that ran out of memory puts back (insert.c, endpoints). */
 typedef struct ppk__undo {
     ppk__arena_mark arena;
-    uint32_t n[12];
+    uint32_t n[13];
     uint64_t repaired, truncated;
     size_t ts_n;
     ppk__ids ids;
@@ -184,7 +198,7 @@ int ppk__profile_key(ppk_profile *p, const char *key, size_t len, uint32_t *id);
 int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_options *opt,
                              ppk_bytes *out);
 
-/* Adds the sample built in `sb` (see ppk_profile_add, whose checks the pushes made).
+/* Adds the sample built in `sb`, sealed (see ppk_profile_add, whose checks the pushes made).
  * On PPK_ENOMEM the window is as it was; over budget, detail degrades (insert.c). */
 int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb);
 

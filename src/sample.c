@@ -158,6 +158,7 @@ int ppk_sample_flush(ppk_sample *s) {
     if (rc) return rc;
     ppk_recorder *r = atomic_load(&s->rec);
     s->begun = 0;
+    ppk__sbuf_seal(&s->sb); /* outside the lock */
     pthread_mutex_lock(&r->lock);
     if (r->closed) {
         r->totals.samples_dropped_closed++;

@@ -67,7 +67,8 @@ static size_t bound(const ppk__sbuf *sb, ppk_str s) {
     return s.len > sb->third ? sb->max_string_len : 3 * s.len;
 }
 
-/* Makes room for a record of up to n bytes at an 8-aligned offset, returned in *off. */
+/* Makes room for a record of up to n bytes at an 8-aligned offset, returned in *off,
+ * and zeroes the padding before it. */
 static int reserve(ppk__sbuf *sb, size_t n, size_t *off) {
     size_t start = (sb->len + 7) & ~(size_t)7;
     if (n > SIZE_MAX / 4 - start) return PPK_ENOMEM;
@@ -81,6 +82,7 @@ static int reserve(ppk__sbuf *sb, size_t n, size_t *off) {
         sb->buf = b;
         sb->cap = cap;
     }
+    if (start > sb->len) memset(sb->buf + sb->len, 0, start - sb->len);
     *off = start;
     return 0;
 }
@@ -123,11 +125,11 @@ static int copy_ascii(uint8_t *dst, const char *src, size_t n) {
     return !(acc & 0x8080808080808080ull);
 }
 
-/* Appends the record of `len` bytes at `off` to `list`. */
-static void commit(ppk__sbuf *sb, ppk__rec *r, size_t off, size_t len) {
+/* Appends the frame record of `len` bytes at `off`. */
+static void commit_frame(ppk__sbuf *sb, size_t off, size_t len) {
+    ppk__rec *r = &sb->frames[sb->n_frames++];
     r->off = off;
     r->len = len;
-    r->hash = ppk__hash(sb->buf + off, len);
     sb->len = off + len;
 }
 
@@ -163,7 +165,7 @@ static int push_simple_slow(ppk__sbuf *sb, ppk_str name, ppk_str filename, uint6
     h.name_len = put(sb, p, name);
     h.filename_len = put(sb, p + h.name_len, filename);
     memcpy(rec, &h, sizeof h);
-    commit(sb, &sb->frames[sb->n_frames++], off, sizeof h + h.name_len + h.filename_len);
+    commit_frame(sb, off, sizeof h + h.name_len + h.filename_len);
     return 0;
 }
 
@@ -176,6 +178,8 @@ int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
     size_t n = sizeof(ppk__frec) + name.len + filename.len;
     if (name.len <= sb->max_string_len && filename.len <= sb->max_string_len &&
         n <= sb->cap - off && off <= sb->cap) {
+        /* Zero padding: 8 bytes from the end of the last record, within this one. */
+        memset(sb->buf + sb->len, 0, 8);
         uint8_t *rec = sb->buf + off, *p = rec + sizeof(ppk__frec);
         if (copy_ascii(p, name.ptr, name.len) & copy_ascii(p + name.len, filename.ptr, filename.len)) {
             ppk__frec h;
@@ -184,7 +188,7 @@ int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
             h.line = line;
             h.address = address;
             memcpy(rec, &h, sizeof h);
-            commit(sb, &sb->frames[sb->n_frames++], off, n);
+            commit_frame(sb, off, n);
             return 0;
         }
     }
@@ -237,7 +241,7 @@ int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
     }
     memcpy(rec, &h, sizeof h);
     memcpy(rec + sizeof h, &x, sizeof x);
-    commit(sb, &sb->frames[sb->n_frames++], off, (size_t)(p - rec));
+    commit_frame(sb, off, (size_t)(p - rec));
     return 0;
 }
 
@@ -278,8 +282,20 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
         }
     }
     memcpy(rec, &h, sizeof h);
-    commit(sb, &sb->labels[sb->n_labels++], off, sizeof h + h.key_len + h.value_len);
+    ppk__rec *r = &sb->labels[sb->n_labels++];
+    r->off = off;
+    r->len = sizeof h + h.key_len + h.value_len;
+    r->hash = ppk__hash(rec, r->len);
+    sb->len = off + r->len;
     return 0;
+}
+
+void ppk__sbuf_seal(ppk__sbuf *sb) {
+    sb->stack_hash = 0;
+    if (!sb->n_frames) return;
+    const ppk__rec *last = &sb->frames[sb->n_frames - 1];
+    size_t start = sb->frames[0].off;
+    sb->stack_hash = ppk__hash(sb->buf + start, last->off + last->len - start);
 }
 
 void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m) {

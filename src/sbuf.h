@@ -8,6 +8,12 @@
  * (profile.c); only records it has never seen are decoded and interned field by field.
  * Nothing here points into a window, and nothing in a window points here (G2).
  *
+ * Frame records are not hashed one by one at push: ppk__sbuf_seal() hashes the span of
+ * buffer they occupy once, at flush (`stack_hash`), and the window finds a known stack
+ * by that hash (insert.c); a record's own hash is computed only when its stack is new.
+ * So that the span hashes the same for the same records, the padding between records
+ * is zeroed.
+ *
  * A frame record is a ppk__frec header, then the name and the filename; a frame with
  * a system name, a start line or a mapping has the PPK__FREC_FULL bit in name_len and
  * a ppk__frec_ext (and a ppk__mrec when mapped) after the header, and its system name,
@@ -54,7 +60,7 @@ typedef struct ppk__lrec {
 typedef struct ppk__rec {
     size_t off; /* in buf */
     size_t len;
-    uint64_t hash;
+    uint64_t hash; /* labels only: set at push */
 } ppk__rec;
 
 typedef struct ppk__sbuf {
@@ -72,6 +78,7 @@ typedef struct ppk__sbuf {
     int64_t values[PPK_MAX_SAMPLE_TYPES];
     int64_t timestamp_ns;
     uint64_t utf8_repaired, truncated; /* string repairs in this sample */
+    uint64_t stack_hash; /* set by ppk__sbuf_seal() */
 } ppk__sbuf;
 
 /* Limits as in ppk_profile_config. 0 or PPK_ENOMEM. */
@@ -91,6 +98,11 @@ int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
 /* 0, PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID, PPK_EDUPLABEL, PPK_ETOOMANY,
  * PPK_ENOMEM. */
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);
+
+/* Once the sample is complete: computes stack_hash, the hash of the bytes from the
+ * first frame record to the end of the last one (label records pushed in between
+ * included). */
+void ppk__sbuf_seal(ppk__sbuf *sb);
 
 /* Decodes a frame record into views of its strings (valid while the record is). */
 void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m);

@@ -1,0 +1,165 @@
+/*
+ * test_stack_cache.c - a window's stack cache (src/insert.c, profile.h): a sample's
+ * stack found by the hash of its frame records, then compared byte for byte.
+ *
+ * The hash is only a hint: two samples with different frames but the same stack_hash
+ * (forced here, since a real 64-bit collision cannot be made on purpose) must still get
+ * different stacks. The hash must not depend on what the builder's buffer held before
+ * (the padding between records is zeroed), and label records pushed between frames
+ * must not change which stack a sample gets. Samples with omitted frames are not cached
+ * and still resolve to one stack.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "profile.h"
+#include "sbuf.h"
+
+static ppk_str cstr(const char *s) { return (ppk_str){s, strlen(s)}; }
+
+static ppk_profile *make_profile(size_t max_frames) {
+    ppk_profile_config cfg;
+    ppk_profile_config_init(&cfg);
+    cfg.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg.n_sample_types = 1;
+    cfg.max_frames = max_frames;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    return p;
+}
+
+typedef struct fr {
+    const char *name, *file;
+    int64_t line;
+} fr;
+
+/* Builds a sample of n frames in sb (a label after frame `label_after`, or none if it
+ * is n or more), one value of 1, sealed. */
+static void build(ppk__sbuf *sb, const fr *f, size_t n, size_t label_after) {
+    ppk__sbuf_clear(sb, SIZE_MAX);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_EQ_INT(ppk__sbuf_push_simple_frame(sb, cstr(f[i].name),
+                                                 cstr(f[i].file), 0, f[i].line),
+                     0);
+        if (i == label_after) {
+            ppk_label l;
+            memset(&l, 0, sizeof l);
+            l.key = PPK_STR("thread name");
+            l.str = PPK_STR("main");
+            CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
+        }
+    }
+    sb->values[0] = 1;
+    ppk__sbuf_seal(sb);
+}
+
+static uint64_t stacks(ppk_profile *p) {
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    return s.stacks;
+}
+
+static const fr A[] = {{"leaf", "a.py", 3}, {"mid", "a.py", 10}, {"main", "main.py", 1}};
+static const fr B[] = {{"leaf", "a.py", 3}, {"other", "b.py", 7}, {"main", "main.py", 1}};
+
+/* The same hash for different frames: compared, not merged. */
+static void test_forced_collision_is_not_merged(void) {
+    ppk_profile *p = make_profile(64);
+    ppk__mem mem;
+    ppk__mem_init(&mem, NULL);
+    ppk__sbuf sb;
+    CHECK_EQ_INT(ppk__sbuf_init(&sb, &mem, 4096, 64, 8, 1), 0);
+
+    build(&sb, A, 3, 3);
+    uint64_t hash_a = sb.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 1);
+    CHECK_EQ_U64(p->stack_recs.n, 1); /* cached */
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 1);
+    CHECK_EQ_U64(p->stack_recs.n, 1);
+
+    build(&sb, B, 3, 3);
+    CHECK(sb.stack_hash != hash_a);
+    sb.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 2);
+    /* Fewer frames under the same hash: a third stack. */
+    build(&sb, A, 2, 2);
+    sb.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 3);
+    /* The hash stays A's: A still hits, and B with its own hash is its own stack. */
+    build(&sb, A, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&sb, B, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 3);
+
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    CHECK_EQ_U64(s.samples_added, 6);
+    CHECK_EQ_U64(s.samples_aggregated, 3); /* A x3, B x2, A[0..1] x1 */
+
+    ppk__sbuf_destroy(&sb);
+    ppk_profile_free(p);
+}
+
+/* Where labels are pushed between frames, and what the buffer held before, do not
+ * change the stack; the cache is cleared with the window. */
+static void test_hash_is_stable(void) {
+    ppk_profile *p = make_profile(64);
+    ppk__mem mem;
+    ppk__mem_init(&mem, NULL);
+    ppk__sbuf sb;
+    CHECK_EQ_INT(ppk__sbuf_init(&sb, &mem, 4096, 64, 8, 1), 0);
+
+    build(&sb, A, 3, 3);
+    uint64_t h1 = sb.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    /* Fill the buffer with other bytes, then build A again in it. */
+    ppk__sbuf_clear(&sb, SIZE_MAX);
+    memset(sb.buf, 0xA5, sb.cap);
+    build(&sb, A, 3, 3);
+    CHECK_EQ_U64(sb.stack_hash, h1);
+    /* A label after the first frame: another hash, the same stack. */
+    build(&sb, A, 3, 0);
+    CHECK(sb.stack_hash != h1);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 1);
+
+    ppk_profile_reset(p, 0);
+    CHECK_EQ_U64(p->stack_recs.n, 0);
+    build(&sb, B, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_U64(stacks(p), 1);
+
+    ppk__sbuf_destroy(&sb);
+    ppk_profile_free(p);
+}
+
+/* Frames past max_frames: not cached, one stack every time. */
+static void test_omitted_frames_not_cached(void) {
+    ppk_profile *p = make_profile(2);
+    ppk__mem mem;
+    ppk__mem_init(&mem, NULL);
+    ppk__sbuf sb;
+    CHECK_EQ_INT(ppk__sbuf_init(&sb, &mem, 4096, 2, 8, 1), 0);
+    for (int i = 0; i < 3; i++) {
+        build(&sb, A, 3, 3);
+        CHECK(sb.omitted != 0);
+        CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    }
+    CHECK_EQ_U64(stacks(p), 1);
+    CHECK_EQ_U64(p->stack_recs.n, 0);
+    ppk__sbuf_destroy(&sb);
+    ppk_profile_free(p);
+}
+
+int main(void) {
+    RUN(test_forced_collision_is_not_merged);
+    RUN(test_hash_is_stable);
+    RUN(test_omitted_frames_not_cached);
+    return check_summary();
+}
