@@ -137,47 +137,66 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
                       *loc, rid);
 }
 
-/* The stack cache's key for a sample: its stack_hash, hashed again as a dict key. */
-static uint64_t stack_key_hash(const uint64_t *key) { return ppk__hash(key, sizeof *key); }
-
 /* The stack of a sample whose frame records are all in the stack cache (compared byte
  * for byte), or PPK_DICT_NONE. */
 static uint32_t cached_stack(const ppk_profile *p, const ppk__sbuf *sb) {
-    uint64_t key = sb->stack_hash;
-    uint32_t id = ppk__dict_find(&p->stack_recs, &key, sizeof key, stack_key_hash(&key));
-    if (id == PPK_DICT_NONE) return id;
-    const ppk__stack_hit *h = &p->stack_hit[id];
-    if (h->n != sb->n_frames) return PPK_DICT_NONE;
-    for (size_t i = 0; i < h->n; i++) {
-        uint32_t len;
-        const uint8_t *rec = ppk__dict_key(&p->frame_recs, h->recs[i], &len);
-        if (len != sb->frames[i].len || memcmp(rec, sb->buf + sb->frames[i].off, len) != 0)
+    if (!p->sc_slots) return PPK_DICT_NONE;
+    uint64_t hash = sb->stack_hash;
+    const ppk__stack_slot *s = &p->sc_slots[hash & p->sc_mask];
+    while (s->recs && s->hash != hash)
+        s = &p->sc_slots[(size_t)(s - p->sc_slots + 1) & p->sc_mask];
+    const uint32_t *recs = s->recs;
+    if (!recs || recs[0] != sb->n_frames) return PPK_DICT_NONE;
+    const ppk__dent *ents = p->frame_recs.ents;
+    for (size_t i = 0; i < sb->n_frames; i++) {
+        const ppk__dent *e = &ents[recs[2 + i]];
+        if (e->len != sb->frames[i].len || memcmp(e->key, sb->buf + sb->frames[i].off, e->len))
             return PPK_DICT_NONE;
     }
-    return h->stack;
+    return recs[1];
+}
+
+/* The slot for `hash`: the one holding it, or the empty one where it would go. */
+static ppk__stack_slot *sc_slot(ppk__stack_slot *slots, uint32_t mask, uint64_t hash) {
+    size_t i = hash & mask;
+    while (slots[i].recs && slots[i].hash != hash) i = (i + 1) & mask;
+    return &slots[i];
+}
+
+/* Room for one more stack in the cache: 0, or nonzero (not cached). */
+static int sc_room(ppk_profile *p) {
+    size_t slots = ppk__sc_slot_count(p);
+    if (((size_t)p->sc_n + 1) * 4 <= slots * 3) return 0;
+    size_t ns = slots ? 2 * slots : 32;
+    ppk__stack_slot *fresh = ppk__mem_alloc_array(&p->mem, ns, sizeof *fresh);
+    if (!fresh) return PPK_ENOMEM;
+    memset(fresh, 0, ns * sizeof *fresh);
+    for (size_t i = 0; i < slots; i++)
+        if (p->sc_slots[i].recs)
+            *sc_slot(fresh, (uint32_t)(ns - 1), p->sc_slots[i].hash) = p->sc_slots[i];
+    ppk__mem_free(&p->mem, p->sc_slots, slots * sizeof *fresh);
+    p->sc_slots = fresh;
+    p->sc_mask = (uint32_t)(ns - 1);
+    return 0;
 }
 
 /* Puts the sample's stack in the stack cache, its frame_recs ids in rec_buf. A cache:
  * over budget, out of memory or when the hash is taken, it is simply not cached. */
 static void cache_stack(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack) {
     size_t n = sb->n_frames;
-    uint64_t key = sb->stack_hash;
-    ppk__arena_mark mark = ppk__arena_get_mark(&p->arena);
-    void *arr = p->stack_hit;
-    if (!ppk__grow(&p->mem, &arr, &p->stack_hit_cap, p->stack_recs.n,
-                   (size_t)p->stack_recs.n + 1, sizeof *p->stack_hit)) {
-        p->stack_hit = arr;
-        const uint32_t *recs = ppk__arena_dup(&p->arena, p->rec_buf, n * sizeof *recs, 4);
-        int is_new = 0;
-        uint32_t id = recs ? ppk__dict_intern(&p->stack_recs, &key, sizeof key,
-                                              stack_key_hash(&key), 8, &is_new)
-                           : PPK_DICT_NONE;
-        if (id != PPK_DICT_NONE && is_new) {
-            p->stack_hit[id] = (ppk__stack_hit){recs, (uint32_t)n, stack};
+    if (!sc_room(p)) {
+        ppk__stack_slot *s = sc_slot(p->sc_slots, p->sc_mask, sb->stack_hash);
+        uint32_t *recs = s->recs ? NULL : ppk__arena_alloc(&p->arena, (n + 2) * sizeof *recs, 4);
+        if (recs) {
+            recs[0] = (uint32_t)n;
+            recs[1] = stack;
+            memcpy(recs + 2, p->rec_buf, n * sizeof *recs);
+            s->hash = sb->stack_hash;
+            s->recs = recs;
+            p->sc_n++;
             return;
         }
     }
-    ppk__arena_rollback(&p->arena, mark);
     p->mem.limited = 0;
 }
 

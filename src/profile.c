@@ -53,12 +53,11 @@ void ppk_profile_config_init(ppk_profile_config *cfg) {
 static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
 
 /* Every table but the string table (which strtab.c manages), in a fixed order. */
-#define N_TABLES 12
+#define N_TABLES 11
 static void tables(ppk_profile *p, ppk__dict *t[N_TABLES]) {
     ppk__dict *all[N_TABLES] = {&p->mappings,   &p->functions,  &p->locations, &p->stacks,
                                 &p->labels,     &p->label_sets, &p->samples,   &p->endpoints,
-                                &p->endpoint_names, &p->frame_recs, &p->label_recs,
-                                &p->stack_recs};
+                                &p->endpoint_names, &p->frame_recs, &p->label_recs};
     memcpy(t, all, sizeof all);
 }
 
@@ -203,7 +202,7 @@ void ppk_profile_free(ppk_profile *p) {
     }
     ppk__mem_free(&p->mem, p->frame_loc, p->frame_loc_cap * sizeof *p->frame_loc);
     ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
-    ppk__mem_free(&p->mem, p->stack_hit, p->stack_hit_cap * sizeof *p->stack_hit);
+    ppk__mem_free(&p->mem, p->sc_slots, ppk__sc_slot_count(p) * sizeof *p->sc_slots);
     ppk__pb_destroy(&p->pb);
     ppk__arena_destroy(&p->arena);
     free_rules(p);
@@ -281,6 +280,20 @@ static void shrink(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t siz
     *cap = want;
 }
 
+/* Empties the stack cache; slots over four times what `used` stacks need go back. */
+static void sc_shrink(ppk_profile *p, size_t used) {
+    size_t want = 32;
+    while (want * 3 < 2 * used * 4) want *= 2; /* room for twice as many */
+    if (ppk__sc_slot_count(p) > 4 * want) {
+        ppk__mem_free(&p->mem, p->sc_slots, ppk__sc_slot_count(p) * sizeof *p->sc_slots);
+        p->sc_slots = NULL;
+        p->sc_mask = 0;
+    } else if (p->sc_slots) {
+        memset(p->sc_slots, 0, ppk__sc_slot_count(p) * sizeof *p->sc_slots);
+    }
+    p->sc_n = 0;
+}
+
 void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     if (!p) return;
     ppk__dict *t[N_TABLES];
@@ -289,14 +302,14 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
      * arrays that grew for a burst shrink back (G4), each within the budget or not now. */
     ppk__arena_reset(&p->arena);
     size_t samples = p->samples.n, frames = p->frame_recs.n, labels = p->label_recs.n;
-    size_t stacks = p->stack_recs.n;
+    size_t stacks = p->sc_n;
     size_t endpoints = p->endpoints.n, counts = p->endpoint_names.n;
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
     ppk__dict_shrink(&p->strings.d);
     shrink(&p->mem, (void **)&p->values, &p->values_cap, samples, p->n_types * sizeof(int64_t));
     shrink(&p->mem, (void **)&p->frame_loc, &p->frame_loc_cap, frames, sizeof *p->frame_loc);
     shrink(&p->mem, (void **)&p->label_of, &p->label_of_cap, labels, sizeof *p->label_of);
-    shrink(&p->mem, (void **)&p->stack_hit, &p->stack_hit_cap, stacks, sizeof *p->stack_hit);
+    sc_shrink(p, stacks);
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
     shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
            p->n_types * sizeof(int64_t));

@@ -81,12 +81,12 @@ typedef struct ppk__sample_rec {
     uint32_t label_set;
 } ppk__sample_rec;
 
-/* A stack cache entry: a known stack and the frame records it was made from. */
-typedef struct ppk__stack_hit {
-    const uint32_t *recs; /* n frame_recs ids, in the arena */
-    uint32_t n;
-    uint32_t stack;
-} ppk__stack_hit;
+/* A stack cache slot: a sample's stack_hash (sbuf.h) and, in the arena, the stack's
+ * frame count, its stack id and its frames' frame_recs ids; recs NULL: empty. */
+typedef struct ppk__stack_slot {
+    uint64_t hash;
+    const uint32_t *recs; /* [0] n, [1] stack, [2..] n frame_recs ids */
+} ppk__stack_slot;
 
 typedef struct ppk__ts_sample {
     uint32_t stack;
@@ -124,10 +124,10 @@ struct ppk_profile {
     size_t label_of_cap;
     /* The stack cache: a sample's stack_hash (sbuf.h) gives, after a byte compare of
      * every frame record with the cached one, its stack without a lookup per frame.
-     * Keyed by the 8-byte hash; a hash shared by two stacks caches only the first. */
-    ppk__dict stack_recs;
-    ppk__stack_hit *stack_hit; /* by stack_recs id */
-    size_t stack_hit_cap;
+     * A hash shared by two stacks caches only the first. */
+    ppk__stack_slot *sc_slots; /* open addressing, linear probing, <= 3/4 full */
+    uint32_t sc_mask;          /* slots - 1; 0 when no slots */
+    uint32_t sc_n;             /* stacks cached */
 
     int64_t *values;          /* n_types per aggregated sample */
     size_t values_cap;        /* in samples */
@@ -171,11 +171,16 @@ struct ppk_profile {
 /* What an insert that ran out of memory puts back (insert.c, endpoints). */
 typedef struct ppk__undo {
     ppk__arena_mark arena;
-    uint32_t n[13];
+    uint32_t n[12];
     uint64_t repaired, truncated;
     size_t ts_n;
     ppk__ids ids;
 } ppk__undo;
+
+/* Slots of the stack cache. */
+static inline size_t ppk__sc_slot_count(const ppk_profile *p) {
+    return p->sc_slots ? (size_t)p->sc_mask + 1 : 0;
+}
 
 void ppk__undo_save(ppk_profile *p, ppk__undo *u);
 void ppk__undo_restore(ppk_profile *p, const ppk__undo *u);

@@ -29,6 +29,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "alloc.h"
 #include "pprofkit.h"
@@ -92,9 +96,75 @@ size_t ppk__sbuf_bytes(const ppk__sbuf *sb);
 
 /* 0, PPK_ENULL, PPK_ENOMEM. */
 int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f);
-/* The same for a frame with only a name, a filename, an address and a line. */
-int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
-                                uint64_t address, int64_t line);
+/* ppk__sbuf_push_simple_frame() for every case (below: the common one, inline). */
+int ppk__sbuf_push_simple_slow(ppk__sbuf *sb, ppk_str name, ppk_str filename,
+                               uint64_t address, int64_t line);
+
+/* Copies n bytes and tells whether they were all ASCII (then they are valid UTF-8 and
+ * need no repair): 16 bytes at a time, the last 16 overlapping what was copied. */
+static inline int ppk__copy_ascii(uint8_t *dst, const char *src, size_t n) {
+#if defined(__SSE2__)
+    if (n >= 16) {
+        __m128i acc = _mm_setzero_si128(), v;
+        for (size_t i = 0; i + 16 < n; i += 16) {
+            v = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+            _mm_storeu_si128((__m128i *)(void *)(dst + i), v);
+            acc = _mm_or_si128(acc, v);
+        }
+        v = _mm_loadu_si128((const __m128i *)(const void *)(src + n - 16));
+        _mm_storeu_si128((__m128i *)(void *)(dst + n - 16), v);
+        return _mm_movemask_epi8(_mm_or_si128(acc, v)) == 0;
+    }
+#endif
+    uint64_t acc = 0, w;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&w, src + i, 8);
+            memcpy(dst + i, &w, 8);
+            acc |= w;
+        }
+        memcpy(&w, src + n - 8, 8);
+        memcpy(dst + n - 8, &w, 8);
+        acc |= w;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = (uint8_t)src[i];
+            acc |= (uint8_t)src[i];
+        }
+    }
+    return !(acc & 0x8080808080808080ull);
+}
+
+/* A frame with only a name, a filename, an address and a line: 0, PPK_ENULL,
+ * PPK_ENOMEM. Inline for the common case (ASCII strings within the limits, room in the
+ * buffer); anything else goes to ppk__sbuf_push_simple_slow(). */
+static inline int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_str filename,
+                                              uint64_t address, int64_t line) {
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    size_t n = sizeof(ppk__frec) + name.len + filename.len;
+    if (name.ptr && filename.ptr && sb->n_frames < sb->max_frames && !sb->omitted &&
+        name.len <= sb->max_string_len && filename.len <= sb->max_string_len &&
+        off <= sb->cap && n <= sb->cap - off) {
+        /* Zero padding: 8 bytes from the end of the last record, within this one. */
+        memset(sb->buf + sb->len, 0, 8);
+        uint8_t *rec = sb->buf + off, *p = rec + sizeof(ppk__frec);
+        if (ppk__copy_ascii(p, name.ptr, name.len) &
+            ppk__copy_ascii(p + name.len, filename.ptr, filename.len)) {
+            ppk__frec h;
+            h.name_len = (uint32_t)name.len;
+            h.filename_len = (uint32_t)filename.len;
+            h.line = line;
+            h.address = address;
+            memcpy(rec, &h, sizeof h);
+            ppk__rec *r = &sb->frames[sb->n_frames++];
+            r->off = off;
+            r->len = n;
+            sb->len = off + n;
+            return 0;
+        }
+    }
+    return ppk__sbuf_push_simple_slow(sb, name, filename, address, line);
+}
 /* 0, PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID, PPK_EDUPLABEL, PPK_ETOOMANY,
  * PPK_ENOMEM. */
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);

@@ -75,10 +75,10 @@ static void test_forced_collision_is_not_merged(void) {
     uint64_t hash_a = sb.stack_hash;
     CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
-    CHECK_EQ_U64(p->stack_recs.n, 1); /* cached */
+    CHECK_EQ_U64(p->sc_n, 1); /* cached */
     CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
-    CHECK_EQ_U64(p->stack_recs.n, 1);
+    CHECK_EQ_U64(p->sc_n, 1);
 
     build(&sb, B, 3, 3);
     CHECK(sb.stack_hash != hash_a);
@@ -130,7 +130,7 @@ static void test_hash_is_stable(void) {
     CHECK_EQ_U64(stacks(p), 1);
 
     ppk_profile_reset(p, 0);
-    CHECK_EQ_U64(p->stack_recs.n, 0);
+    CHECK_EQ_U64(p->sc_n, 0);
     build(&sb, B, 3, 3);
     CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
@@ -152,7 +152,7 @@ static void test_omitted_frames_not_cached(void) {
         CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
     }
     CHECK_EQ_U64(stacks(p), 1);
-    CHECK_EQ_U64(p->stack_recs.n, 0);
+    CHECK_EQ_U64(p->sc_n, 0);
     ppk__sbuf_destroy(&sb);
     ppk_profile_free(p);
 }
