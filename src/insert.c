@@ -403,7 +403,9 @@ int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
     ppk__undo_save(p, &u);
     ppk__degraded dg;
     memset(&dg, 0, sizeof dg);
-    p->mem.limited = 0;
+    /* Written only when they change: with several threads the window's lines move
+     * between cores at every write. */
+    if (p->mem.limited) p->mem.limited = 0;
     int rc = insert(p, &dg, sb);
     if (rc) {
         ppk__undo_restore(p, &u);
@@ -413,7 +415,8 @@ int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
     dg.stacks_truncated = sb->omitted != 0;
     dg.strings_utf8_repaired = sb->utf8_repaired;
     dg.strings_truncated = sb->truncated;
-    ppk__degraded_add(&p->deg, &dg);
+    static const ppk__degraded none;
+    if (memcmp(&dg, &none, sizeof dg) != 0) ppk__degraded_add(&p->deg, &dg);
     return 0;
 }
 
