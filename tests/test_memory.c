@@ -14,6 +14,7 @@
 #include "check.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
+#include "profile.h" /* the label-record cache, for test_label_seen_once_is_not_cached */
 
 #define LIMIT (1024 * 1024)
 #define CHUNK (64 * 1024)
@@ -371,6 +372,57 @@ static void test_small_budgets(void) {
     }
 }
 
+/* A label record is cached on its second sighting, not its first: a window of unique
+ * task names keeps no cache entry (nor record copy) per name, while a repeated label is
+ * found by its record, and the content is the same either way. */
+static void test_label_seen_once_is_not_cached(void) {
+    ppk_profile *p = make(64 * 1024 * 1024);
+    ppk_frame f = {PPK_STR("main"), {0}, PPK_STR("main.py"), 1, 3, 0, NULL};
+    int64_t v[2] = {1, 10};
+    char task[32];
+    ppk_label lb[2] = {{PPK_STR("thread name"), 0, PPK_STR("MainThread"), 0, {0}},
+                       {PPK_STR("task name"), 0, {task, 0}, 0, {0}}};
+    ppk_sample_data s = {&f, 1, lb, 2, v, 2, 0};
+    /* First sighting of both labels: nothing cached. */
+    lb[1].str.len = (size_t)snprintf(task, sizeof task, "Task-%d", 0);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_U64(p->label_recs.n, 0);
+    CHECK_EQ_U64(p->labels.n, 2);
+    /* 999 new task names: the thread name is cached once (its second sighting), no task
+     * name is. */
+    for (int k = 1; k < 1000; k++) {
+        lb[1].str.len = (size_t)snprintf(task, sizeof task, "Task-%d", k);
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    }
+    CHECK_EQ_U64(p->label_recs.n, 1);
+    CHECK_EQ_U64(p->labels.n, 1001);
+    /* Task-7 again: now cached, and found there the third time. */
+    lb[1].str.len = (size_t)snprintf(task, sizeof task, "Task-%d", 7);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_U64(p->label_recs.n, 2);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_U64(p->label_recs.n, 2);
+    CHECK_EQ_U64(p->labels.n, 1001);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.samples_aggregated, 1000);
+    pr_profile pp;
+    if (decode(p, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1000);
+        int64_t task7 = 0, total = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) {
+            total += pp.samples[i].val[0];
+            CHECK(pr_streq(pr_label_str(&pp, &pp.samples[i], "thread name"), "MainThread"));
+            if (pr_streq(pr_label_str(&pp, &pp.samples[i], "task name"), "Task-7"))
+                task7 += pp.samples[i].val[0];
+        }
+        CHECK_EQ_INT(total, 1002);
+        CHECK_EQ_INT(task7, 3);
+        pr_free(&pp);
+    }
+    ppk_profile_free(p);
+}
+
 int main(void) {
     RUN(test_unique_strings_past_the_limit);
     RUN(test_unique_stacks_past_the_limit);
@@ -380,5 +432,6 @@ int main(void) {
     RUN(test_builder_scratch_limit);
     RUN(test_keys_at_the_limit);
     RUN(test_small_budgets);
+    RUN(test_label_seen_once_is_not_cached);
     return check_summary();
 }
