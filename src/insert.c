@@ -249,21 +249,32 @@ static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb, uint
     return overflow_stack(p, dg, stack);
 }
 
-static int label_id(ppk_profile *p, ppk__degraded *dg, const ppk_label *l, uint32_t *id) {
-    ppk__label_rec lr;
-    memset(&lr, 0, sizeof lr);
-    int rc = str_id(p, dg, l->key, &lr.key);
+/* The label id of `l` (stored as a ppk__label_key); *is_new tells whether the window
+ * had it before. */
+static int label_id(ppk_profile *p, ppk__degraded *dg, const ppk_label *l, uint32_t *id,
+                    int *is_new) {
+    ppk__label_key lk;
+    memset(&lk, 0, sizeof lk);
+    size_t len = PPK__LABEL_STR_BYTES;
+    int rc = str_id(p, dg, l->key, &lk.key);
     if (rc) return rc;
     if (l->is_num) {
-        lr.is_num = 1;
-        lr.num = l->num;
-        rc = str_id(p, dg, l->num_unit, &lr.num_unit);
+        len = PPK__LABEL_NUM_BYTES;
+        lk.num = l->num;
+        rc = str_id(p, dg, l->num_unit, &lk.str);
     } else {
-        rc = str_id(p, dg, l->str, &lr.str);
+        rc = str_id(p, dg, l->str, &lk.str);
     }
-    return rc ? rc : rec_id(p, &p->labels, &lr, sizeof lr, 8, id);
+    if (rc) return rc;
+    size_t align = len == PPK__LABEL_STR_BYTES ? 4 : 8;
+    *id = ppk__dict_intern(&p->labels, &lk, len, ppk__hash(&lk, len), align, is_new);
+    return *id == PPK_DICT_NONE ? why(p) : 0;
 }
 
+/* A label record is cached on its second sighting only: when its label is already in
+ * the window. A label seen once (a unique task name, a request id) would otherwise
+ * leave a copy of its record and a cache entry that nothing ever hits (a third of a W1
+ * storm window); a label seen twice costs one more uncached lookup. */
 static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
                         const ppk__rec *r, uint32_t *out) {
     uint32_t id = ppk__dict_find(&p->label_recs, rec, r->len, r->hash);
@@ -273,19 +284,18 @@ static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
     }
     ppk_label l;
     ppk__sbuf_read_label(rec, &l);
-    int rc = label_id(p, dg, &l, out);
+    int is_new = 0;
+    int rc = label_id(p, dg, &l, out, &is_new);
+    if (rc || is_new) return rc;
     uint32_t cached;
-    return rc ? rc
-              : cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r->len, r->hash,
-                      *out, &cached);
+    return cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r->len, r->hash,
+                 *out, &cached);
 }
 
 /* Whether label `id` has the placeholder as its key. */
 static int placeholder_key(const ppk_profile *p, uint32_t id) {
-    uint32_t len;
-    ppk__label_rec lr;
-    memcpy(&lr, ppk__dict_key(&p->labels, id, &len), sizeof lr);
-    return p->ids.placeholder != PPK_DICT_NONE && lr.key == p->ids.placeholder;
+    return p->ids.placeholder != PPK_DICT_NONE &&
+           ppk__label_get(p, id).key == p->ids.placeholder;
 }
 
 static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb,

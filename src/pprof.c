@@ -45,10 +45,6 @@ typedef struct enc {
     int64_t *scaled;      /* n_types values */
 } enc;
 
-static const ppk__label_rec *label_rec(const ppk_profile *p, uint32_t id) {
-    uint32_t len;
-    return (const ppk__label_rec *)(const void *)ppk__dict_key(&p->labels, id, &len);
-}
 
 static const uint32_t *id_array(const ppk__dict *d, uint32_t id, size_t *n) {
     uint32_t len;
@@ -60,8 +56,8 @@ static const uint32_t *id_array(const ppk__dict *d, uint32_t id, size_t *n) {
 static int has_string_label(const ppk_profile *p, const uint32_t *set, size_t n, uint32_t key,
                             uint32_t value) {
     for (size_t i = 0; i < n; i++) {
-        const ppk__label_rec *l = label_rec(p, set[i]);
-        if (l->key == key && !l->is_num && l->str == value) return 1;
+        const ppk__label_rec l = ppk__label_get(p, set[i]);
+        if (l.key == key && !l.is_num && l.str == value) return 1;
     }
     return 0;
 }
@@ -104,10 +100,10 @@ static uint32_t endpoint_for(const enc *e, const uint32_t *set, size_t n) {
     const ppk_profile *p = e->p;
     uint32_t found = 0;
     for (size_t i = 0; i < n; i++) {
-        const ppk__label_rec *l = label_rec(p, set[i]);
-        if (l->key == p->ids.endpoint_key) return 0; /* the sample has its own */
-        if (l->key == e->span_key && l->is_num) {
-            uint64_t span = (uint64_t)l->num;
+        const ppk__label_rec l = ppk__label_get(p, set[i]);
+        if (l.key == p->ids.endpoint_key) return 0; /* the sample has its own */
+        if (l.key == e->span_key && l.is_num) {
+            uint64_t span = (uint64_t)l.num;
             uint32_t id = ppk__dict_find(&p->endpoints, &span, sizeof span,
                                          ppk__hash(&span, sizeof span));
             if (id != PPK_DICT_NONE) found = p->endpoint_str[id];
@@ -147,11 +143,11 @@ static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values
     for (size_t i = 0; i < p->n_types; i++) ppk__pb_varint(pb, (uint64_t)v[i]);
     ppk__pb_end(pb, vb);
     for (size_t i = 0; i < n_set; i++) {
-        const ppk__label_rec *l = label_rec(p, set[i]);
-        if (l->is_num)
-            label(pb, l->key, 0, l->num, l->num_unit);
+        const ppk__label_rec l = ppk__label_get(p, set[i]);
+        if (l.is_num)
+            label(pb, l.key, 0, l.num, l.num_unit);
         else
-            label(pb, l->key, l->str, 0, 0);
+            label(pb, l.key, l.str, 0, 0);
     }
     if (p->endpoints.n) {
         uint32_t ep = endpoint_for(e, set, n_set);

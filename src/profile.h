@@ -18,6 +18,8 @@
 
 #include "pprofkit.h"
 
+#include <string.h>
+
 #include "alloc.h"
 #include "arena.h"
 #include "dict.h"
@@ -68,6 +70,19 @@ typedef struct ppk__location_rec {
     int64_t line;
 } ppk__location_rec;
 
+/* A label as the labels dict stores it: a string label as its first 8 bytes only (key,
+ * value), a numeric one as all 16 (key, unit, number); the length tells them apart.
+ * Most labels are strings, and a window of unique task names holds one per sample. */
+typedef struct ppk__label_key {
+    uint32_t key;
+    uint32_t str;      /* string label: the value; numeric label: the unit */
+    int64_t num;       /* numeric label only */
+} ppk__label_key;
+
+#define PPK__LABEL_STR_BYTES 8  /* key, value */
+#define PPK__LABEL_NUM_BYTES 16 /* key, unit, number */
+
+/* A label decoded (ppk__label_get). */
 typedef struct ppk__label_rec {
     uint32_t key;
     uint32_t str;
@@ -167,6 +182,22 @@ struct ppk_profile {
     size_t pb_used;           /* what the window's last encode needed of it */
     ppk__sbuf *sbuf;          /* ppk_profile_add's sample, made on first use */
 };
+
+/* Label `id` of the window, decoded. */
+static inline ppk__label_rec ppk__label_get(const ppk_profile *p, uint32_t id) {
+    uint32_t len;
+    const uint8_t *k = ppk__dict_key(&p->labels, id, &len);
+    ppk__label_key lk = {0, 0, 0};
+    memcpy(&lk, k, len);
+    ppk__label_rec l = {lk.key, lk.str, 0, 0, 0};
+    if (len == PPK__LABEL_NUM_BYTES) {
+        l.str = 0;
+        l.num_unit = lk.str;
+        l.is_num = 1;
+        l.num = lk.num;
+    }
+    return l;
+}
 
 /* What an insert that ran out of memory puts back (insert.c, endpoints). */
 typedef struct ppk__undo {

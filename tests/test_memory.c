@@ -14,6 +14,7 @@
 #include "check.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
+#include "profile.h" /* the label-record cache, for test_label_seen_once_is_not_cached */
 
 #define LIMIT (1024 * 1024)
 #define CHUNK (64 * 1024)
@@ -100,17 +101,28 @@ static void test_unique_strings_past_the_limit(void) {
     if (decode(p, &pp) == 0) {
         int ic = pr_type_index(&pp, "samples"), iw = pr_type_index(&pp, "wall-time");
         int64_t count = 0, wall = 0;
-        size_t placeholder_samples = 0;
+        /* Past the limit a sample keeps its stack with "[pprofkit: memory limit]" as
+         * its task name, or, when even that label set cannot be made, its values go to
+         * the overflow sample (that one frame, no labels): each sample counts 1. */
+        int64_t placeholder_count = 0, overflow_count = 0;
         for (size_t i = 0; i < pp.nsamples; i++) {
-            count += pp.samples[i].val[ic];
-            wall += pp.samples[i].val[iw];
-            pr_str t = pr_label_str(&pp, &pp.samples[i], "task name");
-            if (pr_streq(t, "[pprofkit: memory limit]")) placeholder_samples++;
+            const pr_sample *ps = &pp.samples[i];
+            count += ps->val[ic];
+            wall += ps->val[iw];
+            pr_str t = pr_label_str(&pp, ps, "task name");
+            if (pr_streq(t, "[pprofkit: memory limit]")) placeholder_count += ps->val[ic];
+            const pr_function *leaf = pr_frame_fn(&pp, ps, 0);
+            if (ps->nloc == 1 && leaf &&
+                pr_streq(pr_string(&pp, leaf->name), "[pprofkit: memory limit]")) {
+                CHECK_EQ_INT(ps->nlab, 0);
+                overflow_count += ps->val[ic];
+            }
         }
         CHECK_EQ_INT(count, total_count); /* no value lost */
         CHECK_EQ_INT(wall, total_wall);
         CHECK(has_string(&pp, "[pprofkit: memory limit]"));
-        CHECK(placeholder_samples > 0);
+        CHECK_EQ_INT(overflow_count, (int64_t)st.samples_overflowed);
+        CHECK(placeholder_count + overflow_count >= (int64_t)st.strings_dropped);
         CHECK(has_string_prefix(&pp, "pprofkit: ")); /* the comments say what degraded */
         CHECK(pp.nstrings < (size_t)k); /* most task names were dropped */
         pr_free(&pp);
@@ -371,6 +383,57 @@ static void test_small_budgets(void) {
     }
 }
 
+/* A label record is cached on its second sighting, not its first: a window of unique
+ * task names keeps no cache entry (nor record copy) per name, while a repeated label is
+ * found by its record, and the content is the same either way. */
+static void test_label_seen_once_is_not_cached(void) {
+    ppk_profile *p = make(64 * 1024 * 1024);
+    ppk_frame f = {PPK_STR("main"), {0}, PPK_STR("main.py"), 1, 3, 0, NULL};
+    int64_t v[2] = {1, 10};
+    char task[32];
+    ppk_label lb[2] = {{PPK_STR("thread name"), 0, PPK_STR("MainThread"), 0, {0}},
+                       {PPK_STR("task name"), 0, {task, 0}, 0, {0}}};
+    ppk_sample_data s = {&f, 1, lb, 2, v, 2, 0};
+    /* First sighting of both labels: nothing cached. */
+    lb[1].str.len = (size_t)snprintf(task, sizeof task, "Task-%d", 0);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_U64(p->label_recs.n, 0);
+    CHECK_EQ_U64(p->labels.n, 2);
+    /* 999 new task names: the thread name is cached once (its second sighting), no task
+     * name is. */
+    for (int k = 1; k < 1000; k++) {
+        lb[1].str.len = (size_t)snprintf(task, sizeof task, "Task-%d", k);
+        CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    }
+    CHECK_EQ_U64(p->label_recs.n, 1);
+    CHECK_EQ_U64(p->labels.n, 1001);
+    /* Task-7 again: now cached, and found there the third time. */
+    lb[1].str.len = (size_t)snprintf(task, sizeof task, "Task-%d", 7);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_U64(p->label_recs.n, 2);
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    CHECK_EQ_U64(p->label_recs.n, 2);
+    CHECK_EQ_U64(p->labels.n, 1001);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.samples_aggregated, 1000);
+    pr_profile pp;
+    if (decode(p, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1000);
+        int64_t task7 = 0, total = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) {
+            total += pp.samples[i].val[0];
+            CHECK(pr_streq(pr_label_str(&pp, &pp.samples[i], "thread name"), "MainThread"));
+            if (pr_streq(pr_label_str(&pp, &pp.samples[i], "task name"), "Task-7"))
+                task7 += pp.samples[i].val[0];
+        }
+        CHECK_EQ_INT(total, 1002);
+        CHECK_EQ_INT(task7, 3);
+        pr_free(&pp);
+    }
+    ppk_profile_free(p);
+}
+
 int main(void) {
     RUN(test_unique_strings_past_the_limit);
     RUN(test_unique_stacks_past_the_limit);
@@ -380,5 +443,6 @@ int main(void) {
     RUN(test_builder_scratch_limit);
     RUN(test_keys_at_the_limit);
     RUN(test_small_budgets);
+    RUN(test_label_seen_once_is_not_cached);
     return check_summary();
 }

@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "pprof_read.h"
 #include "pprofkit.h"
 
 static ppk_profile_config config(void) {
@@ -209,6 +210,42 @@ static void test_labels_in_any_order_aggregate(void) {
     CHECK_EQ_U64(st.samples_aggregated, 2);
     ppk_profile_free(a);
     ppk_profile_free(b);
+}
+
+/* A string label and a numeric one of the same key stay apart, even with all fields
+ * zero (the window stores them at different lengths), and each reads back as itself. */
+static void test_string_and_numeric_labels_stay_apart(void) {
+    ppk_profile *p = make();
+    ppk_label ls[4] = {{PPK_STR("k"), 0, PPK_STR(""), 0, {0}},
+                       {PPK_STR("k"), 1, {0}, 0, {0}},
+                       {PPK_STR("k"), 0, PPK_STR("x"), 0, {0}},
+                       {PPK_STR("k"), 1, {0}, 5, PPK_STR("u")}};
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 4; i++) CHECK_EQ_INT(add(p, &ls[i], 1, 1 << i, 1), 0);
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK_EQ_U64(st.labels, 4);
+    CHECK_EQ_U64(st.samples_aggregated, 4);
+    ppk_bytes b = raw(p);
+    pr_profile pp;
+    CHECK_EQ_INT(pr_parse(b.data, b.len, &pp), 0);
+    ppk_bytes_free(&b);
+    CHECK_EQ_U64(pp.nsamples, 4);
+    int seen = 0;
+    for (size_t i = 0; i < pp.nsamples && i < 4; i++) {
+        const pr_sample *s = &pp.samples[i];
+        CHECK_EQ_U64(s->nlab, 1);
+        CHECK_EQ_INT(s->val[0], 3 << i);
+        const pr_label *l = pr_label_get(&pp, s, "k");
+        if (!l) continue;
+        seen++;
+        CHECK_EQ_INT(l->num, i == 3 ? 5 : 0);
+        CHECK(pr_streq(pr_string(&pp, l->str), i == 2 ? "x" : ""));
+        CHECK(pr_streq(pr_string(&pp, l->num_unit), i == 3 ? "u" : ""));
+    }
+    CHECK_EQ_INT(seen, 4);
+    pr_free(&pp);
+    ppk_profile_free(p);
 }
 
 static void test_values_saturate(void) {
@@ -571,6 +608,7 @@ int main(void) {
     RUN(test_strerror_covers_every_code);
     RUN(test_bad_input_is_refused_without_change);
     RUN(test_labels_in_any_order_aggregate);
+    RUN(test_string_and_numeric_labels_stay_apart);
     RUN(test_values_saturate);
     RUN(test_timestamped_samples_stay_apart);
     RUN(test_repairs_are_counted);
