@@ -19,6 +19,9 @@ void ppk__dict_init(ppk__dict *d, ppk__mem *mem, ppk__arena *arena) {
 
 static size_t slot_count(const ppk__dict *d) { return d->slots ? (size_t)d->mask + 1 : 0; }
 
+/* Whether n keys overfill `slots` slots: the table is kept at most 7/8 full. */
+static int overfull(size_t n, size_t slots) { return n * 8 > slots * 7; }
+
 size_t ppk__dict_table_bytes(const ppk__dict *d) {
     return (size_t)d->cap * sizeof(ppk__dent) + slot_count(d) * sizeof(uint64_t);
 }
@@ -56,9 +59,9 @@ int ppk__dict_reserve(ppk__dict *d, size_t extra) {
         d->cap = (uint32_t)cap;
     }
     size_t nslots = slot_count(d);
-    if (need * 4 > nslots * 3) {
+    if (overfull(need, nslots)) {
         size_t ns = nslots ? nslots * 2 : 32;
-        while (need * 4 > ns * 3) ns *= 2;
+        while (overfull(need, ns)) ns *= 2;
         uint64_t *s = ppk__mem_alloc_array(d->mem, ns, sizeof(uint64_t));
         if (!s) return PPK_ENOMEM;
         memset(s, 0, ns * sizeof(uint64_t));
@@ -117,7 +120,7 @@ uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t ha
      * a table, since doubling a big one would pass the budget by far. */
     size_t headroom = d->mem->over_ok ? 0 : PPK_DICT_HEADROOM;
     size_t need = (size_t)d->n + 1 + headroom;
-    if (need > d->cap || need * 4 > slot_count(d) * 3) {
+    if (need > d->cap || overfull(need, slot_count(d))) {
         if (ppk__dict_reserve(d, 1 + headroom) != 0) return PPK_DICT_NONE;
         i = probe(d, key, len, hash);
     }
@@ -164,7 +167,7 @@ void ppk__dict_shrink(ppk__dict *d) {
         }
     }
     size_t ns = 32;
-    while (want * 4 > ns * 3) ns *= 2;
+    while (overfull(want, ns)) ns *= 2;
     if (slot_count(d) > 2 * ns) {
         uint64_t *sl = ppk__mem_alloc_array(d->mem, ns, sizeof *sl);
         if (sl) {
