@@ -80,16 +80,26 @@ int ppk__dict_reserve(ppk__dict *d, size_t extra) {
 }
 
 /* The slot holding the key, or the empty slot where it would go. */
+/* A key of up to PPK_DICT_INLINE bytes as the entry holds it. */
+static uint64_t inline_word(const void *key, size_t len) {
+    uint64_t w = 0;
+    if (len) memcpy(&w, key, len);
+    return w;
+}
+
 static uint32_t probe(const ppk__dict *d, const void *key, size_t len, uint64_t hash) {
     uint32_t lo = (uint32_t)hash;
     uint64_t tag = hash & 0xffffffff00000000ull;
     uint32_t i = lo & d->mask;
+    int small = len <= PPK_DICT_INLINE;
+    uint64_t word = small ? inline_word(key, len) : 0;
     for (;;) {
         uint64_t s = d->slots[i];
         if (!s) return i;
         if ((s & 0xffffffff00000000ull) == tag) {
             const ppk__dent *e = &d->ents[(uint32_t)s - 1];
-            if (e->len == len && e->hash_lo == lo && (len == 0 || memcmp(e->key, key, len) == 0))
+            if (e->len == len && e->hash_lo == lo &&
+                (small ? e->key.word == word : memcmp(e->key.ptr, key, len) == 0))
                 return i;
         }
         i = (i + 1) & d->mask;
@@ -124,16 +134,19 @@ uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t ha
         if (ppk__dict_reserve(d, 1 + headroom) != 0) return PPK_DICT_NONE;
         i = probe(d, key, len, hash);
     }
-    /* The empty key takes no arena room. */
-    const uint8_t *copy = key;
-    if (len == 0) {
-        copy = (const uint8_t *)"";
+    /* A short key is kept in the entry; a longer one is copied into the arena (or, with
+     * align 0, its pointer kept). */
+    ppk__dent e;
+    if (len <= PPK_DICT_INLINE) {
+        e.key.word = inline_word(key, len);
     } else if (align) {
-        copy = ppk__arena_dup(d->arena, key, len, align);
-        if (!copy) return PPK_DICT_NONE;
+        e.key.ptr = ppk__arena_dup(d->arena, key, len, align);
+        if (!e.key.ptr) return PPK_DICT_NONE;
+    } else {
+        e.key.ptr = key;
     }
     uint32_t id = d->n++;
-    d->ents[id].key = copy;
+    d->ents[id].key = e.key;
     d->ents[id].len = (uint32_t)len;
     d->ents[id].hash_lo = (uint32_t)hash;
     d->slots[i] = (hash & 0xffffffff00000000ull) | (uint64_t)(id + 1);
@@ -150,7 +163,9 @@ void ppk__dict_truncate(ppk__dict *d, uint32_t n) {
     d->key_bytes = 0;
     for (uint32_t id = 0; id < n; id++) {
         const ppk__dent *e = &d->ents[id];
-        uint64_t h = ppk__hash(e->key, e->len);
+        uint32_t len;
+        const uint8_t *key = ppk__dict_key(d, id, &len);
+        uint64_t h = ppk__hash(key, len);
         place(d->slots, d->mask, e->hash_lo, (h & 0xffffffff00000000ull) | (uint64_t)(id + 1));
         d->key_bytes += e->len;
     }

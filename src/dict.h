@@ -6,8 +6,9 @@
  * also fixed-size records (a function, a location, a stack of location ids): anything
  * compared byte for byte.
  *
- * Layout: `ents` holds each key's pointer (into the arena), length and the low half of
- * its 64-bit XXH3 hash, indexed by id; `slots` is an open-addressing table (linear
+ * Layout: `ents` holds each key's pointer (into the arena; keys of up to 8 bytes are
+ * kept in the entry instead), length and the low half of its 64-bit XXH3 hash, indexed
+ * by id; `slots` is an open-addressing table (linear
  * probing, at most 7/8 full) of (high half of the hash << 32 | id + 1), 0 meaning empty.
  * A lookup compares the stored hash halves and the length before any byte compare, so
  * most mismatches never touch the key bytes. 7/8 rather than 3/4: the slots are a
@@ -27,8 +28,16 @@
 #include "alloc.h"
 #include "arena.h"
 
+/* Keys of up to this many bytes are kept in the entry itself, zero-padded: no arena
+ * copy, and a lookup compares them without reading the arena. */
+#define PPK_DICT_INLINE 8
+
 typedef struct ppk__dent {
-    const uint8_t *key;
+    union {
+        const uint8_t *ptr;         /* len > PPK_DICT_INLINE */
+        uint64_t word;              /* len <= PPK_DICT_INLINE: the bytes */
+        uint8_t bytes[PPK_DICT_INLINE];
+    } key;
     uint32_t len;
     uint32_t hash_lo;
 } ppk__dent;
@@ -69,9 +78,12 @@ uint32_t ppk__dict_intern(ppk__dict *d, const void *key, size_t len, uint64_t ha
 /* Bytes held by the tables (not the keys, which are in the arena). */
 size_t ppk__dict_table_bytes(const ppk__dict *d);
 
+/* The bytes of key `id`. A key of up to PPK_DICT_INLINE bytes is in the entry: the
+ * pointer is valid until the next insert into this dict (which may move the entries). */
 static inline const uint8_t *ppk__dict_key(const ppk__dict *d, uint32_t id, uint32_t *len) {
-    *len = d->ents[id].len;
-    return d->ents[id].key;
+    const ppk__dent *e = &d->ents[id];
+    *len = e->len;
+    return e->len <= PPK_DICT_INLINE ? e->key.bytes : e->key.ptr;
 }
 
 #endif

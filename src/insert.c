@@ -147,10 +147,10 @@ static uint32_t cached_stack(const ppk_profile *p, const ppk__sbuf *sb) {
         s = &p->sc_slots[(size_t)(s - p->sc_slots + 1) & p->sc_mask];
     const uint32_t *recs = s->recs;
     if (!recs || recs[0] != sb->n_frames) return PPK_DICT_NONE;
-    const ppk__dent *ents = p->frame_recs.ents;
     for (size_t i = 0; i < sb->n_frames; i++) {
-        const ppk__dent *e = &ents[recs[2 + i]];
-        if (e->len != sb->frames[i].len || memcmp(e->key, sb->buf + sb->frames[i].off, e->len))
+        uint32_t len;
+        const uint8_t *rec = ppk__dict_key(&p->frame_recs, recs[2 + i], &len);
+        if (len != sb->frames[i].len || memcmp(rec, sb->buf + sb->frames[i].off, len))
             return PPK_DICT_NONE;
     }
     return recs[1];

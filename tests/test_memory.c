@@ -94,7 +94,6 @@ static void test_unique_strings_past_the_limit(void) {
     CHECK(peak_seen <= LIMIT + CHUNK);
     CHECK_EQ_U64(st.memory_limit, LIMIT);
     CHECK(st.strings_dropped > 0);
-    CHECK(st.samples_overflowed + st.labels_dropped + st.label_sets_dropped > 0);
     CHECK_EQ_U64(st.samples_added, (uint64_t)k);
 
     pr_profile pp;
@@ -188,6 +187,59 @@ static void test_unique_stacks_past_the_limit(void) {
 }
 
 /* No limit: nothing degrades however much goes in. */
+/* Every (stack, label set) pair new while every stack and label set is known: past the
+ * limit the samples go to the overflow sample, whose values are theirs. */
+static void test_samples_overflow(void) {
+    ppk_profile *p = make(256 * 1024);
+    char fn[2][16];
+    char val[8][2];
+    int64_t total = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int st_i = 0; st_i < 256; st_i++) {
+            for (int t = 0; t < 256; t++) {
+                if (round == 0 && t > 0 && st_i > 0) continue; /* first: each stack, set once */
+                snprintf(fn[0], sizeof fn[0], "f%d", st_i % 16);
+                snprintf(fn[1], sizeof fn[1], "g%d", st_i / 16);
+                ppk_frame f[2] = {{{fn[0], strlen(fn[0])}, {0}, PPK_STR("a.py"), 0, 1, 0, NULL},
+                                  {{fn[1], strlen(fn[1])}, {0}, PPK_STR("a.py"), 0, 2, 0, NULL}};
+                ppk_label l[8];
+                static const char *keys[8] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"};
+                for (int b = 0; b < 8; b++) {
+                    val[b][0] = (char)('0' + ((t >> b) & 1));
+                    l[b] = (ppk_label){{keys[b], 2}, 0, {val[b], 1}, 0, {0}};
+                }
+                int64_t v[2] = {1, 1};
+                ppk_sample_data s = {f, 2, l, 8, v, 2, 0};
+                CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+                total++;
+            }
+        }
+    }
+    ppk_profile_stats st;
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.samples_overflowed > 0);
+    CHECK(st.memory_peak_bytes <= 256 * 1024 + CHUNK + 4096);
+    pr_profile pp;
+    if (decode(p, &pp) == 0) {
+        int ic = pr_type_index(&pp, "samples");
+        int64_t count = 0, overflow = 0;
+        for (size_t i = 0; i < pp.nsamples; i++) {
+            const pr_sample *ps = &pp.samples[i];
+            count += ps->val[ic];
+            const pr_function *leaf = pr_frame_fn(&pp, ps, 0);
+            if (ps->nloc == 1 && leaf &&
+                pr_streq(pr_string(&pp, leaf->name), "[pprofkit: memory limit]")) {
+                CHECK_EQ_INT(ps->nlab, 0);
+                overflow += ps->val[ic];
+            }
+        }
+        CHECK_EQ_INT(count, total);
+        CHECK_EQ_INT(overflow, (int64_t)st.samples_overflowed);
+        pr_free(&pp);
+    }
+    ppk_profile_free(p);
+}
+
 static void test_no_limit(void) {
     ppk_profile *p = make(SIZE_MAX);
     for (int k = 0; k < 20000; k++) {
@@ -437,6 +489,7 @@ static void test_label_seen_once_is_not_cached(void) {
 int main(void) {
     RUN(test_unique_strings_past_the_limit);
     RUN(test_unique_stacks_past_the_limit);
+    RUN(test_samples_overflow);
     RUN(test_no_limit);
     RUN(test_limit_is_validated);
     RUN(test_recorder_counts_degradations);
