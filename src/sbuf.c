@@ -214,16 +214,28 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     if (key_is(l->key, SPAN_KEY, sizeof SPAN_KEY - 1) && (!l->is_num || l->num == 0))
         return PPK_ESPANID;
     if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
-    size_t off;
-    if (reserve(sb, sizeof(ppk__lrec) + bound(sb, l->key) + bound(sb, value), &off))
-        return PPK_ENOMEM; /* out of memory, or of the builder's max_bytes */
     uint64_t repaired = sb->utf8_repaired, truncated = sb->truncated;
-    uint8_t *rec = sb->buf + off;
     ppk__lrec h;
     memset(&h, 0, sizeof h);
-    uint8_t *key = rec + sizeof h;
-    h.key_len = put(sb, key, l->key);
-    h.value_len = put(sb, key + h.key_len, value);
+    /* The common case first, as for frames: ASCII within the limit, room in the buffer. */
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    size_t exact = sizeof h + l->key.len + value.len;
+    uint8_t *key = sb->buf ? sb->buf + off + sizeof h : NULL;
+    if (key && l->key.len <= sb->max_string_len && value.len <= sb->max_string_len &&
+        off <= sb->cap && exact <= sb->cap - off &&
+        ppk__copy_ascii(key, l->key.ptr, l->key.len) &
+            ppk__copy_ascii(key + l->key.len, value.ptr, value.len)) {
+        memset(sb->buf + sb->len, 0, off - sb->len);
+        h.key_len = (uint32_t)l->key.len;
+        h.value_len = (uint32_t)value.len;
+    } else {
+        if (reserve(sb, sizeof h + bound(sb, l->key) + bound(sb, value), &off))
+            return PPK_ENOMEM; /* out of memory, or of the builder's max_bytes */
+        key = sb->buf + off + sizeof h;
+        h.key_len = put(sb, key, l->key);
+        h.value_len = put(sb, key + h.key_len, value);
+    }
+    uint8_t *rec = sb->buf + off;
     h.is_num = l->is_num != 0;
     h.num = l->is_num ? l->num : 0;
     /* A key at most once per sample, compared as stored (after repair and cut). */
