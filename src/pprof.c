@@ -38,12 +38,19 @@ typedef struct rule_ids {
 } rule_ids;
 
 typedef struct enc {
-    ppk_profile *p;
+    ppk_profile *p;       /* the window being written */
     ppk__pb *pb;
     rule_ids *rules;
     uint32_t span_key;    /* "local root span id", or PPK_DICT_NONE */
     int64_t *scaled;      /* n_types values */
+    /* Several windows make one profile (a sharded recorder): each window's ids are
+     * offset by what the windows before it hold. Endpoints are the first window's. */
+    uint64_t str_off, loc_off, fn_off, map_off;
+    const ppk_profile *ep;
 } enc;
+
+/* A string id of the window in the profile; 0 (unset, "") stays 0. */
+static uint64_t str_at(const enc *e, uint32_t id) { return id ? id + e->str_off : 0; }
 
 
 static const uint32_t *id_array(const ppk__dict *d, uint32_t id, size_t *n) {
@@ -95,24 +102,25 @@ static const int64_t *upscale(enc *e, const uint32_t *set, size_t n_set, const i
     return e->scaled;
 }
 
-/* The endpoint string id for a sample's label set, or 0. */
+/* The endpoint string id (of the endpoints' window, e->ep) for a sample's label set,
+ * or 0. */
 static uint32_t endpoint_for(const enc *e, const uint32_t *set, size_t n) {
-    const ppk_profile *p = e->p;
+    const ppk_profile *p = e->p, *ep = e->ep;
     uint32_t found = 0;
     for (size_t i = 0; i < n; i++) {
         const ppk__label_rec l = ppk__label_get(p, set[i]);
-        if (l.key == p->ids.endpoint_key) return 0; /* the sample has its own */
+        if (p->ids.endpoint_key && l.key == p->ids.endpoint_key) return 0; /* its own */
         if (l.key == e->span_key && l.is_num) {
             uint64_t span = (uint64_t)l.num;
-            uint32_t id = ppk__dict_find(&p->endpoints, &span, sizeof span,
+            uint32_t id = ppk__dict_find(&ep->endpoints, &span, sizeof span,
                                          ppk__hash(&span, sizeof span));
-            if (id != PPK_DICT_NONE) found = p->endpoint_str[id];
+            if (id != PPK_DICT_NONE) found = ep->endpoint_str[id];
         }
     }
     return found;
 }
 
-static void label(ppk__pb *pb, uint32_t key, uint32_t str, int64_t num, uint32_t unit) {
+static void label(ppk__pb *pb, uint64_t key, uint64_t str, int64_t num, uint64_t unit) {
     size_t b = ppk__pb_begin(pb, 3);
     ppk__pb_uint_nz(pb, 1, key);
     ppk__pb_uint_nz(pb, 2, str);
@@ -136,7 +144,7 @@ static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values
     size_t b = ppk__pb_begin(pb, F_SAMPLE);
     if (n_loc) {
         size_t l = ppk__pb_begin(pb, 1);
-        for (size_t i = 0; i < n_loc; i++) ppk__pb_varint(pb, (uint64_t)locs[i] + 1);
+        for (size_t i = 0; i < n_loc; i++) ppk__pb_varint(pb, (uint64_t)locs[i] + 1 + e->loc_off);
         ppk__pb_end(pb, l);
     }
     size_t vb = ppk__pb_begin(pb, 2);
@@ -145,15 +153,15 @@ static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values
     for (size_t i = 0; i < n_set; i++) {
         const ppk__label_rec l = ppk__label_get(p, set[i]);
         if (l.is_num)
-            label(pb, l.key, 0, l.num, l.num_unit);
+            label(pb, str_at(e, l.key), 0, l.num, str_at(e, l.num_unit));
         else
-            label(pb, l.key, l.str, 0, 0);
+            label(pb, str_at(e, l.key), str_at(e, l.str), 0, 0);
     }
-    if (p->endpoints.n) {
+    if (e->ep->endpoints.n) {
         uint32_t ep = endpoint_for(e, set, n_set);
-        if (ep) label(pb, p->ids.endpoint_key, ep, 0, 0);
+        if (ep) label(pb, e->ep->ids.endpoint_key, ep, 0, 0); /* the first window's ids */
     }
-    if (ts) label(pb, p->ids.end_ts_key, 0, ts, 0);
+    if (ts) label(pb, str_at(e, p->ids.end_ts_key), 0, ts, 0);
     ppk__pb_end(pb, b);
     return 0;
 }
@@ -185,12 +193,12 @@ static int mappings(enc *e) {
         const ppk__mapping_rec *m = (const void *)ppk__dict_key(&p->mappings, i, &len);
         if ((rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 7 * 11))) break;
         size_t b = ppk__pb_begin(pb, F_MAPPING);
-        ppk__pb_uint(pb, 1, (uint64_t)i + 1);
+        ppk__pb_uint(pb, 1, (uint64_t)i + 1 + e->map_off);
         ppk__pb_uint_nz(pb, 2, m->memory_start);
         ppk__pb_uint_nz(pb, 3, m->memory_limit);
         ppk__pb_uint_nz(pb, 4, m->file_offset);
-        ppk__pb_uint_nz(pb, 5, m->filename);
-        ppk__pb_uint_nz(pb, 6, m->build_id);
+        ppk__pb_uint_nz(pb, 5, str_at(e, m->filename));
+        ppk__pb_uint_nz(pb, 6, str_at(e, m->build_id));
         ppk__pb_uint_nz(pb, 7, has_fn[i]);
         ppk__pb_end(pb, b);
     }
@@ -207,12 +215,12 @@ static int locations(enc *e) {
         uint32_t len;
         const ppk__location_rec *l = (const void *)ppk__dict_key(&p->locations, i, &len);
         size_t b = ppk__pb_begin(pb, F_LOCATION);
-        ppk__pb_uint(pb, 1, (uint64_t)i + 1);
-        ppk__pb_uint_nz(pb, 2, l->mapping);
+        ppk__pb_uint(pb, 1, (uint64_t)i + 1 + e->loc_off);
+        ppk__pb_uint_nz(pb, 2, l->mapping ? l->mapping + e->map_off : 0);
         ppk__pb_uint_nz(pb, 3, l->address);
         if (l->function) {
             size_t lb = ppk__pb_begin(pb, 4);
-            ppk__pb_uint(pb, 1, l->function);
+            ppk__pb_uint(pb, 1, l->function + e->fn_off);
             ppk__pb_uint_nz(pb, 2, (uint64_t)l->line);
             ppk__pb_end(pb, lb);
         }
@@ -230,10 +238,10 @@ static int functions(enc *e) {
         uint32_t len;
         const ppk__function_rec *f = (const void *)ppk__dict_key(&p->functions, i, &len);
         size_t b = ppk__pb_begin(pb, F_FUNCTION);
-        ppk__pb_uint(pb, 1, (uint64_t)i + 1);
-        ppk__pb_uint_nz(pb, 2, f->name);
-        ppk__pb_uint_nz(pb, 3, f->system_name);
-        ppk__pb_uint_nz(pb, 4, f->filename);
+        ppk__pb_uint(pb, 1, (uint64_t)i + 1 + e->fn_off);
+        ppk__pb_uint_nz(pb, 2, str_at(e, f->name));
+        ppk__pb_uint_nz(pb, 3, str_at(e, f->system_name));
+        ppk__pb_uint_nz(pb, 4, str_at(e, f->filename));
         ppk__pb_uint_nz(pb, 5, (uint64_t)f->start_line);
         ppk__pb_end(pb, b);
     }
@@ -248,14 +256,22 @@ typedef struct comments {
     size_t n;
 } comments;
 
-static void make_comments(const ppk_profile *p, comments *c) {
-    const ppk__degraded *d = &p->deg;
+static void make_comments(ppk_profile *const *ws, size_t n_ws, comments *c) {
+    ppk__degraded sum;
+    memset(&sum, 0, sizeof sum);
+    uint64_t repaired = 0, truncated = 0;
+    for (size_t i = 0; i < n_ws; i++) {
+        ppk__degraded_add(&sum, &ws[i]->deg);
+        repaired += ws[i]->strings.utf8_repaired;
+        truncated += ws[i]->strings.truncated;
+    }
+    const ppk__degraded *d = &sum;
     const struct {
         uint64_t n;
         const char *what;
     } reasons[] = {
-        {d->strings_utf8_repaired + p->strings.utf8_repaired, "strings with invalid UTF-8 repaired"},
-        {d->strings_truncated + p->strings.truncated, "strings cut at max_string_len"},
+        {d->strings_utf8_repaired + repaired, "strings with invalid UTF-8 repaired"},
+        {d->strings_truncated + truncated, "strings cut at max_string_len"},
         {d->stacks_truncated, "stacks cut at max_frames"},
         {d->values_saturated, "sums saturated at the int64 range"},
         {d->strings_dropped, "new strings replaced by \"" PPK__PLACEHOLDER "\""},
@@ -275,7 +291,8 @@ static void make_comments(const ppk_profile *p, comments *c) {
     }
 }
 
-static int strings(enc *e, const comments *c) {
+/* The window's strings into string_table. */
+static int strings(enc *e) {
     const ppk__strtab *st = &e->p->strings;
     ppk__pb *pb = e->pb;
     uint32_t n = ppk__strtab_count(st);
@@ -286,24 +303,29 @@ static int strings(enc *e, const comments *c) {
         if (!(rc = ppk__pb_room(pb, len + 1 + PPK_PB_VARINT_MAX)))
             ppk__pb_bytes(pb, F_STRING_TABLE, s, len);
     }
-    if (!rc) rc = ppk__pb_room(pb, c->n * (sizeof c->text[0] + 3 * PPK_PB_VARINT_MAX));
+    return rc;
+}
+
+/* The comments, after every window's strings (`n` of them). */
+static int comment_strings(ppk__pb *pb, const comments *c, uint64_t n) {
+    int rc = ppk__pb_room(pb, c->n * (sizeof c->text[0] + 3 * PPK_PB_VARINT_MAX));
     if (rc) return rc;
     for (size_t i = 0; i < c->n; i++) ppk__pb_bytes(pb, F_STRING_TABLE, c->text[i], c->len[i]);
-    for (size_t i = 0; i < c->n; i++) ppk__pb_uint(pb, F_COMMENT, (uint64_t)n + i);
+    for (size_t i = 0; i < c->n; i++) ppk__pb_uint(pb, F_COMMENT, n + i);
     return 0;
 }
 
-static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_ns) {
-    enc e = {p, pb, NULL, PPK_DICT_NONE, NULL};
-    int64_t scaled[PPK_MAX_SAMPLE_TYPES];
-    e.scaled = scaled;
-    int rc = 0;
+/* Resolves the window's rules and span key for e->p; e->rules from p->aux. */
+static int enc_window(enc *e) {
+    ppk_profile *p = e->p;
+    e->rules = NULL;
+    e->span_key = PPK_DICT_NONE;
     if (p->n_rules) {
-        e.rules = ppk__mem_alloc_array(&p->aux, p->n_rules, sizeof *e.rules);
-        if (!e.rules) return PPK_ENOMEM;
+        e->rules = ppk__mem_alloc_array(&p->aux, p->n_rules, sizeof *e->rules);
+        if (!e->rules) return PPK_ENOMEM;
         for (size_t i = 0; i < p->n_rules; i++) {
             const ppk__rule *r = &p->rules[i];
-            rule_ids *ri = &e.rules[i];
+            rule_ids *ri = &e->rules[i];
             ri->r = r;
             ri->any = r->label_key_len == 0;
             ri->key = ppk__strtab_find(&p->strings, r->label_key, r->label_key_len);
@@ -311,28 +333,69 @@ static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_
             ri->never = !ri->any && (ri->key == PPK_DICT_NONE || ri->value == PPK_DICT_NONE);
         }
     }
-    if (p->endpoints.n) {
+    if (e->ep->endpoints.n) {
         static const char span_key[] = "local root span id";
-        e.span_key = ppk__strtab_find(&p->strings, span_key, sizeof span_key - 1);
+        e->span_key = ppk__strtab_find(&p->strings, span_key, sizeof span_key - 1);
     }
+    return 0;
+}
 
-    rc = ppk__pb_room(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * 11));
-    for (size_t i = 0; !rc && i < p->n_types; i++)
-        value_type(pb, F_SAMPLE_TYPE, p->type_ids[i], p->unit_ids[i]);
+static void enc_window_done(enc *e) {
+    if (e->rules) ppk__mem_free(&e->p->aux, e->rules, e->p->n_rules * sizeof *e->rules);
+    e->rules = NULL;
+}
+
+/* Walks the windows, setting e->p and the offsets, calling `part` for each. */
+static int each_window(enc *e, ppk_profile *const *ws, size_t n_ws, int (*part)(enc *)) {
+    e->str_off = e->loc_off = e->fn_off = e->map_off = 0;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n_ws; i++) {
+        e->p = ws[i];
+        rc = part(e);
+        e->str_off += ppk__strtab_count(&ws[i]->strings);
+        e->loc_off += ws[i]->locations.n;
+        e->fn_off += ws[i]->functions.n;
+        e->map_off += ws[i]->mappings.n;
+    }
+    return rc;
+}
+
+static int window_samples(enc *e) {
+    ppk_profile *p = e->p;
+    int rc = enc_window(e);
     for (uint32_t i = 0; !rc && i < p->samples.n; i++) {
         uint32_t len;
         const ppk__sample_rec *s = (const void *)ppk__dict_key(&p->samples, i, &len);
-        rc = sample(&e, s->stack, s->label_set, &p->values[(size_t)i * p->n_types], 0);
+        rc = sample(e, s->stack, s->label_set, &p->values[(size_t)i * p->n_types], 0);
     }
     for (size_t i = 0; !rc && i < p->ts_n; i++)
-        rc = sample(&e, p->ts[i].stack, p->ts[i].label_set, &p->ts_values[i * p->n_types],
+        rc = sample(e, p->ts[i].stack, p->ts[i].label_set, &p->ts_values[i * p->n_types],
                     p->ts[i].timestamp_ns);
-    if (!rc) rc = mappings(&e);
-    if (!rc) rc = locations(&e);
-    if (!rc) rc = functions(&e);
+    enc_window_done(e);
+    return rc;
+}
+
+/* The windows `ws` (the first one's types, period and endpoints) as one Profile. */
+static int encode_pb(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb, int64_t start_ns,
+                     int64_t end_ns) {
+    const ppk_profile *p = ws[0];
+    enc e;
+    memset(&e, 0, sizeof e);
+    int64_t scaled[PPK_MAX_SAMPLE_TYPES];
+    e.pb = pb;
+    e.scaled = scaled;
+    e.ep = p;
+    int rc = ppk__pb_room(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * 11));
+    for (size_t i = 0; !rc && i < p->n_types; i++)
+        value_type(pb, F_SAMPLE_TYPE, p->type_ids[i], p->unit_ids[i]);
+    if (!rc) rc = each_window(&e, ws, n_ws, window_samples);
+    if (!rc) rc = each_window(&e, ws, n_ws, mappings);
+    if (!rc) rc = each_window(&e, ws, n_ws, locations);
+    if (!rc) rc = each_window(&e, ws, n_ws, functions);
+    if (!rc) rc = each_window(&e, ws, n_ws, strings);
     comments c;
-    make_comments(p, &c);
-    if (!rc) rc = strings(&e, &c);
+    make_comments(ws, n_ws, &c);
+    if (!rc) rc = comment_strings(pb, &c, e.str_off);
     if (!rc) rc = ppk__pb_room(pb, 4 * 11 + PPK_PB_NEST_MAX + 2 * 11);
     if (!rc) {
         ppk__pb_uint_nz(pb, F_TIME_NANOS, (uint64_t)start_ns);
@@ -341,15 +404,20 @@ static int encode_pb(ppk_profile *p, ppk__pb *pb, int64_t start_ns, int64_t end_
             value_type(pb, F_PERIOD_TYPE, p->period_type_id, p->period_unit_id);
         ppk__pb_uint_nz(pb, F_PERIOD, (uint64_t)p->cfg.period);
     }
-    if (e.rules) ppk__mem_free(&p->aux, e.rules, p->n_rules * sizeof *e.rules);
     return rc;
 }
 
 int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_options *opt,
                              ppk_bytes *out) {
+    return ppk__profile_encode_many(&p, p ? 1 : 0, pb, opt, out);
+}
+
+int ppk__profile_encode_many(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb,
+                             const ppk_encode_options *opt, ppk_bytes *out) {
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
-    if (!p) return PPK_EINVAL;
+    if (!n_ws || !ws[0]) return PPK_EINVAL;
+    ppk_profile *p = ws[0];
     ppk_encode_options o;
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -363,11 +431,11 @@ int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_optio
         /* Uncompressed, the output is the whole protobuf anyway: build it in the
          * (reused) buffer and copy it once, rather than through the stream's chunks. */
         pb->len = 0;
-        rc = encode_pb(p, pb, start, end);
+        rc = encode_pb(ws, n_ws, pb, start, end);
         return rc ? rc : ppk__bytes_copy(&p->mem.a, pb->buf, pb->len, out);
     }
     rc = ppk__pb_stream_begin(pb, o.codec, o.level);
-    if (!rc) rc = encode_pb(p, pb, start, end);
+    if (!rc) rc = encode_pb(ws, n_ws, pb, start, end);
     if (rc) {
         ppk__pb_stream_abort(pb);
         return rc;

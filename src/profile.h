@@ -233,6 +233,13 @@ int ppk__profile_key(ppk_profile *p, const char *key, size_t len, uint32_t *id);
  * its windows, since its exports are serialized). */
 int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_options *opt,
                              ppk_bytes *out);
+/* Several windows of one configuration (a sharded recorder's) as one profile: each
+ * window's strings, locations, functions and mappings follow the previous window's,
+ * with their ids offset; types, period and endpoints are the first window's; the
+ * degradation comments are summed. The output of one window is the same as
+ * ppk__profile_encode_with's. */
+int ppk__profile_encode_many(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb,
+                             const ppk_encode_options *opt, ppk_bytes *out);
 
 /* Adds the sample built in `sb`, sealed (see ppk_profile_add, whose checks the pushes made).
  * On PPK_ENOMEM the window is as it was; over budget, detail degrades (insert.c). */
