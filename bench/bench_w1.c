@@ -16,7 +16,9 @@
  *   export_ms_encode median ms of encode + compress per export (ppk_export.encode_ms);
  *   export_ms_total  median ms of the whole ppk_recorder_export call;
  *   bytes            median compressed bytes per export; rss_kb peak RSS; total_s wall.
- * Nothing is asserted. Usage: bench_w1 [--storm] [--threads 1|2] [--samples N]
+ * With two threads the recorder has two shards (one per producer) unless --shards says
+ * otherwise. Nothing is asserted.
+ * Usage: bench_w1 [--storm] [--threads 1|2] [--samples N] [--shards N]
  *                                      [--codec zstd|gzip|none]
  */
 #include <pprofkit.h>
@@ -44,6 +46,7 @@ static struct {
     int n_exports;
     double encode_ms[MAX_EXPORTS], total_ms[MAX_EXPORTS], bytes[MAX_EXPORTS];
     atomic_int failed;
+    pthread_barrier_t start;
 } g;
 
 typedef struct producer {
@@ -81,6 +84,7 @@ static void *produce(void *arg) {
     ppk_sample *s = NULL;
     if (w1_init(&w) || ppk_sample_create(g.rec, &s)) {
         atomic_store(&g.failed, 1);
+        pthread_barrier_wait(&g.start); /* the other producer waits there */
         return NULL;
     }
     /* The workload alone: the same loop without pprofkit calls. */
@@ -96,6 +100,9 @@ static void *produce(void *arg) {
     }
     p->gen_s = (bench_now_ns() * 1e-9) - t0;
     w1_rewind(&w);
+    /* The producers start adding together: else the first to arrive fills the first
+     * window alone (with shards, one shard's window gets twice its share). */
+    pthread_barrier_wait(&g.start);
 
     t0 = (bench_now_ns() * 1e-9);
     for (uint64_t k = 0; k < g.samples; k++) {
@@ -124,6 +131,7 @@ int main(int argc, char **argv) {
     g.samples = W1_SAMPLES;
     ppk_codec codec = PPK_CODEC_ZSTD;
     const char *codec_name = "zstd-1";
+    int shards = 0; /* 0: one per producer thread */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--storm")) {
             g.variant = W1_STORM;
@@ -131,6 +139,8 @@ int main(int argc, char **argv) {
             g.variant = W1_STEADY;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             g.threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--shards") && i + 1 < argc) {
+            shards = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
             g.samples = strtoull(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--codec") && i + 1 < argc) {
@@ -143,18 +153,21 @@ int main(int argc, char **argv) {
                                                    : "zstd-1";
         } else {
             fprintf(stderr, "usage: bench_w1 [--storm|--steady] [--threads 1|2] [--samples N] "
-                            "[--codec zstd|gzip|none]\n");
+                            "[--codec zstd|gzip|none] [--shards N]\n");
             return 2;
         }
     }
     if (g.threads < 1 || g.threads > 2) g.threads = 1;
+    if (shards < 1 || shards > 64) shards = g.threads;
     pthread_mutex_init(&g.mu, NULL);
+    pthread_barrier_init(&g.start, NULL, (unsigned)g.threads);
 
     double start = (bench_now_ns() * 1e-9);
     ppk_recorder_config cfg;
     ppk_recorder_config_init(&cfg);
     w1_config(&cfg.profile);
     cfg.codec = codec;
+    cfg.shards = (size_t)shards;
     int rc = ppk_recorder_create(&cfg, &g.rec);
     if (rc) {
         fprintf(stderr, "ppk_recorder_create: %s\n", ppk_strerror(rc));
@@ -176,11 +189,12 @@ int main(int argc, char **argv) {
     ppk_recorder_free(g.rec);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"variant\": \"%s\", \"threads\": %d, \"samples\": %llu, \"add_ns\": %.0f, "
+    printf("{\"variant\": \"%s\", \"threads\": %d, \"shards\": %d, \"samples\": %llu, "
+           "\"add_ns\": %.0f, "
            "\"export_ms_encode\": %.1f, \"export_ms_total\": %.1f, \"codec\": \"%s\", "
            "\"bytes\": %.0f, \"exports\": %d, \"rss_kb\": %ld, \"total_s\": %.2f, "
            "\"window_bytes_peak\": %llu}\n",
-           g.variant == W1_STORM ? "storm" : "steady", g.threads,
+           g.variant == W1_STORM ? "storm" : "steady", g.threads, shards,
            (unsigned long long)g.samples, add_s * 1e9 / (double)g.samples,
            bench_median(g.encode_ms, (size_t)g.n_exports), bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
            bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,

@@ -466,6 +466,13 @@ typedef struct ppk_recorder_config {
      * gets PPK_ENOMEM. */
     size_t builder_keep_bytes;
     size_t builder_max_bytes;
+    /* Windows flushed into in parallel (1 to 64; 0 means 1). Each shard has its own lock
+     * and its own two windows (so memory_limit applies to each); builders are spread
+     * over the shards round robin when they are created, and an export encodes every
+     * shard's window into one profile. With one shard, threads flushing at the same
+     * time wait for each other's insert; set it to the number of threads that flush
+     * concurrently and often. Default 1. */
+    size_t shards;
 } ppk_recorder_config;
 
 /* Defaults, as documented above, and no sample types. */

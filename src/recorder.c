@@ -2,19 +2,21 @@
  * recorder.c - the thread-safe recorder: windows, export by swap, the background
  * exporter, statistics and fork handlers.
  *
- * Two windows: flushes (sample.c) insert into `active` under `lock`. An export takes
- * `lock`, swaps `active` with `spare` (O(1)), releases it, then encodes the retired
- * window with no lock held, hands the bytes to the caller or the sinks, resets the window
- * and, under `lock` again, keeps it as the next spare. Since flush and swap take the
- * same lock, every accepted sample is in exactly one window (G3), and nothing writes to
- * a retired window (G2). `exporting` serializes exports: the spare is the one export's
- * to use. The exporter thread exports every period_ms; it stops when thread_gen moves.
+ * Windows come in shards (one by default): each shard has a lock and two windows, and
+ * each builder flushes (sample.c) into its shard's `active` under the shard's lock. An
+ * export takes each shard's lock in turn and swaps `active` with `spare` (O(1)), then
+ * encodes the retired windows into one profile with no lock held, hands the bytes to
+ * the caller or the sinks, resets the windows and keeps them as the next spares. Since a
+ * flush and the swap of its shard take the same lock, every accepted sample is in
+ * exactly one window (G3), and nothing writes to a retired window (G2). `exporting`
+ * serializes exports: the spares are the one export's to use. The exporter thread
+ * exports every period_ms; it stops when thread_gen moves.
  *
- * Fork (G6): the prepare handler takes every recorder's lock, so no flush or swap is
- * halfway; the child resets its active window (the parent exports those samples), gives
- * up a window the parent was exporting (it is the parent's), re-creates the condition
- * variables other threads may have been waiting on, and restarts the exporter thread
- * lazily, on the next flush or export.
+ * Fork (G6): the prepare handler takes every recorder's lock and every shard's, so no
+ * flush or swap is halfway; the child resets its active windows (the parent exports
+ * those samples), gives up windows the parent was exporting (they are the parent's),
+ * re-creates the condition variables other threads may have been waiting on, and
+ * restarts the exporter thread lazily, on the next flush or export.
  */
 #define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "recorder.h"
@@ -39,13 +41,23 @@ static void init_conds(ppk_recorder *r) {
     pthread_cond_init(&r->export_done, NULL);
 }
 
+static void lock_all(ppk_recorder *r) {
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_lock(&r->shards[i].lock);
+}
+
+static void unlock_all(ppk_recorder *r) {
+    for (size_t i = r->n_shards; i-- > 0;) pthread_mutex_unlock(&r->shards[i].lock);
+    pthread_mutex_unlock(&r->lock);
+}
+
 static void atfork_prepare(void) {
     pthread_mutex_lock(&g_lock);
-    for (ppk_recorder *r = g_recorders; r; r = r->next_global) pthread_mutex_lock(&r->lock);
+    for (ppk_recorder *r = g_recorders; r; r = r->next_global) lock_all(r);
 }
 
 static void atfork_parent(void) {
-    for (ppk_recorder *r = g_recorders; r; r = r->next_global) pthread_mutex_unlock(&r->lock);
+    for (ppk_recorder *r = g_recorders; r; r = r->next_global) unlock_all(r);
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -53,21 +65,24 @@ static void atfork_child(void) {
     for (ppk_recorder *r = g_recorders; r; r = r->next_global) {
         /* Threads that waited on these do not exist here. */
         init_conds(r);
-        if (r->exporting) {
-            /* The window being exported is the parent's; so is its memory, which a
-             * thread that no longer exists was using. Leave it. */
-            r->exporting = 0;
-            r->spare = NULL;
+        /* Windows an export was holding are the parent's; so is their memory, which a
+         * thread that no longer exists was using. Leave them: a shard whose spare the
+         * export had taken gets a new one at the next export. */
+        r->exporting = 0;
+        for (size_t i = 0; i < r->n_shards; i++) {
+            ppk__shard *sh = &r->shards[i];
+            /* Emptied by the next call that takes the lock (ppk__shard_settle_locked):
+             * a reset frees memory, and a user allocator's lock may be held by a thread
+             * that no longer exists. */
+            sh->reset_pending = 1;
+            sh->flushed = sh->dropped_nomem = sh->dropped_closed = 0;
         }
-        /* Emptied by the next call that takes the lock (ppk__recorder_settle_locked):
-         * a reset frees memory, and a user allocator's lock may be held by a thread
-         * that no longer exists. */
-        r->reset_pending = 1;
         r->thread_running = 0;
         r->thread_gen++;
         r->seq = 0;
         memset(&r->totals, 0, sizeof r->totals);
-        pthread_mutex_unlock(&r->lock);
+        atomic_store(&r->settle_pending, 1);
+        unlock_all(r);
     }
     pthread_mutex_unlock(&g_lock);
 }
@@ -92,11 +107,32 @@ static int add_sink_locked(ppk_recorder *r, const ppk_sink *sink) {
     return 0;
 }
 
+/* Flushes hold a shard's lock for about a microsecond: a thread that finds it taken
+ * spins a little before sleeping, since a futex sleep and wake-up costs more than that. */
+static void init_flush_lock(pthread_mutex_t *m) {
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    pthread_mutex_init(m, &ma);
+    pthread_mutexattr_destroy(&ma);
+}
+
+static void free_shards(ppk_recorder *r) {
+    for (size_t i = 0; i < r->n_shards; i++) {
+        ppk_profile_free(r->shards[i].active);
+        ppk_profile_free(r->shards[i].spare);
+    }
+    ppk__mem_free(&r->mem, r->shards, r->n_shards * sizeof *r->shards);
+    r->shards = NULL;
+}
+
 int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (!out) return PPK_EINVAL;
     *out = NULL;
     if (!cfg || cfg->export_period_ms <= 0 || cfg->builder_max_bytes < 4096 ||
-        cfg->builder_keep_bytes > cfg->builder_max_bytes)
+        cfg->builder_keep_bytes > cfg->builder_max_bytes || cfg->shards > PPK__MAX_SHARDS)
         return PPK_EINVAL;
     int rc = ppk__compress_check(cfg->codec, cfg->level);
     if (rc) return rc;
@@ -117,32 +153,31 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     r->builder_max_bytes = cfg->builder_max_bytes;
     ppk__mem_init(&r->enc_mem, &cfg->profile.allocator);
     ppk__pb_init(&r->pb, &r->enc_mem);
-    if ((rc = ppk_profile_create(&cfg->profile, &r->active)) ||
-        (rc = ppk_profile_create(&cfg->profile, &r->spare))) {
-        ppk_profile_free(r->active);
+    size_t n = cfg->shards ? cfg->shards : 1;
+    r->shards = ppk__mem_alloc_array(&r->mem, n, sizeof *r->shards);
+    if (!r->shards) {
+        ppk__mem_free(&mem, r, sizeof *r);
+        return PPK_ENOMEM;
+    }
+    memset(r->shards, 0, n * sizeof *r->shards);
+    r->n_shards = n;
+    rc = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!(rc = ppk_profile_create(&cfg->profile, &r->shards[i].active)))
+            rc = ppk_profile_create(&cfg->profile, &r->shards[i].spare);
+    if (!rc && cfg->out_dir.len) {
+        ppk_sink file;
+        ppk_str name = cfg->name.len ? cfg->name : PPK_STR("profile");
+        if (!(rc = ppk_sink_file(cfg->out_dir, name, &file))) add_sink_locked(r, &file);
+    }
+    if (rc) {
+        free_shards(r);
+        mem = r->mem;
         ppk__mem_free(&mem, r, sizeof *r);
         return rc;
     }
-    if (cfg->out_dir.len) {
-        ppk_sink file;
-        ppk_str name = cfg->name.len ? cfg->name : PPK_STR("profile");
-        if ((rc = ppk_sink_file(cfg->out_dir, name, &file))) {
-            ppk_profile_free(r->active);
-            ppk_profile_free(r->spare);
-            ppk__mem_free(&mem, r, sizeof *r);
-            return rc;
-        }
-        add_sink_locked(r, &file);
-    }
-    /* Flushes hold the lock for a few microseconds: a thread that finds it taken spins
-     * a little before sleeping, since a futex sleep and wake-up costs more than that. */
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-    pthread_mutex_init(&r->lock, &ma);
-    pthread_mutexattr_destroy(&ma);
+    init_flush_lock(&r->lock);
+    for (size_t i = 0; i < n; i++) init_flush_lock(&r->shards[i].lock);
     init_conds(r);
     pthread_mutex_lock(&g_lock);
     r->next_global = g_recorders;
@@ -190,35 +225,63 @@ static void add_degradations(ppk_recorder_stats *to, const ppk_profile_stats *w)
 
 static void start_thread_locked(ppk_recorder *r);
 
+/* Sums what the stats of several windows count (the limit is per window). */
+static void add_window_stats(ppk_profile_stats *to, const ppk_profile_stats *w) {
+    ppk_profile_stats sum = *to;
+    uint64_t *t = (uint64_t *)(void *)&sum;
+    const uint64_t *f = (const uint64_t *)(const void *)w;
+    for (size_t i = 0; i < sizeof sum / sizeof(uint64_t); i++) t[i] += f[i];
+    sum.memory_limit = w->memory_limit;
+    *to = sum;
+}
+
 /* Swaps, encodes and resets; the export goes to `out`, or to the sinks when out is
  * NULL. Holds no lock while encoding or writing. */
 static int export_window(ppk_recorder *r, ppk_export *out) {
+    size_t n = r->n_shards;
+    ppk_profile *fresh[PPK__MAX_SHARDS], *w[PPK__MAX_SHARDS];
     pthread_mutex_lock(&r->lock);
     while (r->exporting) pthread_cond_wait(&r->export_done, &r->lock);
     ppk__recorder_settle_locked(r);
     r->exporting = 1;
-    ppk_profile *fresh = r->spare;
-    r->spare = NULL;
     pthread_mutex_unlock(&r->lock);
 
-    if (!fresh) {
-        /* After a fork, the spare may have been the parent's. The configuration is the
-         * active window's, which never changes. */
-        if (ppk_profile_create(&r->active->cfg, &fresh)) {
-            pthread_mutex_lock(&r->lock);
-            r->exporting = 0;
-            r->totals.export_failures++;
-            pthread_cond_broadcast(&r->export_done);
-            pthread_mutex_unlock(&r->lock);
-            return PPK_ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        ppk__shard *sh = &r->shards[i];
+        pthread_mutex_lock(&sh->lock);
+        fresh[i] = sh->spare;
+        sh->spare = NULL;
+        const ppk_profile_config *cfg = &sh->active->cfg; /* never changes */
+        pthread_mutex_unlock(&sh->lock);
+        /* After a fork, the spare may have been the parent's. */
+        if (!fresh[i] && !rc) rc = ppk_profile_create(cfg, &fresh[i]) ? PPK_ENOMEM : 0;
+    }
+    if (rc) {
+        pthread_mutex_lock(&r->lock);
+        for (size_t i = 0; i < n; i++) {
+            pthread_mutex_lock(&r->shards[i].lock);
+            r->shards[i].spare = fresh[i];
+            pthread_mutex_unlock(&r->shards[i].lock);
         }
+        r->exporting = 0;
+        r->totals.export_failures++;
+        pthread_cond_broadcast(&r->export_done);
+        pthread_mutex_unlock(&r->lock);
+        return rc;
     }
 
-    pthread_mutex_lock(&r->lock);
     int64_t now = ppk_now_ns();
-    fresh->start_ns = now;
-    ppk_profile *w = r->active;
-    r->active = fresh;
+    for (size_t i = 0; i < n; i++) {
+        ppk__shard *sh = &r->shards[i];
+        fresh[i]->start_ns = now;
+        pthread_mutex_lock(&sh->lock);
+        ppk__shard_settle_locked(sh);
+        w[i] = sh->active;
+        sh->active = fresh[i];
+        pthread_mutex_unlock(&sh->lock);
+    }
+    pthread_mutex_lock(&r->lock);
     uint64_t seq = ++r->seq;
     ppk_sink sinks[PPK_MAX_SINKS];
     size_t n_sinks = r->n_sinks;
@@ -228,42 +291,53 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     ppk_export e;
     memset(&e, 0, sizeof e);
     e.codec = r->codec;
-    e.start_ns = w->start_ns;
-    e.end_ns = now > w->start_ns ? now : w->start_ns;
+    e.start_ns = w[0]->start_ns;
+    e.end_ns = now > e.start_ns ? now : e.start_ns;
     e.seq = seq;
-    ppk_profile_stats_get(w, &e.stats);
+    for (size_t i = 0; i < n; i++) {
+        ppk_profile_stats ws;
+        ppk_profile_stats_get(w[i], &ws);
+        add_window_stats(&e.stats, &ws);
+    }
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ppk_encode_options o = {r->codec, r->level, e.start_ns, e.end_ns};
-    int rc = ppk__profile_encode_with(w, &r->pb, &o, &e.data);
+    rc = ppk__profile_encode_many(w, n, &r->pb, &o, &e.data);
     /* A buffer that grew for a burst shrinks back after an ordinary window. */
     ppk__pb_shrink(&r->pb, r->pb.len);
     e.encode_ms = ms_since(&t0);
     size_t sink_failures = 0;
-    e.window = w;
+    e.window = w[0]; /* endpoints are recorded in the first shard */
     if (!rc && !out)
         for (size_t i = 0; i < n_sinks; i++)
             if (sinks[i].write(sinks[i].opaque, &e) != 0) sink_failures++;
-    ppk_profile_reset(w, 0);
+    uint64_t peak = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i]->mem.peak > peak) peak = w[i]->mem.peak;
+        ppk_profile_reset(w[i], 0);
+    }
 
     pthread_mutex_lock(&r->lock);
     ppk_recorder_stats *t = &r->totals;
-    uint64_t n = e.stats.samples_added;
+    uint64_t added = e.stats.samples_added;
     if (rc) {
         t->export_failures++;
-        t->samples_lost_export += n;
+        t->samples_lost_export += added;
     } else {
         t->windows_exported++;
-        t->samples_exported += n;
+        t->samples_exported += added;
         t->export_ms_last = e.encode_ms;
         if (e.encode_ms > t->export_ms_max) t->export_ms_max = e.encode_ms;
         t->export_ms_total += e.encode_ms;
     }
     t->sink_failures += sink_failures;
     add_degradations(t, &e.stats);
-    if (e.stats.memory_peak_bytes > t->window_bytes_peak)
-        t->window_bytes_peak = e.stats.memory_peak_bytes;
-    r->spare = w;
+    if (peak > t->window_bytes_peak) t->window_bytes_peak = peak;
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&r->shards[i].lock);
+        r->shards[i].spare = w[i];
+        pthread_mutex_unlock(&r->shards[i].lock);
+    }
     r->exporting = 0;
     pthread_cond_broadcast(&r->export_done);
     pthread_mutex_unlock(&r->lock);
@@ -363,32 +437,53 @@ void ppk_recorder_stop(ppk_recorder *r) {
 }
 
 void ppk__recorder_settle_locked(ppk_recorder *r) {
-    if (r->reset_pending) {
-        ppk_profile_reset(r->active, 0);
-        r->reset_pending = 0;
-    }
+    atomic_store(&r->settle_pending, 0);
     if (r->want_thread && !r->thread_running) start_thread_locked(r);
+}
+
+void ppk__shard_settle_locked(ppk__shard *sh) {
+    if (sh->reset_pending) {
+        ppk_profile_reset(sh->active, 0);
+        sh->reset_pending = 0;
+    }
 }
 
 /* ---- endpoints, statistics, free ---------------------------------------------------- */
 
-int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id, ppk_str endpoint) {
-    if (!r) return PPK_EINVAL;
+/* Endpoints go to the first shard's window: the encoder reads them there for the
+ * samples of every shard. Returns it locked (with the recorder's lock), or NULL. */
+static ppk_profile *endpoint_window(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
     ppk__recorder_settle_locked(r);
-    int rc = r->closed ? PPK_ECLOSED
-                       : ppk_profile_set_endpoint(r->active, local_root_span_id, endpoint);
+    if (r->closed) {
+        pthread_mutex_unlock(&r->lock);
+        return NULL;
+    }
+    pthread_mutex_lock(&r->shards[0].lock);
+    ppk__shard_settle_locked(&r->shards[0]);
+    return r->shards[0].active;
+}
+
+static void endpoint_done(ppk_recorder *r) {
+    pthread_mutex_unlock(&r->shards[0].lock);
     pthread_mutex_unlock(&r->lock);
+}
+
+int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id, ppk_str endpoint) {
+    if (!r) return PPK_EINVAL;
+    ppk_profile *w = endpoint_window(r);
+    if (!w) return PPK_ECLOSED;
+    int rc = ppk_profile_set_endpoint(w, local_root_span_id, endpoint);
+    endpoint_done(r);
     return rc;
 }
 
 int ppk_recorder_add_endpoint_count(ppk_recorder *r, ppk_str endpoint, int64_t count) {
     if (!r) return PPK_EINVAL;
-    pthread_mutex_lock(&r->lock);
-    ppk__recorder_settle_locked(r);
-    int rc = r->closed ? PPK_ECLOSED
-                       : ppk_profile_add_endpoint_count(r->active, endpoint, count);
-    pthread_mutex_unlock(&r->lock);
+    ppk_profile *w = endpoint_window(r);
+    if (!w) return PPK_ECLOSED;
+    int rc = ppk_profile_add_endpoint_count(w, endpoint, count);
+    endpoint_done(r);
     return rc;
 }
 
@@ -397,14 +492,23 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
     memset(st, 0, sizeof *st);
     if (!r) return;
     pthread_mutex_lock(&r->lock);
-    if (r->reset_pending) ppk__recorder_settle_locked(r);
     *st = r->totals;
-    ppk_profile_stats w;
-    ppk_profile_stats_get(r->active, &w);
-    st->strings = w.strings;
-    st->window_bytes = w.memory_bytes;
-    if (w.memory_peak_bytes > st->window_bytes_peak) st->window_bytes_peak = w.memory_peak_bytes;
-    add_degradations(st, &w);
+    for (size_t i = 0; i < r->n_shards; i++) {
+        ppk__shard *sh = &r->shards[i];
+        pthread_mutex_lock(&sh->lock);
+        ppk__shard_settle_locked(sh);
+        ppk_profile_stats w;
+        ppk_profile_stats_get(sh->active, &w);
+        st->samples_flushed += sh->flushed;
+        st->samples_dropped_nomem += sh->dropped_nomem;
+        st->samples_dropped_closed += sh->dropped_closed;
+        pthread_mutex_unlock(&sh->lock);
+        st->strings += w.strings;
+        st->window_bytes += w.memory_bytes;
+        if (w.memory_peak_bytes > st->window_bytes_peak)
+            st->window_bytes_peak = w.memory_peak_bytes;
+        add_degradations(st, &w);
+    }
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -414,11 +518,15 @@ void ppk_recorder_free(ppk_recorder *r) {
     int had_thread = r->thread_running;
     pthread_mutex_unlock(&r->lock);
     ppk_recorder_stop(r); /* its last export covers the last window */
-    pthread_mutex_lock(&r->lock);
-    if (r->reset_pending) ppk__recorder_settle_locked(r);
-    int last = !had_thread && r->n_sinks &&
-               (r->active->samples_added || r->active->endpoint_names.n);
-    pthread_mutex_unlock(&r->lock);
+    int last = 0;
+    lock_all(r);
+    for (size_t i = 0; i < r->n_shards; i++) {
+        ppk__shard *sh = &r->shards[i];
+        ppk__shard_settle_locked(sh);
+        last |= !had_thread && r->n_sinks &&
+                (sh->active->samples_added || sh->active->endpoint_names.n);
+    }
+    unlock_all(r);
     if (last) export_window(r, NULL);
 
     pthread_mutex_lock(&g_lock);
@@ -432,6 +540,11 @@ void ppk_recorder_free(ppk_recorder *r) {
 
     pthread_mutex_lock(&r->lock);
     r->closed = 1;
+    for (size_t i = 0; i < r->n_shards; i++) {
+        pthread_mutex_lock(&r->shards[i].lock);
+        r->shards[i].closed = 1;
+        pthread_mutex_unlock(&r->shards[i].lock);
+    }
     while (r->exporting) pthread_cond_wait(&r->export_done, &r->lock);
     for (ppk_sample *s = r->builders; s; s = s->next) atomic_store(&s->rec, NULL);
     r->builders = NULL;
@@ -439,8 +552,8 @@ void ppk_recorder_free(ppk_recorder *r) {
 
     for (size_t i = 0; i < r->n_sinks; i++)
         if (r->sinks[i].destroy) r->sinks[i].destroy(r->sinks[i].opaque);
-    ppk_profile_free(r->active);
-    ppk_profile_free(r->spare);
+    for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_destroy(&r->shards[i].lock);
+    free_shards(r);
     ppk__pb_destroy(&r->pb);
     pthread_cond_destroy(&r->wake);
     pthread_cond_destroy(&r->export_done);

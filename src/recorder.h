@@ -1,9 +1,12 @@
 /*
  * recorder.h - the recorder's internals shared with sample.c.
  *
- * The recorder's lock guards the active window, the list of builders, the sinks and
- * the statistics. A flush holds it for one ppk__profile_add_sbuf(); an export holds it
- * twice, briefly: to swap the windows, and to hand the reset window back as the spare.
+ * The recorder's lock guards the list of builders, the sinks, the export state and the
+ * statistics; each shard's lock guards its windows. A flush holds its builder's shard's
+ * lock for one ppk__profile_add_sbuf(); an export takes each shard's lock briefly to
+ * swap its windows, and the recorder's lock, then each shard's, to hand the reset
+ * windows back as spares. Order: the recorder's lock before any shard's, shards in
+ * index order.
  */
 #ifndef PPK_RECORDER_H
 #define PPK_RECORDER_H
@@ -16,8 +19,22 @@
 
 #define PPK_MAX_SINKS 16
 
+/* A shard: the windows a group of builders flushes into, under a lock of its own. */
+typedef struct ppk__shard {
+    pthread_mutex_t lock;
+    ppk_profile *active;
+    ppk_profile *spare;   /* NULL while an export holds it */
+    int reset_pending;    /* a forked child's active window is to be emptied */
+    int closed;           /* the recorder is being freed */
+    uint64_t flushed, dropped_nomem, dropped_closed;
+    char pad_[64];        /* another shard's lock is on another cache line */
+} ppk__shard;
+
+#define PPK__MAX_SHARDS 64
+
 struct ppk_sample {
     _Atomic(ppk_recorder *) rec; /* NULL once the recorder is freed */
+    ppk__shard *shard;           /* where it flushes */
     ppk_sample *prev, *next;     /* the recorder's list of builders, under its lock */
     ppk__mem mem;                /* the builder's own memory: used by its thread only */
     ppk__sbuf sb;
@@ -26,16 +43,16 @@ struct ppk_sample {
 };
 
 struct ppk_recorder {
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;      /* everything but the shards' windows; taken before them */
     ppk__mem mem;              /* the recorder's own small allocations, under lock */
-    ppk_profile *active;
-    ppk_profile *spare;        /* NULL while an export holds it */
+    ppk__shard *shards;
+    size_t n_shards, next_shard;
+    atomic_int settle_pending; /* after fork: the exporter thread is to be restarted */
     ppk__mem enc_mem;          /* the encoder's buffer, one for both windows: the */
     ppk__pb pb;                /* exporting thread's (exports are serialized) */
     int exporting;             /* an export is between its swap and its hand-back */
     pthread_cond_t export_done;
     int closed;
-    int reset_pending;         /* a forked child's active window is to be emptied */
     uint64_t seq;
     ppk_codec codec;
     int level;
@@ -58,8 +75,10 @@ struct ppk_recorder {
     ppk_recorder *next_global; /* the registry the fork handlers walk */
 };
 
-/* After a fork, in the child: empties the active window and restarts the exporter
- * thread if it should run. Lock held. Cheap when there is nothing to do. */
+/* After a fork, in the child: restarts the exporter thread if it should run. The
+ * recorder's lock held. Cheap when there is nothing to do. */
 void ppk__recorder_settle_locked(ppk_recorder *r);
+/* After a fork, in the child: empties the shard's active window. Its lock held. */
+void ppk__shard_settle_locked(ppk__shard *sh);
 
 #endif

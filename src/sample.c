@@ -4,9 +4,9 @@
  *
  * A builder belongs to one thread at a time. Its pushes validate and copy into its own
  * ppk__sbuf (sbuf.c), with memory of its own, so a sample in progress holds nothing of
- * any window and no lock (G1, G2). Only ppk_sample_flush() takes the recorder's lock,
- * for the insert itself. The recorder keeps a list of its builders so that, when it is
- * freed, each one learns it (rec becomes NULL) and answers PPK_ECLOSED.
+ * any window and no lock (G1, G2). Only ppk_sample_flush() takes a lock, its shard's
+ * (recorder.h), for the insert itself. The recorder keeps a list of its builders so
+ * that, when it is freed, each one learns it (rec becomes NULL) and answers PPK_ECLOSED.
  */
 #include <string.h>
 
@@ -18,9 +18,9 @@ int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
     if (!r) return PPK_EINVAL;
     /* Every window has the same configuration; the active one is read under the lock
      * because an export may be swapping it. */
-    pthread_mutex_lock(&r->lock);
-    ppk_profile_config cfgv = r->active->cfg;
-    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_lock(&r->shards[0].lock);
+    ppk_profile_config cfgv = r->shards[0].active->cfg;
+    pthread_mutex_unlock(&r->shards[0].lock);
     const ppk_profile_config *cfg = &cfgv;
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->allocator);
@@ -39,6 +39,7 @@ int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
     int closed = r->closed;
     if (!closed) {
         atomic_init(&s->rec, r);
+        s->shard = &r->shards[r->next_shard++ % r->n_shards];
         s->next = r->builders;
         if (r->builders) r->builders->prev = s;
         r->builders = s;
@@ -159,19 +160,26 @@ int ppk_sample_flush(ppk_sample *s) {
     ppk_recorder *r = atomic_load(&s->rec);
     s->begun = 0;
     ppk__sbuf_seal(&s->sb); /* outside the lock */
-    pthread_mutex_lock(&r->lock);
-    if (r->closed) {
-        r->totals.samples_dropped_closed++;
+    if (atomic_load_explicit(&r->settle_pending, memory_order_relaxed)) {
+        /* After a fork: the exporter thread, if it should run, starts again. */
+        pthread_mutex_lock(&r->lock);
+        ppk__recorder_settle_locked(r);
+        pthread_mutex_unlock(&r->lock);
+    }
+    ppk__shard *sh = s->shard;
+    pthread_mutex_lock(&sh->lock);
+    if (sh->closed) {
+        sh->dropped_closed++;
         rc = PPK_ECLOSED;
     } else {
-        ppk__recorder_settle_locked(r);
-        rc = ppk__profile_add_sbuf(r->active, &s->sb);
+        ppk__shard_settle_locked(sh);
+        rc = ppk__profile_add_sbuf(sh->active, &s->sb);
         if (rc == 0)
-            r->totals.samples_flushed++;
+            sh->flushed++;
         else
-            r->totals.samples_dropped_nomem++;
+            sh->dropped_nomem++;
     }
-    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&sh->lock);
     ppk__sbuf_clear(&s->sb, s->keep_bytes);
     return rc;
 }

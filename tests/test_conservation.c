@@ -19,7 +19,8 @@
  * samples_exported == accepted flushes after the final export, windows_exported == the
  * number of exports, export seq 1, 2, 3, ...
  *
- * The run is done twice: raw protobuf (PPK_CODEC_NONE) and gzip. Samples per thread:
+ * The run is done three times: raw protobuf (PPK_CODEC_NONE), gzip, and gzip with the
+ * recorder in three shards (each export then holds three windows). Samples per thread:
  * PPK_CONSERVATION_SAMPLES, else 20000 (4000 under AddressSanitizer, 1500 under
  * ThreadSanitizer, which are several times slower). The files are removed when the test
  * passes and kept (the directory is printed) when it fails.
@@ -285,7 +286,7 @@ static void write_manifest(const exporter *x, const producer *prod, const char *
     CHECK(fclose(f) == 0);
 }
 
-static void run(ppk_codec codec, const char *codec_name, const char *ext) {
+static void run(ppk_codec codec, const char *codec_name, const char *ext, size_t shards) {
     int before = check_failures_;
     char dir[] = "/tmp/ppk-conservation.XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -297,6 +298,7 @@ static void run(ppk_codec codec, const char *codec_name, const char *ext) {
     cfg.profile.sample_types[2] = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
     cfg.profile.n_sample_types = NTYPES;
     cfg.codec = codec;
+    cfg.shards = shards;
     ppk_recorder *r = NULL;
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
     if (!r) return;
@@ -342,8 +344,9 @@ static void run(ppk_codec codec, const char *codec_name, const char *ext) {
     CHECK_EQ_U64(st.samples_dropped_nomem + st.samples_dropped_closed + st.samples_lost_export +
                      st.export_failures,
                  0);
-    printf("  %s: %ld samples on %d threads in %llu exports (%s)\n", codec_name, accepted,
-           THREADS, (unsigned long long)x.count, dir);
+    printf("  %s: %ld samples on %d threads, %zu shard(s), in %llu exports (%s)\n",
+           codec_name, accepted, THREADS, shards ? shards : 1, (unsigned long long)x.count,
+           dir);
 
     check_files_c(&x, prod);
     write_manifest(&x, prod, codec_name);
@@ -367,8 +370,10 @@ static void run(ppk_codec codec, const char *codec_name, const char *ext) {
         fprintf(stderr, "files kept in %s\n", dir);
 }
 
-static void test_conservation_raw(void) { run(PPK_CODEC_NONE, "none", "pb"); }
-static void test_conservation_gzip(void) { run(PPK_CODEC_GZIP, "gzip", "pb.gz"); }
+static void test_conservation_raw(void) { run(PPK_CODEC_NONE, "none", "pb", 1); }
+static void test_conservation_gzip(void) { run(PPK_CODEC_GZIP, "gzip", "pb.gz", 1); }
+/* Three shards for four producers: two share one, each export encodes three windows. */
+static void test_conservation_sharded(void) { run(PPK_CODEC_GZIP, "gzip", "pb.gz", 3); }
 
 static void on_alarm(int sig) {
     (void)sig;
@@ -386,5 +391,6 @@ int main(void) {
     if (n_per_thread <= 0) n_per_thread = DEFAULT_SAMPLES;
     RUN(test_conservation_raw);
     RUN(test_conservation_gzip);
+    RUN(test_conservation_sharded);
     return check_summary();
 }

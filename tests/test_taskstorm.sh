@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_taskstorm.sh BUILD_DIR SOURCE_DIR - taskstorm runs briefly; its report and files hold up.
 #
-# Runs taskstorm (2 threads, 2 s, an export every 200 ms, a new task name per sample), then
-# checks, without trusting the program's own checks:
+# Runs taskstorm (2 threads on 2 shards, 2 s, an export every 200 ms, a new task name per
+# sample: each file holds both shards' windows), then checks, without trusting its own checks:
 #   - the last line of stdout is JSON with samples_flushed == samples_exported > 0,
 #     windows > 1, one file per export, no degradation, ok true; one "export" line per
 #     export;
@@ -31,8 +31,8 @@ mkdir -p "$HOME" "$GOCACHE" "$PPROF_TMPDIR" "$PPROF_BINARY_PATH"
 # json FILE EXPR: evaluates a Python expression over the JSON object `j` on FILE's last line.
 json() { python3 -c 'import json,sys; j=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(eval(sys.argv[2]))' "$1" "$2"; }
 
-echo "== unique tasks: 2 threads, 2 s, export every 200 ms"
-"$TS" --threads 2 --seconds 2 --export-ms 200 --out "$WORK/out" > "$WORK/log" ||
+echo "== unique tasks: 2 threads, 2 shards, 2 s, export every 200 ms"
+"$TS" --threads 2 --shards 2 --seconds 2 --export-ms 200 --out "$WORK/out" > "$WORK/log" ||
     { cat "$WORK/log"; fail "taskstorm exited with $?"; }
 tail -n 4 "$WORK/log"
 [ "$(json "$WORK/log" 'j["ok"]')" = True ] || fail "ok is not true"
@@ -92,7 +92,7 @@ fi
 
 echo "== bad arguments fail"
 for args in "--threads 0" "--threads x" "--seconds 0" "--rate -1" "--export-ms 0" \
-    "--codec lz4" "--bogus" "--out"; do
+    "--codec lz4" "--bogus" "--out" "--shards 0" "--shards 65"; do
     # shellcheck disable=SC2086
     if "$TS" $args >/dev/null 2>&1; then fail "taskstorm $args succeeded"; fi
 done

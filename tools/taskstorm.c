@@ -24,7 +24,9 @@
  * Usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M] [--out DIR]
  *                  [--unique-tasks|--steady-tasks] [--codec gzip|zstd|none]
  *                  [--agent-url URL] [--pyroscope-url URL] [--memory-limit BYTES]
- * --memory-limit sets each window's memory budget (see docs/memory.md).
+ *                  [--shards N]
+ * --memory-limit sets each window's memory budget (see docs/memory.md); --shards the
+ * recorder's shards (ppk_recorder_config.shards; default 1).
  * --agent-url also sends each export to a Datadog agent (http://host:port or
  * unix:///path; DD_SERVICE, DD_ENV, DD_TAGS... apply), --pyroscope-url to a Pyroscope
  * server (application "taskstorm"); their upload counters go to stderr at the end.
@@ -59,7 +61,8 @@ static struct {
     ppk_codec codec;
     const char *agent_url, *pyroscope_url;
     double memory_limit; /* bytes; 0: the library's default */
-} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, 0};
+    int shards;
+} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, 0, 1};
 
 static struct w1 w;                 /* read-only once built: shared by the threads */
 static atomic_uint_fast64_t task_counter;
@@ -197,7 +200,7 @@ static void usage(FILE *f) {
             "usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M]\n"
             "                 [--out DIR] [--unique-tasks|--steady-tasks]\n"
             "                 [--codec gzip|zstd|none] [--agent-url URL] [--pyroscope-url URL]\n"
-            "                 [--memory-limit BYTES]\n"
+            "                 [--memory-limit BYTES] [--shards N]\n"
             "  --rate HZ: samples per second per thread, 0 = as fast as possible\n"
             "Defaults: --threads 4 --seconds 10 --rate 1000 --export-ms 1000 "
             "--out taskstorm-out --unique-tasks --codec gzip\n");
@@ -283,6 +286,10 @@ int main(int argc, char **argv) {
             if (parse_double(v, 65536, 1e15, &x) || x != (double)(uint64_t)x) goto bad;
             opt.memory_limit = x;
             i++;
+        } else if (!strcmp(a, "--shards") && v) {
+            if (parse_double(v, 1, 64, &x) || x != (int)x) goto bad;
+            opt.shards = (int)x;
+            i++;
         } else if (!strcmp(a, "--agent-url") && v) {
             opt.agent_url = v;
             i++;
@@ -327,6 +334,7 @@ int main(int argc, char **argv) {
     cfg.profile.period = opt.rate > 0 ? (int64_t)(1e9 / opt.rate) : 1;
     cfg.codec = opt.codec;
     if (opt.memory_limit > 0) cfg.profile.memory_limit = (size_t)opt.memory_limit;
+    cfg.shards = (size_t)opt.shards;
     cfg.export_period_ms = opt.export_ms;
     cfg.out_dir = ppk_cstr(opt.out);
     cfg.name = PPK_STR("taskstorm");
