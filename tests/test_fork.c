@@ -18,6 +18,9 @@
  * with its own pid appear (its exporter thread was started again), holding exactly its
  * samples once it stops; the parent's files hold exactly the parent's samples.
  *
+ * Both cases run twice: with one shard, and with the recorder in three shards (the
+ * producers' builders spread over them, every shard's lock taken at fork).
+ *
  * Every wait is bounded (alarm() in the child, a deadline for waitpid in the parent), so a
  * deadlock fails the test instead of hanging it.
  */
@@ -114,8 +117,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The recorder's shards in the tests below: 1, then 3 (the "sharded" runs). */
+static size_t g_shards = 1;
+
 static void config(ppk_recorder_config *cfg, ppk_codec codec) {
     ppk_recorder_config_init(cfg);
+    cfg->shards = g_shards;
     cfg->profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
     cfg->profile.sample_types[1] = (ppk_value_type){PPK_STR("weight"), PPK_STR("units")};
     cfg->profile.n_sample_types = 2;
@@ -679,10 +686,24 @@ static void test_fork_background_exporter(void) {
     }
 }
 
+static void test_fork_during_export_sharded(void) {
+    g_shards = 3;
+    test_fork_during_export();
+    g_shards = 1;
+}
+
+static void test_fork_background_exporter_sharded(void) {
+    g_shards = 3;
+    test_fork_background_exporter();
+    g_shards = 1;
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(120 * SLOW);
     RUN(test_fork_during_export);
     RUN(test_fork_background_exporter);
+    RUN(test_fork_during_export_sharded);
+    RUN(test_fork_background_exporter_sharded);
     return check_summary();
 }
