@@ -60,41 +60,57 @@ static uint64_t stacks(ppk_profile *p) {
     return s.stacks;
 }
 
+/* A window and a builder's buffer with the same max_frames. */
+typedef struct fx {
+    ppk_profile *p;
+    ppk__mem mem;
+    ppk__sbuf sb;
+} fx;
+
+static void fx_init(fx *f, size_t max_frames) {
+    f->p = make_profile(max_frames);
+    ppk__mem_init(&f->mem, NULL);
+    CHECK_EQ_INT(ppk__sbuf_init(&f->sb, &f->mem, 4096, max_frames, 8, 1), 0);
+}
+
+static void fx_done(fx *f) {
+    ppk__sbuf_destroy(&f->sb);
+    ppk_profile_free(f->p);
+}
+
 static const fr A[] = {{"leaf", "a.py", 3}, {"mid", "a.py", 10}, {"main", "main.py", 1}};
 static const fr B[] = {{"leaf", "a.py", 3}, {"other", "b.py", 7}, {"main", "main.py", 1}};
 
 /* The same hash for different frames: compared, not merged. */
 static void test_forced_collision_is_not_merged(void) {
-    ppk_profile *p = make_profile(64);
-    ppk__mem mem;
-    ppk__mem_init(&mem, NULL);
-    ppk__sbuf sb;
-    CHECK_EQ_INT(ppk__sbuf_init(&sb, &mem, 4096, 64, 8, 1), 0);
+    fx f;
+    fx_init(&f, 64);
+    ppk_profile *p = f.p;
 
-    build(&sb, A, 3, 3);
-    uint64_t hash_a = sb.stack_hash;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, A, 3, 3);
+    uint64_t hash_a = f.sb.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
     CHECK_EQ_U64(p->sc_n, 1); /* cached */
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
     CHECK_EQ_U64(p->sc_n, 1);
 
-    build(&sb, B, 3, 3);
-    CHECK(sb.stack_hash != hash_a);
-    sb.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, B, 3, 3);
+    CHECK(f.sb.stack_hash != hash_a);
+    f.sb.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 2);
     /* Fewer frames under the same hash: a third stack. */
-    build(&sb, A, 2, 2);
-    sb.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, A, 2, 2);
+    f.sb.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 3);
     /* The hash stays A's: A still hits, and B with its own hash is its own stack. */
-    build(&sb, A, 3, 3);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
-    build(&sb, B, 3, 3);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, A, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f.sb, B, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 3);
 
     ppk_profile_stats s;
@@ -102,59 +118,52 @@ static void test_forced_collision_is_not_merged(void) {
     CHECK_EQ_U64(s.samples_added, 6);
     CHECK_EQ_U64(s.samples_aggregated, 3); /* A x3, B x2, A[0..1] x1 */
 
-    ppk__sbuf_destroy(&sb);
-    ppk_profile_free(p);
+    fx_done(&f);
 }
 
 /* Where labels are pushed between frames, and what the buffer held before, do not
  * change the stack; the cache is cleared with the window. */
 static void test_hash_is_stable(void) {
-    ppk_profile *p = make_profile(64);
-    ppk__mem mem;
-    ppk__mem_init(&mem, NULL);
-    ppk__sbuf sb;
-    CHECK_EQ_INT(ppk__sbuf_init(&sb, &mem, 4096, 64, 8, 1), 0);
+    fx f;
+    fx_init(&f, 64);
+    ppk_profile *p = f.p;
 
-    build(&sb, A, 3, 3);
-    uint64_t h1 = sb.stack_hash;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, A, 3, 3);
+    uint64_t h1 = f.sb.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     /* Fill the buffer with other bytes, then build A again in it. */
-    ppk__sbuf_clear(&sb, SIZE_MAX);
-    memset(sb.buf, 0xA5, sb.cap);
-    build(&sb, A, 3, 3);
-    CHECK_EQ_U64(sb.stack_hash, h1);
+    ppk__sbuf_clear(&f.sb, SIZE_MAX);
+    memset(f.sb.buf, 0xA5, f.sb.cap);
+    build(&f.sb, A, 3, 3);
+    CHECK_EQ_U64(f.sb.stack_hash, h1);
     /* A label after the first frame: another hash, the same stack. */
-    build(&sb, A, 3, 0);
-    CHECK(sb.stack_hash != h1);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, A, 3, 0);
+    CHECK(f.sb.stack_hash != h1);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
 
     ppk_profile_reset(p, 0);
     CHECK_EQ_U64(p->sc_n, 0);
-    build(&sb, B, 3, 3);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+    build(&f.sb, B, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     CHECK_EQ_U64(stacks(p), 1);
 
-    ppk__sbuf_destroy(&sb);
-    ppk_profile_free(p);
+    fx_done(&f);
 }
 
 /* Frames past max_frames: not cached, one stack every time. */
 static void test_omitted_frames_not_cached(void) {
-    ppk_profile *p = make_profile(2);
-    ppk__mem mem;
-    ppk__mem_init(&mem, NULL);
-    ppk__sbuf sb;
-    CHECK_EQ_INT(ppk__sbuf_init(&sb, &mem, 4096, 2, 8, 1), 0);
+    fx f;
+    fx_init(&f, 2);
+    ppk_profile *p = f.p;
     for (int i = 0; i < 3; i++) {
-        build(&sb, A, 3, 3);
-        CHECK(sb.omitted != 0);
-        CHECK_EQ_INT(ppk__profile_add_sbuf(p, &sb), 0);
+        build(&f.sb, A, 3, 3);
+        CHECK(f.sb.omitted != 0);
+        CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
     }
     CHECK_EQ_U64(stacks(p), 1);
     CHECK_EQ_U64(p->sc_n, 0);
-    ppk__sbuf_destroy(&sb);
-    ppk_profile_free(p);
+    fx_done(&f);
 }
 
 int main(void) {
