@@ -42,6 +42,7 @@ typedef struct enc {
     ppk__pb *pb;
     rule_ids *rules;
     uint32_t span_key;    /* "local root span id", or PPK_DICT_NONE */
+    uint32_t ep_key;      /* "trace endpoint" in this window, or PPK_DICT_NONE */
     int64_t *scaled;      /* n_types values */
     /* Several windows make one profile (a sharded recorder): each window's ids are
      * offset by what the windows before it hold. Endpoints are the first window's. */
@@ -109,7 +110,7 @@ static uint32_t endpoint_for(const enc *e, const uint32_t *set, size_t n) {
     uint32_t found = 0;
     for (size_t i = 0; i < n; i++) {
         const ppk__label_rec l = ppk__label_get(p, set[i]);
-        if (p->ids.endpoint_key && l.key == p->ids.endpoint_key) return 0; /* its own */
+        if (l.key == e->ep_key) return 0; /* the sample has its own */
         if (l.key == e->span_key && l.is_num) {
             uint64_t span = (uint64_t)l.num;
             uint32_t id = ppk__dict_find(&ep->endpoints, &span, sizeof span,
@@ -319,7 +320,7 @@ static int comment_strings(ppk__pb *pb, const comments *c, uint64_t n) {
 static int enc_window(enc *e) {
     ppk_profile *p = e->p;
     e->rules = NULL;
-    e->span_key = PPK_DICT_NONE;
+    e->span_key = e->ep_key = PPK_DICT_NONE;
     if (p->n_rules) {
         e->rules = ppk__mem_alloc_array(&p->aux, p->n_rules, sizeof *e->rules);
         if (!e->rules) return PPK_ENOMEM;
@@ -334,8 +335,9 @@ static int enc_window(enc *e) {
         }
     }
     if (e->ep->endpoints.n) {
-        static const char span_key[] = "local root span id";
+        static const char span_key[] = "local root span id", ep_key[] = "trace endpoint";
         e->span_key = ppk__strtab_find(&p->strings, span_key, sizeof span_key - 1);
+        e->ep_key = ppk__strtab_find(&p->strings, ep_key, sizeof ep_key - 1);
     }
     return 0;
 }

@@ -67,7 +67,14 @@ static void atfork_child(void) {
         init_conds(r);
         /* Windows an export was holding are the parent's; so is their memory, which a
          * thread that no longer exists was using. Leave them: a shard whose spare the
-         * export had taken gets a new one at the next export. */
+         * export had taken gets a new one at the next export. The same for the
+         * encoder's buffer and compressor, used without a lock while encoding: the
+         * child starts with new ones. */
+        if (r->exporting) {
+            ppk_allocator a = r->enc_mem.a;
+            ppk__mem_init(&r->enc_mem, &a);
+            ppk__pb_init(&r->pb, &r->enc_mem);
+        }
         r->exporting = 0;
         for (size_t i = 0; i < r->n_shards; i++) {
             ppk__shard *sh = &r->shards[i];
@@ -291,7 +298,9 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     ppk_export e;
     memset(&e, 0, sizeof e);
     e.codec = r->codec;
-    e.start_ns = w[0]->start_ns;
+    e.start_ns = w[0]->start_ns; /* the earliest: after fork a window starts when emptied */
+    for (size_t i = 1; i < n; i++)
+        if (w[i]->start_ns < e.start_ns) e.start_ns = w[i]->start_ns;
     e.end_ns = now > e.start_ns ? now : e.start_ns;
     e.seq = seq;
     for (size_t i = 0; i < n; i++) {

@@ -18,7 +18,12 @@
  * with its own pid appear (its exporter thread was started again), holding exactly its
  * samples once it stops; the parent's files hold exactly the parent's samples.
  *
- * Both cases run twice: with one shard, and with the recorder in three shards (the
+ * Case 3, fork during encoding: producers flush while a thread exports back to back
+ * (most of its time in encoding and compressing, with no lock held); 40 forks land at
+ * random points of that; each child's exports must work and hold exactly its samples
+ * (the encoder's buffer an export was using is the parent's).
+ *
+ * Every case runs twice: with one shard, and with the recorder in three shards (the
  * producers' builders spread over them, every shard's lock taken at fork).
  *
  * Every wait is bounded (alarm() in the child, a deadline for waitpid in the parent), so a
@@ -686,6 +691,88 @@ static void test_fork_background_exporter(void) {
     }
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* case 3: fork while an export encodes                                                */
+
+typedef struct looper {
+    thread th;
+    ppk_recorder *r;
+    atomic_int *stop;
+    long exports, failures;
+} looper;
+
+/* Exports to the caller, over and over: most of the time is spent encoding. */
+static void *export_loop(void *arg) {
+    looper *l = arg;
+    while (!atomic_load(l->stop)) {
+        ppk_export e;
+        if (ppk_recorder_export(l->r, &e) == 0)
+            l->exports++;
+        else
+            l->failures++;
+        ppk_export_free(&e);
+    }
+    return NULL;
+}
+
+/* In the child: exports work, and hold exactly what the child flushed. */
+static int child_case3(ppk_recorder *r) {
+    alarm(10 * SLOW);
+    ppk_export e;
+    if (ppk_recorder_export(r, &e) != 0) return 1;
+    int bad = e.stats.samples_added != 0;
+    ppk_export_free(&e);
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(r, &s) != 0) return 2;
+    for (int i = 0; i < 3; i++) {
+        bad |= ppk_sample_start(s) != 0;
+        bad |= ppk_sample_push_frame(s, PPK_STR("child"), PPK_STR("c.py"), 0, 1) != 0;
+        bad |= ppk_sample_set_value(s, 0, 1) != 0;
+        bad |= ppk_sample_flush(s) != 0;
+    }
+    if (ppk_recorder_export(r, &e) != 0) return 3;
+    bad |= e.stats.samples_added != 3;
+    ppk_export_free(&e);
+    ppk_sample_free(s);
+    return bad ? 4 : 0;
+}
+
+/* Forks land at random points of exports that run back to back (encoding, shrinking
+ * the encoder's buffer, compressing): each child's exports must work. */
+static void test_fork_during_encode(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    producer prod[PRODUCERS];
+    start_producers(prod, PRODUCERS, r, &stop);
+    looper l;
+    memset(&l, 0, sizeof l);
+    l.r = r;
+    l.stop = &stop;
+    CHECK_EQ_INT(spawn(&l.th, export_loop, &l), 0);
+    int forks = 0;
+    for (; forks < 40; forks++) {
+        sleep_ms(2 + forks % 5);
+        pid_t pid = fork();
+        if (pid == 0) _exit(child_case3(r));
+        CHECK(pid > 0);
+        if (pid < 0) break;
+        check_child_status(wait_child(pid, 20.0 * SLOW));
+    }
+    atomic_store(&stop, 1);
+    join(&l.th, NULL);
+    join_producers(prod, PRODUCERS);
+    CHECK(l.exports > 0);
+    CHECK_EQ_INT(l.failures, 0);
+    printf("  %d forks during %ld exports\n", forks, l.exports);
+    for (int t = 0; t < PRODUCERS; t++) free(prod[t].ok);
+    ppk_recorder_free(r);
+}
+
 static void test_fork_during_export_sharded(void) {
     g_shards = 3;
     test_fork_during_export();
@@ -698,6 +785,12 @@ static void test_fork_background_exporter_sharded(void) {
     g_shards = 1;
 }
 
+static void test_fork_during_encode_sharded(void) {
+    g_shards = 3;
+    test_fork_during_encode();
+    g_shards = 1;
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(120 * SLOW);
@@ -705,5 +798,7 @@ int main(void) {
     RUN(test_fork_background_exporter);
     RUN(test_fork_during_export_sharded);
     RUN(test_fork_background_exporter_sharded);
+    RUN(test_fork_during_encode);
+    RUN(test_fork_during_encode_sharded);
     return check_summary();
 }

@@ -1093,6 +1093,80 @@ static void test_export_fields(void) {
     ppk_recorder_free(r);
 }
 
+/* How many labels of sample s have key `key`. */
+static int count_labels(const pr_profile *pp, const pr_sample *s, const char *key) {
+    int n = 0;
+    for (size_t i = 0; i < s->nlab; i++) n += pr_streq(pr_string(pp, s->lab[i].key), key);
+    return n;
+}
+
+/* Three shards, one builder on each: the samples of all three are in one export, with
+ * their own frames and labels; an endpoint set on the recorder labels the samples of
+ * every shard whose span id it names, except a sample that has its own "trace endpoint". */
+static void test_shards(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.shards = 3;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 7, PPK_STR("GET /ep")), 0);
+    ppk_sample *b[3] = {NULL, NULL, NULL};
+    static const char *fn[3] = {"zero", "one", "two"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(ppk_sample_create(r, &b[i]), 0);
+        if (!b[i]) continue;
+        for (int k = 0; k <= i; k++) { /* shard i: i + 1 samples */
+            CHECK_EQ_INT(ppk_sample_start(b[i]), 0);
+            ppk_str name = {fn[i], strlen(fn[i])};
+            CHECK_EQ_INT(ppk_sample_push_frame(b[i], name, PPK_STR("s.py"), 0, 1 + i), 0);
+            CHECK_EQ_INT(ppk_sample_push_label_num(b[i], PPK_STR("local root span id"), 7,
+                                                   PPK_STR("")),
+                         0);
+            if (i == 2)
+                CHECK_EQ_INT(ppk_sample_push_label_str(b[i], PPK_STR("trace endpoint"),
+                                                       PPK_STR("own")),
+                             0);
+            CHECK_EQ_INT(ppk_sample_set_value(b[i], 0, 10 + i), 0);
+            CHECK_EQ_INT(ppk_sample_flush(b[i]), 0);
+        }
+    }
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, 6);
+    pr_profile pp;
+    if (export_parse(r, &pp) == 0) {
+        int ic = pr_type_index(&pp, "samples");
+        CHECK_EQ_U64(pp.nsamples, 3);
+        int seen = 0;
+        for (size_t j = 0; j < pp.nsamples; j++) {
+            const pr_sample *ps = &pp.samples[j];
+            const pr_function *f = pr_frame_fn(&pp, ps, 0);
+            int i = -1;
+            for (int k = 0; k < 3; k++)
+                if (f && pr_streq(pr_string(&pp, f->name), fn[k])) i = k;
+            CHECK(i >= 0);
+            if (i < 0) continue;
+            seen |= 1 << i;
+            CHECK_EQ_INT(ps->val[ic], (int64_t)(i + 1) * (10 + i));
+            CHECK_EQ_INT(pr_label_num(&pp, ps, "local root span id", 0), 7);
+            CHECK_EQ_INT(count_labels(&pp, ps, "trace endpoint"), 1);
+            CHECK(pr_streq(pr_label_str(&pp, ps, "trace endpoint"), i == 2 ? "own" : "GET /ep"));
+        }
+        CHECK_EQ_INT(seen, 7);
+        pr_free(&pp);
+    }
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_exported, 6);
+    CHECK_EQ_U64(st.windows_exported, 1);
+    for (int i = 0; i < 3; i++) ppk_sample_free(b[i]);
+    ppk_recorder_free(r);
+    /* Out of range. */
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.shards = 65;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), PPK_EINVAL);
+}
+
 int main(void) {
     RUN(test_state_machine);
     RUN(test_closed);
@@ -1106,5 +1180,6 @@ int main(void) {
     RUN(test_sink_file_config_and_failure);
     RUN(test_stats_degradations);
     RUN(test_export_fields);
+    RUN(test_shards);
     return check_summary();
 }
