@@ -1,17 +1,18 @@
 /*
- * upload.c - the uploader shared by the HTTP sinks: a bounded queue, one thread, one curl
- * handle, one retry, bounded shutdown and fork handling.
+ * upload.c - the uploader shared by the HTTP sinks: a bounded queue, one thread,
+ * bounded shutdown, fork handling and statistics; also the counted allocator, the byte
+ * buffer and the configuration helpers the sinks use. Sending one job (the libcurl
+ * transfer, its timeouts and its one retry) is in upload_curl.c; the uploader's fields
+ * are in uploader.h.
  *
  * write() (the sink interface, called by the exporting thread) copies the export into a
  * job, without any lock, then takes `lock` only to push it into a ring of queue_len
  * slots; a full ring drops its oldest job. So a write never waits for the network, and
  * the memory held is at most queue_len jobs plus the one being sent. The uploader thread
  * is started by the first write (and again by the first write in a forked child). It
- * pops a job, builds the request through the sink's ops (no lock held), and sends it
- * with the curl handle it alone uses; `in_transfer` is set around curl_easy_perform.
- * Every transfer has connect and total timeouts, CURLOPT_NOSIGNAL, no connection reuse
- * (so an idle handle holds no socket across fork), and a progress callback that aborts
- * when `abort` is set. A retryable failure is retried once after retry_backoff_ms.
+ * pops a job and, with no lock held, hands it to ppk__upload_send_job(), which builds
+ * the request through the sink's ops and sends it with the curl handle the thread alone
+ * uses.
  *
  * Shutdown (destroy): stop taking writes, wait up to shutdown_timeout_ms for the queue to
  * drain, then set `cancel` and `abort`, join the thread, drop and count what is left.
@@ -28,7 +29,7 @@
  * ppk__ua, whose byte counts are atomic because the exporting and the uploader threads
  * allocate concurrently.
  */
-#include "upload.h"
+#include "uploader.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -172,55 +173,13 @@ void ppk__upload_str_free(ppk__mem *m, char *s) {
     if (s) ppk__mem_free(m, s, strlen(s) + 1);
 }
 
-/* ---- libcurl global state ------------------------------------------------------------ */
-
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_rc = CURLE_FAILED_INIT;
-
-static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-int ppk__upload_global_init(void) {
-    pthread_once(&g_curl_once, curl_init_once);
-    return g_curl_rc == CURLE_OK ? 0 : PPK_ESYS;
-}
-
 /* ---- the uploader -------------------------------------------------------------------- */
 
-enum { ABORT_NONE = 0, ABORT_FORK = 1, ABORT_SHUTDOWN = 2 };
-
-typedef struct uploader {
-    ppk__ua ua;
-    ppk_upload_config cfg;
-    ppk__upload_ops ops;
-    void *ctx;
-    char **headers;
-    size_t n_headers;
-
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* the thread: work, fork over, cancel */
-    pthread_cond_t idle; /* waiters: a job finished, a transfer ended */
-    ppk__upload_job **ring;
-    size_t head, count;
-    ppk__upload_job *current; /* popped by the thread, until it is finished with */
-    int thread_running;
-    pthread_t thread;
-    int stopping;     /* destroy began: writes are refused */
-    int cancel;       /* destroy gave up waiting: drop everything */
-    int in_transfer;  /* inside curl_easy_perform */
-    int fork_pending; /* between the prepare and parent handlers */
-    int shut;         /* the thread is joined and the queue empty for good */
-    _Atomic int abort;
-    int cb_reason;    /* uploader thread only: the abort the progress callback saw */
-    CURL *curl;       /* used by the uploader thread only */
-    ppk_upload_stats st;
-    struct uploader *next_global;
-} uploader;
-
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static uploader *g_uploaders;
+static ppk__uploader *g_uploaders;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
-static void deadline_in(struct timespec *ts, int64_t ms) {
+void ppk__upload_deadline_in(struct timespec *ts, int64_t ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
     if (ms < 0) ms = 0;
     ts->tv_sec += (time_t)(ms / 1000);
@@ -231,7 +190,7 @@ static void deadline_in(struct timespec *ts, int64_t ms) {
     }
 }
 
-static void init_conds(uploader *u) {
+static void init_conds(ppk__uploader *u) {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -240,7 +199,7 @@ static void init_conds(uploader *u) {
     pthread_condattr_destroy(&ca);
 }
 
-static void job_free(uploader *u, ppk__upload_job *j) {
+static void job_free(ppk__uploader *u, ppk__upload_job *j) {
     if (!j) return;
     ppk__ua_free(&u->ua, j->data, j->len);
     if (j->extra) ppk__ua_free(&u->ua, j->extra, j->extra_len + 1);
@@ -248,170 +207,15 @@ static void job_free(uploader *u, ppk__upload_job *j) {
 }
 
 /* Frees every queued job (the caller holds the lock or is alone); returns how many. */
-static size_t drop_queue(uploader *u) {
+static size_t drop_queue(ppk__uploader *u) {
     size_t n = u->count;
     for (size_t i = 0; i < n; i++) job_free(u, u->ring[(u->head + i) % u->cfg.queue_len]);
     u->head = u->count = 0;
     return n;
 }
 
-static int progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow) {
-    (void)dltotal;
-    (void)dlnow;
-    (void)ultotal;
-    (void)ulnow;
-    uploader *u = clientp;
-    int a = atomic_load(&u->abort);
-    if (a) u->cb_reason = a;
-    return a != ABORT_NONE;
-}
-
-static size_t discard_cb(char *p, size_t size, size_t n, void *opaque) {
-    (void)p;
-    (void)opaque;
-    return size * n;
-}
-
-/* One transfer. Returns the curl code; *status gets the HTTP status (0 if none). */
-static CURLcode perform(uploader *u, const char *url, const ppk__ubuf *body,
-                        struct curl_slist *hdrs, long *status) {
-    CURL *h = u->curl;
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p ? body->p : "");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)u->cfg.connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)u->cfg.timeout_ms);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, u);
-    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_cb);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-#endif
-    if (u->ops.setopt) u->ops.setopt(u->ctx, h);
-    u->cb_reason = ABORT_NONE;
-    CURLcode rc = curl_easy_perform(h);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    *status = code;
-    return rc;
-}
-
-/* Sends one job: build, transfer, at most one retry. Called without the lock. */
-static void send_job(uploader *u, ppk__upload_job *job) {
-    ppk__ubuf url, body;
-    ppk__ubuf_init(&url, &u->ua);
-    ppk__ubuf_init(&body, &u->ua);
-    char ctype[192] = "application/octet-stream";
-    int rc = u->ops.build(u->ctx, job, &url, &body, ctype, sizeof ctype);
-    if (!rc && (url.failed || body.failed)) rc = PPK_ENOMEM;
-    ppk__ubuf_nul(&url);
-    struct curl_slist *hdrs = NULL;
-    if (!rc) {
-        char line[256];
-        snprintf(line, sizeof line, "Content-Type: %s", ctype);
-        for (size_t i = 0; i <= u->n_headers + 1 && !rc; i++) {
-            const char *hl = i < u->n_headers ? u->headers[i] : i == u->n_headers ? line : "Expect:";
-            struct curl_slist *n = curl_slist_append(hdrs, hl);
-            if (!n) rc = PPK_ENOMEM;
-            else hdrs = n;
-        }
-    }
-    if (rc || !u->curl) {
-        pthread_mutex_lock(&u->lock);
-        if (rc == PPK_ENOMEM || !u->curl)
-            u->st.dropped_nomem++;
-        else
-            u->st.dropped_invalid++;
-        pthread_mutex_unlock(&u->lock);
-        goto out;
-    }
-
-    int attempt = 0;
-    for (;;) {
-        pthread_mutex_lock(&u->lock);
-        if (u->cancel) {
-            u->st.dropped_shutdown++;
-            pthread_mutex_unlock(&u->lock);
-            break;
-        }
-        u->in_transfer = 1;
-        u->st.attempts++;
-        pthread_mutex_unlock(&u->lock);
-
-        long status = 0;
-        CURLcode cc = perform(u, url.p, &body, hdrs, &status);
-
-        pthread_mutex_lock(&u->lock);
-        u->in_transfer = 0;
-        pthread_cond_broadcast(&u->idle);
-        if (cc == CURLE_ABORTED_BY_CALLBACK && u->cb_reason == ABORT_FORK && !u->cancel) {
-            /* Aborted so that fork() finds no transfer in flight: send it again. */
-            u->st.fork_restarts++;
-            while (u->fork_pending) pthread_cond_wait(&u->wake, &u->lock);
-            pthread_mutex_unlock(&u->lock);
-            continue;
-        }
-        if (cc == CURLE_ABORTED_BY_CALLBACK && u->cancel) {
-            u->st.dropped_shutdown++;
-            pthread_mutex_unlock(&u->lock);
-            break;
-        }
-        int retryable = 1;
-        if (cc == CURLE_OK) {
-            u->st.last_http_status = (int)status;
-            if (status >= 200 && status < 300) {
-                u->st.sent++;
-                u->st.bytes_sent += body.len;
-                pthread_mutex_unlock(&u->lock);
-                break;
-            }
-            if (status >= 500) {
-                u->st.fail_http_5xx++;
-            } else if (status >= 400) {
-                u->st.fail_http_4xx++;
-                retryable = status == 408 || status == 429;
-            } else {
-                u->st.fail_other++; /* 1xx, 3xx: redirects are not followed */
-                retryable = 0;
-            }
-        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-            u->st.fail_timeout++;
-        } else if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
-                   cc == CURLE_COULDNT_RESOLVE_PROXY) {
-            u->st.fail_connect++;
-        } else {
-            u->st.fail_other++;
-        }
-        if (retryable && attempt == 0 && !u->cancel) {
-            attempt = 1;
-            u->st.retries++;
-            struct timespec dl;
-            deadline_in(&dl, u->cfg.retry_backoff_ms);
-            while (!u->cancel && pthread_cond_timedwait(&u->wake, &u->lock, &dl) != ETIMEDOUT) {
-            }
-            pthread_mutex_unlock(&u->lock);
-            continue; /* a cancel is seen at the top of the loop */
-        }
-        u->st.dropped_failed++;
-        pthread_mutex_unlock(&u->lock);
-        break;
-    }
-out:
-    curl_slist_free_all(hdrs);
-    ppk__ubuf_free(&url);
-    ppk__ubuf_free(&body);
-}
-
 static void *thread_main(void *arg) {
-    uploader *u = arg;
+    ppk__uploader *u = arg;
     pthread_mutex_lock(&u->lock);
     for (;;) {
         while (!u->cancel && (u->fork_pending || u->count == 0) &&
@@ -425,7 +229,7 @@ static void *thread_main(void *arg) {
         if (!u->curl) u->curl = curl_easy_init();
         pthread_mutex_unlock(&u->lock);
 
-        send_job(u, job);
+        ppk__upload_send_job(u, job);
 
         pthread_mutex_lock(&u->lock);
         u->current = NULL;
@@ -441,12 +245,12 @@ static void *thread_main(void *arg) {
 
 static void atfork_prepare(void) {
     pthread_mutex_lock(&g_lock);
-    for (uploader *u = g_uploaders; u; u = u->next_global) {
+    for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
         pthread_mutex_lock(&u->lock);
         u->fork_pending = 1;
-        atomic_store(&u->abort, ABORT_FORK);
+        atomic_store(&u->abort, PPK__ABORT_FORK);
         struct timespec dl;
-        deadline_in(&dl, u->cfg.fork_timeout_ms);
+        ppk__upload_deadline_in(&dl, u->cfg.fork_timeout_ms);
         while (u->in_transfer && pthread_cond_timedwait(&u->idle, &u->lock, &dl) != ETIMEDOUT) {
         }
         /* The lock stays held across fork(). */
@@ -454,9 +258,9 @@ static void atfork_prepare(void) {
 }
 
 static void atfork_parent(void) {
-    for (uploader *u = g_uploaders; u; u = u->next_global) {
+    for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
         u->fork_pending = 0;
-        atomic_store(&u->abort, u->cancel ? ABORT_SHUTDOWN : ABORT_NONE);
+        atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
         pthread_cond_broadcast(&u->wake);
         pthread_mutex_unlock(&u->lock);
     }
@@ -464,7 +268,7 @@ static void atfork_parent(void) {
 }
 
 static void atfork_child(void) {
-    for (uploader *u = g_uploaders; u; u = u->next_global) {
+    for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
         init_conds(u);
         if (u->in_transfer) {
             /* The wait timed out: the handle is in a transfer on a socket the parent
@@ -477,7 +281,7 @@ static void atfork_child(void) {
         drop_queue(u);
         u->thread_running = 0;
         u->fork_pending = 0;
-        atomic_store(&u->abort, u->cancel ? ABORT_SHUTDOWN : ABORT_NONE);
+        atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
         memset(&u->st, 0, sizeof u->st);
         if (u->ops.child) u->ops.child(u->ctx);
         pthread_mutex_unlock(&u->lock);
@@ -490,7 +294,7 @@ static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent
 /* ---- the sink interface ---------------------------------------------------------------- */
 
 static int upload_write(void *opaque, const ppk_export *e) {
-    uploader *u = opaque;
+    ppk__uploader *u = opaque;
     ppk__upload_job *job = ppk__ua_alloc(&u->ua, sizeof *job);
     int rc = 0;
     if (job) {
@@ -570,7 +374,7 @@ static int upload_write(void *opaque, const ppk_export *e) {
 }
 
 /* Drains for at most shutdown_timeout_ms, cancels the rest, joins the thread. */
-static void upload_shutdown(uploader *u) {
+static void upload_shutdown(ppk__uploader *u) {
     pthread_mutex_lock(&u->lock);
     if (u->shut) {
         pthread_mutex_unlock(&u->lock);
@@ -579,12 +383,12 @@ static void upload_shutdown(uploader *u) {
     u->stopping = 1;
     pthread_cond_broadcast(&u->wake);
     struct timespec dl;
-    deadline_in(&dl, u->cfg.shutdown_timeout_ms);
+    ppk__upload_deadline_in(&dl, u->cfg.shutdown_timeout_ms);
     while (u->thread_running && (u->count || u->current) &&
            pthread_cond_timedwait(&u->idle, &u->lock, &dl) != ETIMEDOUT) {
     }
     u->cancel = 1;
-    atomic_store(&u->abort, ABORT_SHUTDOWN);
+    atomic_store(&u->abort, PPK__ABORT_SHUTDOWN);
     pthread_cond_broadcast(&u->wake);
     int running = u->thread_running;
     pthread_t t = u->thread;
@@ -598,10 +402,10 @@ static void upload_shutdown(uploader *u) {
 }
 
 static void upload_destroy(void *opaque) {
-    uploader *u = opaque;
+    ppk__uploader *u = opaque;
     upload_shutdown(u);
     pthread_mutex_lock(&g_lock);
-    for (uploader **pp = &g_uploaders; *pp; pp = &(*pp)->next_global) {
+    for (ppk__uploader **pp = &g_uploaders; *pp; pp = &(*pp)->next_global) {
         if (*pp == u) {
             *pp = u->next_global;
             break;
@@ -655,7 +459,7 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
 
     ppk__ua ua0 = {0};
     ppk__fill_allocator(&ua0.a, &cfg->allocator);
-    uploader *u = ppk__ua_alloc(&ua0, sizeof *u);
+    ppk__uploader *u = ppk__ua_alloc(&ua0, sizeof *u);
     if (!u) {
         ops->free(ctx);
         return PPK_ENOMEM;
@@ -708,12 +512,12 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
 
 /* ---- public getters ------------------------------------------------------------------ */
 
-static uploader *as_uploader(const ppk_sink *s) {
+static ppk__uploader *as_uploader(const ppk_sink *s) {
     return s && s->write == upload_write && s->opaque ? s->opaque : NULL;
 }
 
 int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st) {
-    uploader *u = as_uploader(sink);
+    ppk__uploader *u = as_uploader(sink);
     if (!st) return PPK_EINVAL;
     memset(st, 0, sizeof *st);
     if (!u) return PPK_EINVAL;
@@ -727,18 +531,18 @@ int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st) {
 }
 
 int ppk_sink_upload_shutdown(const ppk_sink *sink) {
-    uploader *u = as_uploader(sink);
+    ppk__uploader *u = as_uploader(sink);
     if (!u) return PPK_EINVAL;
     upload_shutdown(u);
     return 0;
 }
 
 int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms) {
-    uploader *u = as_uploader(sink);
+    ppk__uploader *u = as_uploader(sink);
     if (!u) return PPK_EINVAL;
     pthread_mutex_lock(&u->lock);
     struct timespec dl;
-    deadline_in(&dl, timeout_ms);
+    ppk__upload_deadline_in(&dl, timeout_ms);
     int rc = 0;
     while (u->thread_running && (u->count || u->current)) {
         if (pthread_cond_timedwait(&u->idle, &u->lock, &dl) == ETIMEDOUT) {

@@ -1,7 +1,8 @@
 /*
  * upload.h - the machinery shared by the HTTP upload sinks: a bounded queue of copied
  * exports, one uploader thread per sink owning one curl handle, timeouts, one retry,
- * bounded shutdown, fork handling and statistics (see upload.c).
+ * bounded shutdown, fork handling and statistics (see upload.c, and upload_curl.c for
+ * the transfer).
  *
  * A sink file (sink_datadog.c, sink_pyroscope.c) supplies only what its backend needs,
  * through ppk__upload_ops: what to keep from an export besides its bytes (prepare, on

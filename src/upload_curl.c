@@ -1,0 +1,190 @@
+/*
+ * upload_curl.c - the uploader's libcurl side: sending one queued job over HTTP, and
+ * curl_global_init once per process.
+ *
+ * ppk__upload_send_job() runs on the uploader thread (upload.c) with no lock held. It
+ * builds the request through the sink's ops, adds the configured headers, the
+ * Content-Type and an empty Expect:, and sends it with the curl handle that thread alone
+ * uses; `in_transfer` is set around curl_easy_perform. Every transfer has connect and
+ * total timeouts, CURLOPT_NOSIGNAL, no connection reuse (so an idle handle holds no
+ * socket across fork), and a progress callback that aborts when `abort` is set. The
+ * response status is read after each transfer: a 2xx is sent; a 5xx, a 408, a 429 or a
+ * curl failure is retried once after retry_backoff_ms; anything else is dropped. A
+ * transfer aborted for fork is sent again when the fork is over, one aborted for
+ * shutdown is dropped. The lock is taken only to update the uploader's state and
+ * statistics.
+ */
+#include "uploader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+
+/* ---- libcurl global state ------------------------------------------------------------ */
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_rc = CURLE_FAILED_INIT;
+
+static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int ppk__upload_global_init(void) {
+    pthread_once(&g_curl_once, curl_init_once);
+    return g_curl_rc == CURLE_OK ? 0 : PPK_ESYS;
+}
+
+/* ---- one job ------------------------------------------------------------------------ */
+
+static int progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    ppk__uploader *u = clientp;
+    int a = atomic_load(&u->abort);
+    if (a) u->cb_reason = a;
+    return a != PPK__ABORT_NONE;
+}
+
+static size_t discard_cb(char *p, size_t size, size_t n, void *opaque) {
+    (void)p;
+    (void)opaque;
+    return size * n;
+}
+
+/* One transfer. Returns the curl code; *status gets the HTTP status (0 if none). */
+static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body,
+                        struct curl_slist *hdrs, long *status) {
+    CURL *h = u->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p ? body->p : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)u->cfg.connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)u->cfg.timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, u);
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_cb);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+    if (u->ops.setopt) u->ops.setopt(u->ctx, h);
+    u->cb_reason = PPK__ABORT_NONE;
+    CURLcode rc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    *status = code;
+    return rc;
+}
+
+/* Sends one job: build, transfer, at most one retry. Called without the lock. */
+void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
+    ppk__ubuf url, body;
+    ppk__ubuf_init(&url, &u->ua);
+    ppk__ubuf_init(&body, &u->ua);
+    char ctype[192] = "application/octet-stream";
+    int rc = u->ops.build(u->ctx, job, &url, &body, ctype, sizeof ctype);
+    if (!rc && (url.failed || body.failed)) rc = PPK_ENOMEM;
+    ppk__ubuf_nul(&url);
+    struct curl_slist *hdrs = NULL;
+    if (!rc) {
+        char line[256];
+        snprintf(line, sizeof line, "Content-Type: %s", ctype);
+        for (size_t i = 0; i <= u->n_headers + 1 && !rc; i++) {
+            const char *hl = i < u->n_headers ? u->headers[i] : i == u->n_headers ? line : "Expect:";
+            struct curl_slist *n = curl_slist_append(hdrs, hl);
+            if (!n) rc = PPK_ENOMEM;
+            else hdrs = n;
+        }
+    }
+    if (rc || !u->curl) {
+        pthread_mutex_lock(&u->lock);
+        if (rc == PPK_ENOMEM || !u->curl)
+            u->st.dropped_nomem++;
+        else
+            u->st.dropped_invalid++;
+        pthread_mutex_unlock(&u->lock);
+        goto out;
+    }
+
+    int attempt = 0;
+    for (;;) {
+        pthread_mutex_lock(&u->lock);
+        if (u->cancel) {
+            u->st.dropped_shutdown++;
+            pthread_mutex_unlock(&u->lock);
+            break;
+        }
+        u->in_transfer = 1;
+        u->st.attempts++;
+        pthread_mutex_unlock(&u->lock);
+
+        long status = 0;
+        CURLcode cc = perform(u, url.p, &body, hdrs, &status);
+
+        pthread_mutex_lock(&u->lock);
+        u->in_transfer = 0;
+        pthread_cond_broadcast(&u->idle);
+        if (cc == CURLE_ABORTED_BY_CALLBACK && u->cb_reason == PPK__ABORT_FORK && !u->cancel) {
+            /* Aborted so that fork() finds no transfer in flight: send it again. */
+            u->st.fork_restarts++;
+            while (u->fork_pending) pthread_cond_wait(&u->wake, &u->lock);
+            pthread_mutex_unlock(&u->lock);
+            continue;
+        }
+        if (cc == CURLE_ABORTED_BY_CALLBACK && u->cancel) {
+            u->st.dropped_shutdown++;
+            pthread_mutex_unlock(&u->lock);
+            break;
+        }
+        int retryable = 1;
+        if (cc == CURLE_OK) {
+            u->st.last_http_status = (int)status;
+            if (status >= 200 && status < 300) {
+                u->st.sent++;
+                u->st.bytes_sent += body.len;
+                pthread_mutex_unlock(&u->lock);
+                break;
+            }
+            if (status >= 500) {
+                u->st.fail_http_5xx++;
+            } else if (status >= 400) {
+                u->st.fail_http_4xx++;
+                retryable = status == 408 || status == 429;
+            } else {
+                u->st.fail_other++; /* 1xx, 3xx: redirects are not followed */
+                retryable = 0;
+            }
+        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
+            u->st.fail_timeout++;
+        } else if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+                   cc == CURLE_COULDNT_RESOLVE_PROXY) {
+            u->st.fail_connect++;
+        } else {
+            u->st.fail_other++;
+        }
+        if (retryable && attempt == 0 && !u->cancel) {
+            attempt = 1;
+            u->st.retries++;
+            struct timespec dl;
+            ppk__upload_deadline_in(&dl, u->cfg.retry_backoff_ms);
+            while (!u->cancel && pthread_cond_timedwait(&u->wake, &u->lock, &dl) != ETIMEDOUT) {
+            }
+            pthread_mutex_unlock(&u->lock);
+            continue; /* a cancel is seen at the top of the loop */
+        }
+        u->st.dropped_failed++;
+        pthread_mutex_unlock(&u->lock);
+        break;
+    }
+out:
+    curl_slist_free_all(hdrs);
+    ppk__ubuf_free(&url);
+    ppk__ubuf_free(&body);
+}
