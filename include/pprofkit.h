@@ -448,8 +448,11 @@ typedef struct ppk_sink {
 
 /*
  * A file sink: each export is written to DIR/NAME.PID.SEQ.pb.gz (.pb.zst for zstd, .pb
- * for none), first under a temporary name in DIR, then renamed, so a reader never sees a
- * partial file. DIR must exist. The strings are copied.
+ * for none; SEQ is the export's seq), first under a temporary name in DIR, then renamed,
+ * so a reader never sees a partial file. An existing file is never replaced (another
+ * recorder with the same DIR and NAME, or an earlier process with the same pid, as in
+ * containers): the export takes the first free name of NAME.PID.SEQ-2.pb.gz, -3, ...
+ * DIR must exist. The strings are copied.
  * @return 0, PPK_EINVAL, PPK_ENULL, PPK_ENOMEM.
  */
 PPK_API int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out);

@@ -4,10 +4,16 @@
  * The bytes are written to a temporary name in DIR (a dot file, so globs for profiles
  * skip it), then renamed: a reader sees a whole profile or none. The pid is read at each
  * write, so a forked child writes under its own. Called by one exporting thread at a
- * time (exports are serialized).
+ * time per recorder (exports are serialized); recorders may share DIR and NAME.
+ *
+ * A name is never replaced, whether another recorder of this process took it or an
+ * earlier process with the same pid (the first process of every container) left it:
+ * the next free one of NAME.PID.SEQ-2, -3, ... is taken instead.
  */
+#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,25 +45,51 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
     return 0;
 }
 
+/* Temporary names: unique in the process, whatever sink or recorder writes. */
+static atomic_ulong g_tmp_seq;
+
+/* Attempts at a free name, for the temporary file and for the profile. */
+#define NAME_TRIES 1000
+
+/* Renames `from` to `to` unless `to` exists (then fails with EEXIST). */
+static int rename_noreplace(const char *from, const char *to) {
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return -1;
+    /* A file system without RENAME_NOREPLACE: a hard link is just as exclusive. */
+    if (link(from, to) != 0) return -1;
+    unlink(from);
+    return 0;
+}
+
 static int file_write(void *opaque, const ppk_export *e) {
     file_sink *fs = opaque;
-    size_t n = fs->dir_len + fs->name_len + 96;
+    size_t n = fs->dir_len + fs->name_len + 128;
     char *path = ppk__mem_alloc(&fs->mem, 2 * n);
     if (!path) return PPK_ENOMEM;
     char *tmp = path + n;
     long pid = (long)getpid();
-    snprintf(path, n, "%s/%s.%ld.%llu.%s", fs->dir, fs->name, pid, (unsigned long long)e->seq,
-             extension(e->codec));
-    snprintf(tmp, n, "%s/.%s.%ld.%llu.tmp", fs->dir, fs->name, pid, (unsigned long long)e->seq);
+    int fd = -1;
+    for (int i = 0; fd < 0 && i < NAME_TRIES; i++) {
+        snprintf(tmp, n, "%s/.%s.%ld.%lu.tmp", fs->dir, fs->name, pid,
+                 atomic_fetch_add(&g_tmp_seq, 1) + 1);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     int rc = PPK_ESYS;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
         int ok = write_all(fd, e->data.data, e->data.len) == 0;
         if (close(fd) != 0) ok = 0;
-        if (ok && rename(tmp, path) == 0)
-            rc = 0;
-        else
-            unlink(tmp);
+        for (int k = 1; ok && rc != 0 && k <= NAME_TRIES; k++) {
+            int len = snprintf(path, n, "%s/%s.%ld.%llu", fs->dir, fs->name, pid,
+                               (unsigned long long)e->seq);
+            if (k > 1) len += snprintf(path + len, n - (size_t)len, "-%d", k);
+            snprintf(path + len, n - (size_t)len, ".%s", extension(e->codec));
+            if (rename_noreplace(tmp, path) == 0)
+                rc = 0;
+            else if (errno != EEXIST)
+                ok = 0;
+        }
+        if (rc != 0) unlink(tmp);
     }
     ppk__mem_free(&fs->mem, path, 2 * n);
     return rc;

@@ -835,6 +835,87 @@ static void test_sink_file(void) {
     pr_rm_dir(dir);
 }
 
+/* Reads DIR/FILE and returns its samples' total value of type 1, or -1. */
+static int64_t file_total(const char *dir, const char *file) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (pr_read_file(path, &data, &len) != 0 || !data) return -1;
+    pr_profile pp;
+    int64_t t = -1;
+    if (pr_parse(data, len, &pp) == 0) {
+        t = total(&pp, 1);
+        pr_free(&pp);
+    }
+    free(data);
+    return t;
+}
+
+/* Two recorders with the same out_dir and name, and a file an earlier process with this
+ * pid left: no export replaces another file; each lands under a name of its own. */
+static void test_sink_file_shared_name(void) {
+    char dir[] = "/tmp/ppk-sinkshared.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    long pid = (long)getpid();
+    char file[256];
+    snprintf(file, sizeof file, "%s/p.%ld.1.pb.gz", dir, pid);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("an earlier process", f);
+        fclose(f);
+    }
+    ppk_recorder *r[2] = {NULL, NULL};
+    ppk_sample *s[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        ppk_recorder_config cfg;
+        config(&cfg, PPK_CODEC_GZIP);
+        cfg.out_dir = ppk_cstr(dir);
+        cfg.name = PPK_STR("p");
+        CHECK_EQ_INT(ppk_recorder_create(&cfg, &r[i]), 0);
+        if (r[i]) CHECK_EQ_INT(ppk_sample_create(r[i], &s[i]), 0);
+    }
+    if (s[0] && s[1]) {
+        /* Recorder i exports values 10 * (i + 1) + seq, two exports each. */
+        for (int e = 1; e <= 2; e++)
+            for (int i = 0; i < 2; i++) {
+                CHECK_EQ_INT(simple_sample(s[i], "t", 10 * (i + 1) + e), 0);
+                CHECK_EQ_INT(ppk_recorder_export(r[i], NULL), 0);
+                ppk_recorder_stats st;
+                ppk_recorder_stats_get(r[i], &st);
+                CHECK_EQ_U64(st.sink_failures, 0);
+            }
+        int hidden;
+        CHECK_EQ_INT(count_dir(dir, &hidden), 5);
+        CHECK_EQ_INT(hidden, 0);
+        f = fopen(file, "r");
+        char got[64] = {0};
+        if (f) {
+            CHECK(fgets(got, sizeof got, f) != NULL);
+            fclose(f);
+        }
+        CHECK(strcmp(got, "an earlier process") == 0);
+        /* seq 1: the two recorders took -2 and -3, in the order they exported; seq 2:
+         * the first took the plain name, the second -2. */
+        static const struct {
+            const char *suffix;
+            int64_t value;
+        } want[] = {{"1-2", 11}, {"1-3", 21}, {"2", 12}, {"2-2", 22}};
+        for (size_t k = 0; k < 4; k++) {
+            snprintf(file, sizeof file, "p.%ld.%s.pb.gz", pid, want[k].suffix);
+            int64_t t = file_total(dir, file);
+            if (t != want[k].value) fprintf(stderr, "%s: total %lld\n", file, (long long)t);
+            CHECK_EQ_INT(t, want[k].value);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        ppk_sample_free(s[i]);
+        ppk_recorder_free(r[i]);
+    }
+    pr_rm_dir(dir);
+}
+
 /* cfg.out_dir adds a file sink; the codec picks the extension; a sink whose directory
  * vanished fails its writes, counted. */
 static void test_sink_file_config_and_failure(void) {
@@ -1178,6 +1259,7 @@ int main(void) {
     RUN(test_blocking_sink_background);
     RUN(test_sink_file);
     RUN(test_sink_file_config_and_failure);
+    RUN(test_sink_file_shared_name);
     RUN(test_stats_degradations);
     RUN(test_export_fields);
     RUN(test_shards);
