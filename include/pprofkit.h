@@ -470,7 +470,9 @@ typedef struct ppk_recorder_config {
      * 64 KiB; a sample that needed more gives the excess back when it ends) and never
      * holds more than builder_max_bytes (default 1 MiB, at least 4 KiB): frames that do
      * not fit are counted in the "<N frames omitted>" frame, a label that does not fit
-     * gets PPK_ENOMEM. */
+     * gets PPK_ENOMEM (while it grows, it also holds the buffer it replaces, a moment).
+     * Besides, a builder holds an index of 24 bytes per profile max_frames and
+     * max_labels (13,056 bytes with their defaults) and about 400 bytes of its own. */
     size_t builder_keep_bytes;
     size_t builder_max_bytes;
     /* Windows flushed into in parallel (1 to 64; 0 means 1). Each shard has its own lock

@@ -314,18 +314,42 @@ static void test_recorder_counts_degradations(void) {
     ppk_recorder_free(r);
 }
 
-/* A builder never holds more than builder_max_bytes: frames that do not fit are
- * counted in "<N frames omitted>", a label that does not fit is refused. */
+/* An allocator that counts what is held (single-threaded tests). */
+static size_t g_held, g_held_peak;
+
+static void *counting_alloc(void *opaque, size_t size) {
+    (void)opaque;
+    void *p = malloc(size);
+    if (p) g_held += size;
+    if (g_held > g_held_peak) g_held_peak = g_held;
+    return p;
+}
+
+static void counting_free(void *opaque, void *ptr, size_t size) {
+    (void)opaque;
+    free(ptr);
+    g_held -= size;
+}
+
+/* A builder never holds more than builder_max_bytes of scratch (plus its index of 24
+ * bytes per max_frames and max_labels and its own ~400 bytes, as documented; growing,
+ * the old buffer too), and keeps builder_keep_bytes between samples: frames that do
+ * not fit are counted in "<N frames omitted>", a label that does not fit is refused. */
 static void test_builder_scratch_limit(void) {
     ppk_recorder_config cfg;
     ppk_recorder_config_init(&cfg);
     cfg.profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
     cfg.profile.n_sample_types = 1;
+    cfg.profile.max_frames = 4096;
+    cfg.profile.allocator = (ppk_allocator){counting_alloc, counting_free, NULL};
     cfg.builder_keep_bytes = 4096;
     cfg.builder_max_bytes = 8192;
+    const size_t fixed = 24 * (4096 + cfg.profile.max_labels) + 512;
     ppk_recorder *r = NULL;
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
     ppk_sample *s = NULL;
+    size_t before = g_held;
+    g_held_peak = g_held;
     CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
     char name[1000];
     memset(name, 'n', sizeof name);
@@ -341,6 +365,11 @@ static void test_builder_scratch_limit(void) {
     /* What still fits is taken. */
     CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("small"), PPK_STR("ok")), 0);
     CHECK_EQ_INT(ppk_sample_set_value(s, 0, 7), 0);
+    size_t held = g_held - before, peak = g_held_peak - before;
+    if (held > 8192 + fixed || peak > 2 * 8192 + fixed)
+        fprintf(stderr, "builder holds %zu, peak %zu\n", held, peak);
+    CHECK(held > 8192 / 2 && held <= 8192 + fixed);
+    CHECK(peak < 2 * 8192 + fixed);
     CHECK_EQ_INT(ppk_sample_flush(s), 0);
     ppk_export e;
     CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
@@ -358,8 +387,11 @@ static void test_builder_scratch_limit(void) {
         pr_free(&pp);
     }
     ppk_export_free(&e);
+    held = g_held;
     ppk_sample_free(s);
+    CHECK(held - g_held <= 4096 + fixed); /* what the builder kept after its sample */
     ppk_recorder_free(r);
+    CHECK_EQ_U64(g_held, 0);
 }
 
 /* Keys the window adds itself ("end_timestamp_ns", "trace endpoint") still work when
