@@ -403,7 +403,8 @@ PPK_API void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st);
  * before the fork is the parent's to export), no lock is held, and a started exporter
  * thread is started again in the child by its next flush or export. The parent goes on
  * unaffected. A window the parent was exporting at the moment of the fork is left to
- * the parent: the child neither exports nor frees it (at most one window of memory).
+ * the parent: the child neither exports nor frees it (at most one window of memory per
+ * shard).
  * The child allocates (through the configured allocator), so that allocator must be
  * usable after a fork of a multi-threaded process, as glibc's malloc is. The malloc of
  * GCC 12's AddressSanitizer is not: a child can deadlock in it (tests/test_fork.c shows

@@ -523,17 +523,15 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
 
 void ppk_recorder_free(ppk_recorder *r) {
     if (!r) return;
-    pthread_mutex_lock(&r->lock);
-    int had_thread = r->thread_running;
-    pthread_mutex_unlock(&r->lock);
-    ppk_recorder_stop(r); /* its last export covers the last window */
+    /* A running exporter's last export covers the last window; what is still there
+     * (no exporter, or its last export could not swap) is exported now. */
+    ppk_recorder_stop(r);
     int last = 0;
     lock_all(r);
     for (size_t i = 0; i < r->n_shards; i++) {
         ppk__shard *sh = &r->shards[i];
         ppk__shard_settle_locked(sh);
-        last |= !had_thread && r->n_sinks &&
-                (sh->active->samples_added || sh->active->endpoint_names.n);
+        last |= r->n_sinks && (sh->active->samples_added || sh->active->endpoint_names.n);
     }
     unlock_all(r);
     if (last) export_window(r, NULL);
