@@ -157,8 +157,9 @@ typedef struct ppk_profile_config {
      * the statistics and as comments of the encoded profile. SIZE_MAX: no limit.
      * chunk_size (default 256 KiB; 4 KiB to 1 GiB, and at most memory_limit / 4): the
      * arena's unit of allocation.
-     * keep_bytes (default 8 MiB): chunk memory a reset keeps for the next window; the
-     * rest goes back to the operating system, as do hash tables and arrays that had
+     * keep_bytes (default 8 MiB): chunk memory a reset keeps for the next window (no
+     * more than memory_limit leaves beside the window's tables); the rest goes back to
+     * the operating system, as do hash tables and arrays that had
      * grown to over four times what the last window needed. Touching fresh pages costs
      * a page fault each (~10 us per 4 KiB on the machines this was measured on), so
      * memory is reused across windows and only the excess is returned. */

@@ -175,11 +175,17 @@ void *ppk__arena_dup(ppk__arena *a, const void *src, size_t n, size_t align) {
 
 void ppk__arena_reset(ppk__arena *a) {
     /* Every used chunk goes to the spare list, then the list is trimmed to keep_bytes,
-     * keeping standard-size chunks first: they fit any ordinary request. */
+     * keeping standard-size chunks first: they fit any ordinary request. Spare chunks
+     * are taken without asking the budget, so no more are kept than it holds beside
+     * what the rest of the window holds: a window that took a chunk past the budget
+     * would otherwise start past it, and take one more. */
     unuse(a, &a->used, NULL);
     unuse(a, &a->over, NULL);
     a->pos = a->end = a->over_pos = a->over_end = NULL;
     a->alloc_bytes = 0;
+    size_t others = a->mem->bytes - a->chunk_bytes;
+    size_t room = a->mem->limit > others ? a->mem->limit - others : 0;
+    size_t keep_bytes = room < a->keep_bytes ? room : a->keep_bytes;
     ppk__chunk *c;
 
     ppk__chunk *keep = NULL, *drop = NULL;
@@ -194,7 +200,7 @@ void ppk__arena_reset(ppk__arena *a) {
                 continue;
             }
             *pp = c->next;
-            if (kept + c->size <= a->keep_bytes) {
+            if (kept + c->size <= keep_bytes) {
                 kept += c->size;
                 c->next = keep;
                 keep = c;

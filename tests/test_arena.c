@@ -502,6 +502,38 @@ static void test_over_budget_chunk(void) {
     env_done(&e);
 }
 
+/* One window over the budget: ordinary chunks up to it, then one over chunk. */
+static void fill_window(env *e) {
+    while (ppk__arena_alloc(&e->a, 1000, 8)) {
+    }
+    CHECK(e->mem.limited);
+    e->mem.limited = 0;
+    e->mem.over_ok = 1;
+    for (int i = 0; i < 3; i++) CHECK(ppk__arena_alloc(&e->a, 1000, 8) != NULL);
+    e->mem.over_ok = 0;
+}
+
+/* keep_bytes above the budget (a small memory_limit with the default keep_bytes): a
+ * reset keeps no more chunks than the budget holds, else the next window would start
+ * past it with the old over chunk and take a second one. */
+static void test_reset_keeps_within_budget(void) {
+    env e;
+    env_init(&e, 4096, 1 << 20);
+    e.mem.limit = 3 * 4096 + 100; /* 100 bytes held by others: tables, say */
+    e.mem.bytes += 100;
+    for (int w = 0; w < 3; w++) {
+        fill_window(&e);
+        CHECK(e.mem.bytes <= e.mem.limit + 4096);
+        if (e.mem.bytes > e.mem.limit + 4096)
+            fprintf(stderr, "window %d holds %zu\n", w, e.mem.bytes);
+        ppk__arena_reset(&e.a);
+        CHECK(e.mem.bytes <= e.mem.limit);
+        ppk__arena_check(&e.a);
+    }
+    e.mem.bytes -= 100;
+    env_done(&e);
+}
+
 static void test_min_chunk_size(void) {
     env e;
     env_init(&e, 16, 0);
@@ -527,5 +559,6 @@ int main(void) {
     RUN(test_destroy);
     RUN(test_min_chunk_size);
     RUN(test_over_budget_chunk);
+    RUN(test_reset_keeps_within_budget);
     return check_summary();
 }
