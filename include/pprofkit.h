@@ -275,7 +275,8 @@ PPK_API int ppk_profile_encode(ppk_profile *p, const ppk_encode_options *opt,
 /*
  * Empties the window for the next period: samples, strings, stacks, endpoints and
  * endpoint counts go; the config and upscaling rules stay. Keeps up to keep_bytes of
- * arena memory for reuse. `start_ns` is the new window's start (0: now). Cannot fail.
+ * arena memory for reuse. `start_ns` is the new window's start (0 or negative: now).
+ * Cannot fail.
  */
 PPK_API void ppk_profile_reset(ppk_profile *p, int64_t start_ns);
 

@@ -72,6 +72,7 @@ static int has_string_label(const ppk_profile *p, const uint32_t *set, size_t n,
 
 static int64_t scale_value(int64_t v, double f) {
     double r = (double)v * f;
+    if (isnan(r)) return 0; /* 0 * inf */
     if (r >= 9.2233720368547758e18) return INT64_MAX;
     if (r <= -9.2233720368547758e18) return INT64_MIN;
     return (int64_t)llround(r);
@@ -95,7 +96,8 @@ static const int64_t *upscale(enc *e, const uint32_t *set, size_t n_set, const i
             int64_t sum = v[ri->r->sum_idx], count = v[ri->r->count_idx];
             if (count <= 0 || sum <= 0) continue;
             double avg = (double)sum / (double)count;
-            f = 1.0 / (1.0 - exp(-avg / (double)ri->r->sampling_distance));
+            /* 1 / (1 - e^-x); expm1 keeps a tiny x from rounding the divisor to 0. */
+            f = 1.0 / -expm1(-avg / (double)ri->r->sampling_distance);
         }
         for (size_t i = 0; i < p->n_types; i++)
             if (mask & (1u << i)) e->scaled[i] = scale_value(v[i], f);

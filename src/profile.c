@@ -327,7 +327,7 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     p->ts_n = 0;
     p->samples_added = 0;
     memset(&p->deg, 0, sizeof p->deg);
-    p->start_ns = start_ns ? start_ns : ppk_now_ns();
+    p->start_ns = start_ns > 0 ? start_ns : ppk_now_ns();
 }
 
 int ppk_profile_set_endpoint(ppk_profile *p, uint64_t local_root_span_id, ppk_str endpoint) {

@@ -201,8 +201,8 @@ int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
     return 0;
 }
 
-static int key_is(ppk_str k, const char *lit, size_t n) {
-    return k.len == n && memcmp(k.ptr, lit, n) == 0;
+static int key_is(const uint8_t *k, size_t len, const char *lit, size_t n) {
+    return len == n && memcmp(k, lit, n) == 0;
 }
 
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
@@ -210,9 +210,6 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     ppk_str value = l->is_num ? l->num_unit : l->str;
     if (!str_ok(l->key) || !str_ok(value)) return PPK_ENULL;
     if (l->key.len == 0) return PPK_EEMPTYKEY;
-    if (key_is(l->key, END_TS_KEY, sizeof END_TS_KEY - 1)) return PPK_ERESERVED;
-    if (key_is(l->key, SPAN_KEY, sizeof SPAN_KEY - 1) && (!l->is_num || l->num == 0))
-        return PPK_ESPANID;
     if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
     uint64_t repaired = sb->utf8_repaired, truncated = sb->truncated;
     ppk__lrec h;
@@ -238,16 +235,24 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     uint8_t *rec = sb->buf + off;
     h.is_num = l->is_num != 0;
     h.num = l->is_num ? l->num : 0;
-    /* A key at most once per sample, compared as stored (after repair and cut). */
-    for (size_t i = 0; i < sb->n_labels; i++) {
+    /* Reserved keys, and a key at most once per sample, compared as stored (after
+     * repair and cut: a longer key cut to a reserved one is that key). */
+    int rc = 0;
+    if (key_is(key, h.key_len, END_TS_KEY, sizeof END_TS_KEY - 1))
+        rc = PPK_ERESERVED;
+    else if (key_is(key, h.key_len, SPAN_KEY, sizeof SPAN_KEY - 1) && (!h.is_num || !h.num))
+        rc = PPK_ESPANID;
+    for (size_t i = 0; !rc && i < sb->n_labels; i++) {
         ppk__lrec o;
         memcpy(&o, sb->buf + sb->labels[i].off, sizeof o);
         if (o.key_len == h.key_len &&
-            memcmp(sb->buf + sb->labels[i].off + sizeof o, key, h.key_len) == 0) {
-            sb->utf8_repaired = repaired;
-            sb->truncated = truncated;
-            return PPK_EDUPLABEL;
-        }
+            memcmp(sb->buf + sb->labels[i].off + sizeof o, key, h.key_len) == 0)
+            rc = PPK_EDUPLABEL;
+    }
+    if (rc) {
+        sb->utf8_repaired = repaired;
+        sb->truncated = truncated;
+        return rc;
     }
     memcpy(rec, &h, sizeof h);
     ppk__rec *r = &sb->labels[sb->n_labels++];

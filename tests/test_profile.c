@@ -6,6 +6,7 @@
  * samples reached by different routes), and by decompressing with zlib/zstd's own
  * decoders; test_decode.sh checks the content itself with protoc and go tool pprof.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -512,6 +513,89 @@ static void test_upscaling_rules_validate(void) {
     ppk_profile_free(q);
 }
 
+/* A reset to a negative start means now, as 0 does: the encoded window starts now and
+ * lasts a non-negative time (INT64_MIN used to overflow the duration). */
+static void test_reset_negative_start(void) {
+    ppk_profile *p = make();
+    if (!p) return;
+    CHECK_EQ_INT(add(p, NULL, 0, 1, 1), 0);
+    int64_t before = ppk_now_ns();
+    ppk_profile_reset(p, INT64_MIN);
+    ppk_bytes b;
+    ppk_encode_options o = {PPK_CODEC_NONE, 0, 0, 0};
+    CHECK_EQ_INT(ppk_profile_encode(p, &o, &b), 0);
+    pr_profile pp;
+    if (b.data && pr_parse(b.data, b.len, &pp) == 0) {
+        CHECK(pp.time_nanos >= before && pp.time_nanos <= ppk_now_ns());
+        CHECK(pp.duration_nanos >= 0 && pp.duration_nanos < 60 * 1000000000LL);
+        pr_free(&pp);
+    }
+    ppk_bytes_free(&b);
+    ppk_profile_free(p);
+}
+
+/* A Poisson rule whose average is tiny against the sampling distance: the factor is
+ * huge but finite, so values saturate and a zero stays zero (exp(-x) rounded to 1 made
+ * it infinite, and 0 * inf encoded INT64_MIN). */
+static void test_poisson_tiny_ratio(void) {
+    ppk_profile_config cfg = config();
+    cfg.sample_types[2] = (ppk_value_type){PPK_STR("other"), PPK_STR("count")};
+    cfg.n_sample_types = 3;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    if (!p) return;
+    size_t idx[] = {0, 1, 2};
+    CHECK_EQ_INT(ppk_profile_add_upscaling_poisson(p, idx, 3, PPK_STR(""), PPK_STR(""), 1, 0,
+                                                   UINT64_MAX),
+                 0);
+    int64_t v[3] = {1, 1000, 0}; /* count, sum, a value of zero */
+    ppk_sample_data s = {FRAMES, 3, NULL, 0, v, 3, 0};
+    CHECK_EQ_INT(ppk_profile_add(p, &s), 0);
+    ppk_bytes b = raw(p);
+    pr_profile pp;
+    if (b.data && pr_parse(b.data, b.len, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        if (pp.nsamples == 1 && pp.samples[0].nval == 3) {
+            /* factor 1 / (1 - e^(-1000 / 2^64)) = 2^64 / 1000, to 1e-9 */
+            double want = 18446744073709551616.0 / 1000.0;
+            CHECK(fabs((double)pp.samples[0].val[0] - want) < want * 1e-9);
+            CHECK_EQ_INT(pp.samples[0].val[1], INT64_MAX);
+            CHECK_EQ_INT(pp.samples[0].val[2], 0);
+        }
+        pr_free(&pp);
+    }
+    ppk_bytes_free(&b);
+    ppk_profile_free(p);
+}
+
+/* Reserved keys are recognized as stored: a longer key cut to one by max_string_len is
+ * refused like the key itself. */
+static void test_reserved_key_after_cut(void) {
+    ppk_profile_config cfg = config();
+    cfg.max_string_len = 16; /* strlen("end_timestamp_ns") */
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    cfg.max_string_len = 18; /* strlen("local root span id") */
+    ppk_profile *q = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &q), 0);
+    if (p && q) {
+        ppk_label ts = {PPK_STR("end_timestamp_ns!"), 0, PPK_STR("x"), 0, {0}};
+        CHECK_EQ_INT(add(p, &ts, 1, 1, 1), PPK_ERESERVED);
+        ppk_label span = {PPK_STR("local root span id!"), 0, PPK_STR("x"), 0, {0}};
+        CHECK_EQ_INT(add(q, &span, 1, 1, 1), PPK_ESPANID);
+        span.is_num = 1;
+        span.num = 7;
+        CHECK_EQ_INT(add(q, &span, 1, 1, 1), 0); /* numeric: a span id, cut to its key */
+        ppk_label other = {PPK_STR("end_timestamp_nx"), 0, PPK_STR("x"), 0, {0}};
+        CHECK_EQ_INT(add(p, &other, 1, 1, 1), 0);
+        ppk_profile_stats st;
+        ppk_profile_stats_get(p, &st);
+        CHECK_EQ_U64(st.samples_added, 1);
+    }
+    ppk_profile_free(p);
+    ppk_profile_free(q);
+}
+
 static void test_encode_options_and_codecs(void) {
     ppk_profile *p = make();
     fill(p, 200, 4);
@@ -617,6 +701,9 @@ int main(void) {
     RUN(test_same_input_same_bytes);
     RUN(test_endpoints);
     RUN(test_upscaling_rules_validate);
+    RUN(test_reset_negative_start);
+    RUN(test_poisson_tiny_ratio);
+    RUN(test_reserved_key_after_cut);
     RUN(test_encode_options_and_codecs);
     RUN(test_big_window_streams);
     return check_summary();
