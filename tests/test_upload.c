@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -632,6 +633,90 @@ static void test_shutdown_cancels(void) {
     rx_finish(&x, 1, 10000);
 }
 
+/* Bounds test_shutdown_concurrent: a deadlock fails the run instead of hanging it. */
+static volatile pid_t watchdog_rx_pid;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_upload: timed out (shutdowns deadlocked?)\n";
+    ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+    if (watchdog_rx_pid > 0) kill(watchdog_rx_pid, SIGKILL);
+    _exit(1);
+}
+
+static ppk_sink shut_sink;
+
+static void *shutdown_thread(void *arg) {
+    (void)arg;
+    return (void *)(intptr_t)ppk_sink_upload_shutdown(&shut_sink);
+}
+
+/* Makes shut_sink with an upload stuck in flight (request `nth` to a server that never
+ * answers), starts a thread in ppk_sink_upload_shutdown and returns once the shutdown has
+ * begun (a write is refused). That thread then waits out shutdown_timeout_ms (1 s), the
+ * window in which the caller's own calls overlap it. */
+static int begin_stuck_shutdown(rx *x, int nth, pthread_t *t) {
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x->port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 60000;
+    c.upload.shutdown_timeout_ms = 1000;
+    shut_sink = dd_sink_to(url, &c);
+    uint8_t buf[256];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(shut_sink.write(shut_sink.opaque, &e), 0);
+    CHECK_EQ_INT(rx_wait_got(x, nth, 15000), nth);
+    if (pthread_create(t, NULL, shutdown_thread, NULL)) return -1;
+    for (uint64_t seq = 2;; seq++) {
+        e = fake_export(buf, sizeof buf, seq);
+        int rc = shut_sink.write(shut_sink.opaque, &e);
+        if (rc == PPK_ECLOSED) return 0;
+        CHECK_EQ_INT(rc, 0);
+        usleep(1000);
+    }
+}
+
+/* Shutdown is thread safe: overlapping shutdowns, and a shutdown overlapping destroy, stop
+ * the sink once (one join of the uploader thread) and all return; none hangs. */
+static void test_shutdown_concurrent(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    watchdog_rx_pid = x.pid;
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+
+    /* Three shutdowns at once. */
+    pthread_t t1, t2;
+    void *r1 = NULL, *r2 = NULL;
+    CHECK_EQ_INT(begin_stuck_shutdown(&x, 1, &t1), 0);
+    CHECK_EQ_INT(pthread_create(&t2, NULL, shutdown_thread, NULL), 0);
+    CHECK_EQ_INT(ppk_sink_upload_shutdown(&shut_sink), 0);
+    CHECK_EQ_INT(pthread_join(t1, &r1), 0);
+    CHECK_EQ_INT(pthread_join(t2, &r2), 0);
+    CHECK_EQ_INT((intptr_t)r1, 0);
+    CHECK_EQ_INT((intptr_t)r2, 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&shut_sink, &st);
+    CHECK_EQ_U64(st.sent, 0);
+    CHECK_EQ_U64(st.queue_len, 0);
+    CHECK(st.dropped_shutdown >= 2); /* the stuck upload and the refused write */
+    check_conserved(&st);
+    shut_sink.destroy(shut_sink.opaque);
+
+    /* A shutdown overlapping destroy (as with ppk_recorder_free). */
+    CHECK_EQ_INT(begin_stuck_shutdown(&x, 2, &t1), 0);
+    shut_sink.destroy(shut_sink.opaque);
+    CHECK_EQ_INT(pthread_join(t1, &r1), 0);
+    CHECK_EQ_INT((intptr_t)r1, 0);
+
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    watchdog_rx_pid = 0;
+    rx_finish(&x, 1, 10000);
+}
+
 static void test_pyroscope_refuses_zstd(void) {
     ppk_pyroscope_config c;
     ppk_pyroscope_config_init(&c);
@@ -743,6 +828,7 @@ int main(void) {
     RUN(test_slow_reader);
     RUN(test_memory_bounded);
     RUN(test_shutdown_cancels);
+    RUN(test_shutdown_concurrent);
     RUN(test_pyroscope_refuses_zstd);
     RUN(test_fork_in_flight);
     return check_summary();
