@@ -11,6 +11,7 @@
  * The configuration is checked and copied at creation into a py_ctx that the uploader
  * thread only reads; the name with its tags is stored already percent-encoded.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,12 +183,26 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
     if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
+    /* Every string, before anything reads one, whether or not it is used. */
+    static const struct {
+        const char *name;
+        size_t off;
+    } strs[] = {
+        {"server_address", offsetof(ppk_pyroscope_config, server_address)},
+        {"application_name", offsetof(ppk_pyroscope_config, application_name)},
+        {"tags", offsetof(ppk_pyroscope_config, tags)},
+        {"spy_name", offsetof(ppk_pyroscope_config, spy_name)},
+        {"basic_auth_user", offsetof(ppk_pyroscope_config, basic_auth_user)},
+        {"basic_auth_password", offsetof(ppk_pyroscope_config, basic_auth_password)},
+        {"tenant_id", offsetof(ppk_pyroscope_config, tenant_id)},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+        if ((rc = ppk__upload_null(*(const ppk_str *)((const char *)cfg + strs[i].off),
+                                   strs[i].name, err, err_len)))
+            return rc;
     ppk_str server = cfg->server_address.len ? cfg->server_address
                                              : PPK_STR("http://localhost:4040");
-    int rc;
-    if ((!cfg->application_name.ptr && cfg->application_name.len) ||
-        (!cfg->tags.ptr && cfg->tags.len) || (!server.ptr && server.len))
-        return ppk__upload_err(err, err_len, "config: NULL string with a length");
     if ((rc = check_server(server, "server_address", err, err_len)) ||
         (rc = check_app(cfg->application_name, "application_name", err, err_len)) ||
         (rc = check_tags(cfg->tags, err, err_len)))

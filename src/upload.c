@@ -151,10 +151,17 @@ const char *ppk__upload_getenv(const char *name) {
     return v && *v ? v : NULL;
 }
 
+int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len) {
+    if (s.ptr || !s.len) return 0;
+    ppk__upload_err(err, err_len, "%s: NULL with a length", what);
+    return PPK_ENULL;
+}
+
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len) {
     *out = NULL;
-    if (!s.ptr && s.len) return ppk__upload_err(err, err_len, "%s: NULL with a length", what);
+    int rc = ppk__upload_null(s, what, err, err_len);
+    if (rc) return rc;
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = (unsigned char)s.ptr[i];
         if (c < 0x20 || c == 0x7f)

@@ -431,6 +431,71 @@ static void test_env_config(void) {
     clear_env();
 }
 
+/* Every string of both configs, NULL with a length, in each mode: PPK_ENULL naming the
+ * field, never a crash (tags, api_key, site and agent_host were read through NULL). */
+static void test_null_strings(void) {
+    static const struct {
+        const char *name;
+        size_t off;
+    } dd[] = {
+        {"agent_url", offsetof(ppk_datadog_config, agent_url)},
+        {"agent_host", offsetof(ppk_datadog_config, agent_host)},
+        {"api_key", offsetof(ppk_datadog_config, api_key)},
+        {"site", offsetof(ppk_datadog_config, site)},
+        {"intake_url", offsetof(ppk_datadog_config, intake_url)},
+        {"service", offsetof(ppk_datadog_config, service)},
+        {"env", offsetof(ppk_datadog_config, env)},
+        {"version", offsetof(ppk_datadog_config, version)},
+        {"host", offsetof(ppk_datadog_config, host)},
+        {"runtime_id", offsetof(ppk_datadog_config, runtime_id)},
+        {"tags", offsetof(ppk_datadog_config, tags)},
+        {"family", offsetof(ppk_datadog_config, family)},
+        {"language", offsetof(ppk_datadog_config, language)},
+        {"profiler_name", offsetof(ppk_datadog_config, profiler_name)},
+        {"profiler_version", offsetof(ppk_datadog_config, profiler_version)},
+    }, py[] = {
+        {"server_address", offsetof(ppk_pyroscope_config, server_address)},
+        {"application_name", offsetof(ppk_pyroscope_config, application_name)},
+        {"tags", offsetof(ppk_pyroscope_config, tags)},
+        {"spy_name", offsetof(ppk_pyroscope_config, spy_name)},
+        {"basic_auth_user", offsetof(ppk_pyroscope_config, basic_auth_user)},
+        {"basic_auth_password", offsetof(ppk_pyroscope_config, basic_auth_password)},
+        {"tenant_id", offsetof(ppk_pyroscope_config, tenant_id)},
+    };
+    char err[256], want[64];
+    ppk_sink s;
+    for (size_t i = 0; i < sizeof dd / sizeof *dd; i++) {
+        for (int agentless = 0; agentless <= 1; agentless++) {
+            ppk_datadog_config c;
+            ppk_datadog_config_init(&c);
+            c.agentless = agentless;
+            c.api_key = PPK_STR("0123abcd"); /* agentless needs one */
+            *(ppk_str *)((char *)&c + dd[i].off) = (ppk_str){NULL, 3};
+            snprintf(want, sizeof want, "%s: NULL with a length", dd[i].name);
+            strcpy(err, "");
+            CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_ENULL);
+            if (!strstr(err, want)) {
+                fprintf(stderr, "datadog %s (agentless %d): \"%s\"\n", dd[i].name, agentless, err);
+                CHECK(0);
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof py / sizeof *py; i++) {
+        ppk_pyroscope_config c;
+        ppk_pyroscope_config_init(&c);
+        c.application_name = PPK_STR("app");
+        c.basic_auth_user = PPK_STR("user");
+        *(ppk_str *)((char *)&c + py[i].off) = (ppk_str){NULL, 3};
+        snprintf(want, sizeof want, "%s: NULL with a length", py[i].name);
+        strcpy(err, "");
+        CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, err, sizeof err), PPK_ENULL);
+        if (!strstr(err, want)) {
+            fprintf(stderr, "pyroscope %s: \"%s\"\n", py[i].name, err);
+            CHECK(0);
+        }
+    }
+}
+
 /* ---- failures ----------------------------------------------------------------------------- */
 
 static ppk_datadog_config fast_cfg(void) {
@@ -821,6 +886,7 @@ int main(void) {
     RUN(test_datadog_agentless);
     RUN(test_pyroscope);
     RUN(test_env_config);
+    RUN(test_null_strings);
     RUN(test_connection_refused);
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
