@@ -295,7 +295,9 @@ static int dd_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__
     rfc3339(end, sizeof end, job->end_ns);
     ppk__ubuf_adds(&ev, "{\"attachments\":[\"profile.pprof\"],\"tags_profiler\":\"");
     ppk__ubuf_add_json(&ev, d->tags, strlen(d->tags));
-    ppk__ubuf_addf(&ev, ",runtime-id:%s,process_id:%ld\"", d->runtime_id, (long)getpid());
+    ppk__ubuf_adds(&ev, ",runtime-id:");
+    ppk__ubuf_add_json(&ev, d->runtime_id, strlen(d->runtime_id));
+    ppk__ubuf_addf(&ev, ",process_id:%ld\"", (long)getpid());
     ppk__ubuf_addf(&ev, ",\"start\":\"%s\",\"end\":\"%s\",\"family\":\"", start, end);
     ppk__ubuf_add_json(&ev, d->family, strlen(d->family));
     ppk__ubuf_adds(&ev, "\",\"version\":\"4\",\"endpoint_counts\":");

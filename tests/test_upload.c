@@ -298,6 +298,27 @@ static void test_datadog_agentless(void) {
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
+/* A runtime id given by the user with a quote and a backslash: event.json stays JSON (the
+ * receiver parses it) and carries the id unchanged. */
+static void test_datadog_runtime_id_escaped(void) {
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"rid\"},"
+        "\"runtime_id\":\"rt\\\"id\\\\1\",\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("rid");
+    c.runtime_id = PPK_STR("rt\"id\\1");
+    export_once(dd_sink_to(url, &c), 0);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    CHECK_EQ_INT(x.got, 1);
+}
+
 static void test_pyroscope(void) {
     rx x;
     const char *expect = "{\"name\":\"my.app{env=test,region=eu-1}\",\"sample_rate\":\"100\","
@@ -884,6 +905,7 @@ int main(void) {
     RUN(test_datadog_agent_tcp);
     RUN(test_datadog_agent_unix);
     RUN(test_datadog_agentless);
+    RUN(test_datadog_runtime_id_escaped);
     RUN(test_pyroscope);
     RUN(test_env_config);
     RUN(test_null_strings);
