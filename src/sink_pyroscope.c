@@ -45,13 +45,15 @@ static int py_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
     return e->codec == PPK_CODEC_ZSTD ? PPK_EINVAL : 0;
 }
 
+/* For b > 0; they never overflow (unlike floor_div(a + b - 1, b) for a ceiling). */
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0); }
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b > 0); }
 
 static int py_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
                     char *ctype, size_t ctype_len) {
     py_ctx *p = ctx;
     int64_t from = floor_div(job->start_ns, 1000000000);
-    int64_t until = floor_div(job->end_ns + 999999999, 1000000000);
+    int64_t until = ceil_div(job->end_ns, 1000000000);
     if (until <= from) until = from + 1;
     ppk__ubuf_adds(url, p->base);
     ppk__ubuf_adds(url, "/ingest?name=");

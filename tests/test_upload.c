@@ -345,6 +345,40 @@ static void test_pyroscope(void) {
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
+/* An export whose end is INT64_MAX ns, handed straight to write(): `until` is its ceiling
+ * in seconds, 9223372037, computed without overflow (UBSan). */
+static void test_pyroscope_until_far_future(void) {
+    rx x;
+    const char *expect = "{\"name\":\"app{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+                         "\"until\":\"9223372037\",\"sample_types\":" TYPES
+                         ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_pyroscope_config c;
+    ppk_pyroscope_config_init(&c);
+    c.server_address = ppk_cstr(url);
+    c.application_name = PPK_STR("app");
+    ppk_sink s;
+    CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, NULL, 0), 0);
+    ppk_recorder *r = make_recorder();
+    if (!r) return;
+    record(r);
+    ppk_export e;
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    e.end_ns = INT64_MAX;
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.sent, 1);
+    ppk_export_free(&e);
+    ppk_recorder_free(r);
+    s.destroy(s.opaque);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+}
+
 /* ---- configuration ------------------------------------------------------------------- */
 
 static const char *dd_vars[] = {"DD_TRACE_AGENT_URL", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT",
@@ -907,6 +941,7 @@ int main(void) {
     RUN(test_datadog_agentless);
     RUN(test_datadog_runtime_id_escaped);
     RUN(test_pyroscope);
+    RUN(test_pyroscope_until_far_future);
     RUN(test_env_config);
     RUN(test_null_strings);
     RUN(test_connection_refused);
