@@ -711,6 +711,9 @@ PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
  * drain, then cancels what is left, counted in dropped_shutdown, and joins the thread),
  * but keeps it allocated so that its statistics can still be read. Later writes are
  * refused (PPK_ECLOSED) and counted. Blocks; thread safe; destroy still frees the sink.
+ * Calls that overlap (another shutdown, or destroy, e.g. from ppk_recorder_free) stop the
+ * sink once: the first does it and the others wait until it is done. Destroy waits for
+ * shutdowns in progress to return; a shutdown must not begin once destroy has begun.
  * @return 0, PPK_EINVAL (not an upload sink).
  */
 PPK_API int ppk_sink_upload_shutdown(const ppk_sink *sink);
@@ -769,7 +772,8 @@ PPK_API int ppk_datadog_config_from_env(ppk_datadog_config *cfg, char *err, size
 /*
  * Creates a Datadog upload sink (add it with ppk_recorder_add_sink). Strings are copied.
  * The export's codec should be gzip or zstd (both accepted by the intake).
- * @return 0; PPK_EINVAL with a message naming the bad field in `err`; PPK_ENOMEM.
+ * @return 0; PPK_ENULL (a string NULL with a non-zero length, even one the mode does not
+ *         use) or PPK_EINVAL, with a message naming the bad field in `err`; PPK_ENOMEM.
  */
 PPK_API int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err,
                              size_t err_len);

@@ -295,7 +295,9 @@ static int dd_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__
     rfc3339(end, sizeof end, job->end_ns);
     ppk__ubuf_adds(&ev, "{\"attachments\":[\"profile.pprof\"],\"tags_profiler\":\"");
     ppk__ubuf_add_json(&ev, d->tags, strlen(d->tags));
-    ppk__ubuf_addf(&ev, ",runtime-id:%s,process_id:%ld\"", d->runtime_id, (long)getpid());
+    ppk__ubuf_adds(&ev, ",runtime-id:");
+    ppk__ubuf_add_json(&ev, d->runtime_id, strlen(d->runtime_id));
+    ppk__ubuf_addf(&ev, ",process_id:%ld\"", (long)getpid());
     ppk__ubuf_addf(&ev, ",\"start\":\"%s\",\"end\":\"%s\",\"family\":\"", start, end);
     ppk__ubuf_add_json(&ev, d->family, strlen(d->family));
     ppk__ubuf_adds(&ev, "\",\"version\":\"4\",\"endpoint_counts\":");
@@ -362,6 +364,29 @@ static void read_comm(char *out, size_t n) {
     fclose(f);
 }
 
+/* Every string of the config, checked for NULL with a length before anything reads one
+ * (the checks below index ptr up to len), whether or not the mode uses it. */
+static const struct {
+    const char *name;
+    size_t off;
+} dd_strs[] = {
+    {"agent_url", offsetof(ppk_datadog_config, agent_url)},
+    {"agent_host", offsetof(ppk_datadog_config, agent_host)},
+    {"api_key", offsetof(ppk_datadog_config, api_key)},
+    {"site", offsetof(ppk_datadog_config, site)},
+    {"intake_url", offsetof(ppk_datadog_config, intake_url)},
+    {"service", offsetof(ppk_datadog_config, service)},
+    {"env", offsetof(ppk_datadog_config, env)},
+    {"version", offsetof(ppk_datadog_config, version)},
+    {"host", offsetof(ppk_datadog_config, host)},
+    {"runtime_id", offsetof(ppk_datadog_config, runtime_id)},
+    {"tags", offsetof(ppk_datadog_config, tags)},
+    {"family", offsetof(ppk_datadog_config, family)},
+    {"language", offsetof(ppk_datadog_config, language)},
+    {"profiler_name", offsetof(ppk_datadog_config, profiler_name)},
+    {"profiler_version", offsetof(ppk_datadog_config, profiler_version)},
+};
+
 /* Frees the n strings of the sink's configuration that ppk_sink_datadog built. */
 static void free_strs(dd_ctx *d, char **strs, size_t n) {
     for (size_t i = 0; i < n; i++) ppk__upload_str_free(&d->mem, strs[i]);
@@ -372,6 +397,11 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
     if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
+    int rc;
+    for (size_t i = 0; i < sizeof dd_strs / sizeof *dd_strs; i++)
+        if ((rc = ppk__upload_null(*(const ppk_str *)((const char *)cfg + dd_strs[i].off),
+                                   dd_strs[i].name, err, err_len)))
+            return rc;
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->upload.allocator);
     dd_ctx *d = ppk__mem_alloc(&mem, sizeof *d);
@@ -386,7 +416,6 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     ppk__ubuf tags;
     ppk__ubuf_init(&tags, &tmp_ua);
     char hname[256], comm[64];
-    int rc;
     if ((rc = ppk__upload_str(&d->mem, cfg->service, "service", ",", &service, err, err_len)) ||
         (rc = ppk__upload_str(&d->mem, cfg->env, "env", ",", &env, err, err_len)) ||
         (rc = ppk__upload_str(&d->mem, cfg->version, "version", ",", &version, err, err_len)) ||

@@ -11,6 +11,7 @@
  * The configuration is checked and copied at creation into a py_ctx that the uploader
  * thread only reads; the name with its tags is stored already percent-encoded.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +45,15 @@ static int py_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
     return e->codec == PPK_CODEC_ZSTD ? PPK_EINVAL : 0;
 }
 
+/* For b > 0; they never overflow (unlike floor_div(a + b - 1, b) for a ceiling). */
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0); }
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b > 0); }
 
 static int py_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
                     char *ctype, size_t ctype_len) {
     py_ctx *p = ctx;
     int64_t from = floor_div(job->start_ns, 1000000000);
-    int64_t until = floor_div(job->end_ns + 999999999, 1000000000);
+    int64_t until = ceil_div(job->end_ns, 1000000000);
     if (until <= from) until = from + 1;
     ppk__ubuf_adds(url, p->base);
     ppk__ubuf_adds(url, "/ingest?name=");
@@ -182,12 +185,26 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
     if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
+    /* Every string, before anything reads one, whether or not it is used. */
+    static const struct {
+        const char *name;
+        size_t off;
+    } strs[] = {
+        {"server_address", offsetof(ppk_pyroscope_config, server_address)},
+        {"application_name", offsetof(ppk_pyroscope_config, application_name)},
+        {"tags", offsetof(ppk_pyroscope_config, tags)},
+        {"spy_name", offsetof(ppk_pyroscope_config, spy_name)},
+        {"basic_auth_user", offsetof(ppk_pyroscope_config, basic_auth_user)},
+        {"basic_auth_password", offsetof(ppk_pyroscope_config, basic_auth_password)},
+        {"tenant_id", offsetof(ppk_pyroscope_config, tenant_id)},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+        if ((rc = ppk__upload_null(*(const ppk_str *)((const char *)cfg + strs[i].off),
+                                   strs[i].name, err, err_len)))
+            return rc;
     ppk_str server = cfg->server_address.len ? cfg->server_address
                                              : PPK_STR("http://localhost:4040");
-    int rc;
-    if ((!cfg->application_name.ptr && cfg->application_name.len) ||
-        (!cfg->tags.ptr && cfg->tags.len) || (!server.ptr && server.len))
-        return ppk__upload_err(err, err_len, "config: NULL string with a length");
     if ((rc = check_server(server, "server_address", err, err_len)) ||
         (rc = check_app(cfg->application_name, "application_name", err, err_len)) ||
         (rc = check_tags(cfg->tags, err, err_len)))

@@ -15,7 +15,9 @@
  * uses.
  *
  * Shutdown (destroy): stop taking writes, wait up to shutdown_timeout_ms for the queue to
- * drain, then set `cancel` and `abort`, join the thread, drop and count what is left.
+ * drain, then set `cancel` and `abort`, join the thread, drop and count what is left. The
+ * first caller does it (`shutting`); callers that overlap it wait until it is done
+ * (`shut`); destroy also waits for them to leave (`shut_callers`) before freeing.
  *
  * Fork: the prepare handler takes each uploader's lock, sets `fork_pending` (the thread
  * starts nothing new) and `abort` (the progress callback ends a transfer), and waits up
@@ -149,10 +151,17 @@ const char *ppk__upload_getenv(const char *name) {
     return v && *v ? v : NULL;
 }
 
+int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len) {
+    if (s.ptr || !s.len) return 0;
+    ppk__upload_err(err, err_len, "%s: NULL with a length", what);
+    return PPK_ENULL;
+}
+
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len) {
     *out = NULL;
-    if (!s.ptr && s.len) return ppk__upload_err(err, err_len, "%s: NULL with a length", what);
+    int rc = ppk__upload_null(s, what, err, err_len);
+    if (rc) return rc;
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = (unsigned char)s.ptr[i];
         if (c < 0x20 || c == 0x7f)
@@ -281,6 +290,10 @@ static void atfork_child(void) {
         drop_queue(u);
         u->thread_running = 0;
         u->fork_pending = 0;
+        /* A shutdown in progress in the parent (its callers are not in this process) is
+         * complete here: no thread, nothing queued. */
+        if (u->shutting) u->shut = 1;
+        u->shut_callers = 0;
         atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
         memset(&u->st, 0, sizeof u->st);
         if (u->ops.child) u->ops.child(u->ctx);
@@ -373,13 +386,20 @@ static int upload_write(void *opaque, const ppk_export *e) {
     return rc;
 }
 
-/* Drains for at most shutdown_timeout_ms, cancels the rest, joins the thread. */
+/* Drains for at most shutdown_timeout_ms, cancels the rest, joins the thread. Exactly one
+ * caller (the first) does that; a concurrent caller waits on `idle` until it is done, so
+ * the thread is joined once. `shut_callers` counts the callers inside, for destroy. */
 static void upload_shutdown(ppk__uploader *u) {
     pthread_mutex_lock(&u->lock);
-    if (u->shut) {
+    u->shut_callers++;
+    if (u->shutting) {
+        while (!u->shut) pthread_cond_wait(&u->idle, &u->lock);
+        u->shut_callers--;
+        pthread_cond_broadcast(&u->idle);
         pthread_mutex_unlock(&u->lock);
         return;
     }
+    u->shutting = 1;
     u->stopping = 1;
     pthread_cond_broadcast(&u->wake);
     struct timespec dl;
@@ -398,12 +418,18 @@ static void upload_shutdown(ppk__uploader *u) {
     u->thread_running = 0;
     u->st.dropped_shutdown += drop_queue(u);
     u->shut = 1;
+    u->shut_callers--;
+    pthread_cond_broadcast(&u->idle);
     pthread_mutex_unlock(&u->lock);
 }
 
 static void upload_destroy(void *opaque) {
     ppk__uploader *u = opaque;
     upload_shutdown(u);
+    /* A ppk_sink_upload_shutdown that overlapped this one may still be waking up. */
+    pthread_mutex_lock(&u->lock);
+    while (u->shut_callers) pthread_cond_wait(&u->idle, &u->lock);
+    pthread_mutex_unlock(&u->lock);
     pthread_mutex_lock(&g_lock);
     for (ppk__uploader **pp = &g_uploaders; *pp; pp = &(*pp)->next_global) {
         if (*pp == u) {

@@ -96,9 +96,15 @@ int ppk__upload_err(char *err, size_t err_len, const char *fmt, ...)
 /* Environment values: NULL when unset or empty. */
 const char *ppk__upload_getenv(const char *name);
 
+/* A string field of a config: PPK_ENULL (the message names `what`) when it is NULL with
+ * a non-zero length, else 0. Sinks check every ppk_str of their config with it first, so
+ * that the other checks may read any string. */
+int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len);
+
 /* A string field of a config: checks it has no NUL or control character (and no byte
  * of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
- * len + 1, stored in *out_len). 0, PPK_EINVAL (message names `what`), PPK_ENOMEM. */
+ * len + 1, stored in *out_len). 0, PPK_ENULL, PPK_EINVAL (message names `what`),
+ * PPK_ENOMEM. */
 #include "alloc.h"
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len);

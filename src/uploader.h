@@ -39,7 +39,9 @@ typedef struct ppk__uploader {
     int cancel;       /* destroy gave up waiting: drop everything */
     int in_transfer;  /* inside curl_easy_perform */
     int fork_pending; /* between the prepare and parent handlers */
+    int shutting;     /* a shutdown began: its first caller stops and joins the thread */
     int shut;         /* the thread is joined and the queue empty for good */
+    int shut_callers; /* threads inside upload_shutdown; destroy waits for none */
     _Atomic int abort;
     int cb_reason;    /* uploader thread only: the abort the progress callback saw */
     CURL *curl;       /* used by the uploader thread only */

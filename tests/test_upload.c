@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -297,6 +298,27 @@ static void test_datadog_agentless(void) {
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
+/* A runtime id given by the user with a quote and a backslash: event.json stays JSON (the
+ * receiver parses it) and carries the id unchanged. */
+static void test_datadog_runtime_id_escaped(void) {
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"rid\"},"
+        "\"runtime_id\":\"rt\\\"id\\\\1\",\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("rid");
+    c.runtime_id = PPK_STR("rt\"id\\1");
+    export_once(dd_sink_to(url, &c), 0);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    CHECK_EQ_INT(x.got, 1);
+}
+
 static void test_pyroscope(void) {
     rx x;
     const char *expect = "{\"name\":\"my.app{env=test,region=eu-1}\",\"sample_rate\":\"100\","
@@ -320,6 +342,40 @@ static void test_pyroscope(void) {
     CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, err, sizeof err), 0);
     if (err[0]) fprintf(stderr, "%s\n", err);
     export_once(s, 1);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+}
+
+/* An export whose end is INT64_MAX ns, handed straight to write(): `until` is its ceiling
+ * in seconds, 9223372037, computed without overflow (UBSan). */
+static void test_pyroscope_until_far_future(void) {
+    rx x;
+    const char *expect = "{\"name\":\"app{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+                         "\"until\":\"9223372037\",\"sample_types\":" TYPES
+                         ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_pyroscope_config c;
+    ppk_pyroscope_config_init(&c);
+    c.server_address = ppk_cstr(url);
+    c.application_name = PPK_STR("app");
+    ppk_sink s;
+    CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, NULL, 0), 0);
+    ppk_recorder *r = make_recorder();
+    if (!r) return;
+    record(r);
+    ppk_export e;
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    e.end_ns = INT64_MAX;
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.sent, 1);
+    ppk_export_free(&e);
+    ppk_recorder_free(r);
+    s.destroy(s.opaque);
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
@@ -428,6 +484,71 @@ static void test_env_config(void) {
         CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
     }
     clear_env();
+}
+
+/* Every string of both configs, NULL with a length, in each mode: PPK_ENULL naming the
+ * field, never a crash (tags, api_key, site and agent_host were read through NULL). */
+static void test_null_strings(void) {
+    static const struct {
+        const char *name;
+        size_t off;
+    } dd[] = {
+        {"agent_url", offsetof(ppk_datadog_config, agent_url)},
+        {"agent_host", offsetof(ppk_datadog_config, agent_host)},
+        {"api_key", offsetof(ppk_datadog_config, api_key)},
+        {"site", offsetof(ppk_datadog_config, site)},
+        {"intake_url", offsetof(ppk_datadog_config, intake_url)},
+        {"service", offsetof(ppk_datadog_config, service)},
+        {"env", offsetof(ppk_datadog_config, env)},
+        {"version", offsetof(ppk_datadog_config, version)},
+        {"host", offsetof(ppk_datadog_config, host)},
+        {"runtime_id", offsetof(ppk_datadog_config, runtime_id)},
+        {"tags", offsetof(ppk_datadog_config, tags)},
+        {"family", offsetof(ppk_datadog_config, family)},
+        {"language", offsetof(ppk_datadog_config, language)},
+        {"profiler_name", offsetof(ppk_datadog_config, profiler_name)},
+        {"profiler_version", offsetof(ppk_datadog_config, profiler_version)},
+    }, py[] = {
+        {"server_address", offsetof(ppk_pyroscope_config, server_address)},
+        {"application_name", offsetof(ppk_pyroscope_config, application_name)},
+        {"tags", offsetof(ppk_pyroscope_config, tags)},
+        {"spy_name", offsetof(ppk_pyroscope_config, spy_name)},
+        {"basic_auth_user", offsetof(ppk_pyroscope_config, basic_auth_user)},
+        {"basic_auth_password", offsetof(ppk_pyroscope_config, basic_auth_password)},
+        {"tenant_id", offsetof(ppk_pyroscope_config, tenant_id)},
+    };
+    char err[256], want[64];
+    ppk_sink s;
+    for (size_t i = 0; i < sizeof dd / sizeof *dd; i++) {
+        for (int agentless = 0; agentless <= 1; agentless++) {
+            ppk_datadog_config c;
+            ppk_datadog_config_init(&c);
+            c.agentless = agentless;
+            c.api_key = PPK_STR("0123abcd"); /* agentless needs one */
+            *(ppk_str *)((char *)&c + dd[i].off) = (ppk_str){NULL, 3};
+            snprintf(want, sizeof want, "%s: NULL with a length", dd[i].name);
+            strcpy(err, "");
+            CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_ENULL);
+            if (!strstr(err, want)) {
+                fprintf(stderr, "datadog %s (agentless %d): \"%s\"\n", dd[i].name, agentless, err);
+                CHECK(0);
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof py / sizeof *py; i++) {
+        ppk_pyroscope_config c;
+        ppk_pyroscope_config_init(&c);
+        c.application_name = PPK_STR("app");
+        c.basic_auth_user = PPK_STR("user");
+        *(ppk_str *)((char *)&c + py[i].off) = (ppk_str){NULL, 3};
+        snprintf(want, sizeof want, "%s: NULL with a length", py[i].name);
+        strcpy(err, "");
+        CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, err, sizeof err), PPK_ENULL);
+        if (!strstr(err, want)) {
+            fprintf(stderr, "pyroscope %s: \"%s\"\n", py[i].name, err);
+            CHECK(0);
+        }
+    }
 }
 
 /* ---- failures ----------------------------------------------------------------------------- */
@@ -632,6 +753,90 @@ static void test_shutdown_cancels(void) {
     rx_finish(&x, 1, 10000);
 }
 
+/* Bounds test_shutdown_concurrent: a deadlock fails the run instead of hanging it. */
+static volatile pid_t watchdog_rx_pid;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_upload: timed out (shutdowns deadlocked?)\n";
+    ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+    if (watchdog_rx_pid > 0) kill(watchdog_rx_pid, SIGKILL);
+    _exit(1);
+}
+
+static ppk_sink shut_sink;
+
+static void *shutdown_thread(void *arg) {
+    (void)arg;
+    return (void *)(intptr_t)ppk_sink_upload_shutdown(&shut_sink);
+}
+
+/* Makes shut_sink with an upload stuck in flight (request `nth` to a server that never
+ * answers), starts a thread in ppk_sink_upload_shutdown and returns once the shutdown has
+ * begun (a write is refused). That thread then waits out shutdown_timeout_ms (1 s), the
+ * window in which the caller's own calls overlap it. */
+static int begin_stuck_shutdown(rx *x, int nth, pthread_t *t) {
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x->port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 60000;
+    c.upload.shutdown_timeout_ms = 1000;
+    shut_sink = dd_sink_to(url, &c);
+    uint8_t buf[256];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(shut_sink.write(shut_sink.opaque, &e), 0);
+    CHECK_EQ_INT(rx_wait_got(x, nth, 15000), nth);
+    if (pthread_create(t, NULL, shutdown_thread, NULL)) return -1;
+    for (uint64_t seq = 2;; seq++) {
+        e = fake_export(buf, sizeof buf, seq);
+        int rc = shut_sink.write(shut_sink.opaque, &e);
+        if (rc == PPK_ECLOSED) return 0;
+        CHECK_EQ_INT(rc, 0);
+        usleep(1000);
+    }
+}
+
+/* Shutdown is thread safe: overlapping shutdowns, and a shutdown overlapping destroy, stop
+ * the sink once (one join of the uploader thread) and all return; none hangs. */
+static void test_shutdown_concurrent(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    watchdog_rx_pid = x.pid;
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+
+    /* Three shutdowns at once. */
+    pthread_t t1, t2;
+    void *r1 = NULL, *r2 = NULL;
+    CHECK_EQ_INT(begin_stuck_shutdown(&x, 1, &t1), 0);
+    CHECK_EQ_INT(pthread_create(&t2, NULL, shutdown_thread, NULL), 0);
+    CHECK_EQ_INT(ppk_sink_upload_shutdown(&shut_sink), 0);
+    CHECK_EQ_INT(pthread_join(t1, &r1), 0);
+    CHECK_EQ_INT(pthread_join(t2, &r2), 0);
+    CHECK_EQ_INT((intptr_t)r1, 0);
+    CHECK_EQ_INT((intptr_t)r2, 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&shut_sink, &st);
+    CHECK_EQ_U64(st.sent, 0);
+    CHECK_EQ_U64(st.queue_len, 0);
+    CHECK(st.dropped_shutdown >= 2); /* the stuck upload and the refused write */
+    check_conserved(&st);
+    shut_sink.destroy(shut_sink.opaque);
+
+    /* A shutdown overlapping destroy (as with ppk_recorder_free). */
+    CHECK_EQ_INT(begin_stuck_shutdown(&x, 2, &t1), 0);
+    shut_sink.destroy(shut_sink.opaque);
+    CHECK_EQ_INT(pthread_join(t1, &r1), 0);
+    CHECK_EQ_INT((intptr_t)r1, 0);
+
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    watchdog_rx_pid = 0;
+    rx_finish(&x, 1, 10000);
+}
+
 static void test_pyroscope_refuses_zstd(void) {
     ppk_pyroscope_config c;
     ppk_pyroscope_config_init(&c);
@@ -734,8 +939,11 @@ int main(void) {
     RUN(test_datadog_agent_tcp);
     RUN(test_datadog_agent_unix);
     RUN(test_datadog_agentless);
+    RUN(test_datadog_runtime_id_escaped);
     RUN(test_pyroscope);
+    RUN(test_pyroscope_until_far_future);
     RUN(test_env_config);
+    RUN(test_null_strings);
     RUN(test_connection_refused);
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
@@ -743,6 +951,7 @@ int main(void) {
     RUN(test_slow_reader);
     RUN(test_memory_bounded);
     RUN(test_shutdown_cancels);
+    RUN(test_shutdown_concurrent);
     RUN(test_pyroscope_refuses_zstd);
     RUN(test_fork_in_flight);
     return check_summary();

@@ -14,6 +14,8 @@ Modes:
   status     answer every request with EXPECT["status"]; no checks
   hang       read the request, never answer
   slowread   read the request 64 bytes at a time, one read per 100 ms, then answer 200
+EXPECT["runtime_id"] (optional, datadog): the runtime-id tag's exact value, not a UUID.
+EXPECT["until"] (optional, pyroscope): the `until` query parameter, as a string.
 EXPECT["count"] valid requests end the run (after a short grace period, so that an extra
 request is caught). The run also ends after EXPECT["limit"] seconds (default 20) or on
 SIGTERM. Exit status 0 when exactly `count` requests came and every check passed.
@@ -235,7 +237,9 @@ def check_datadog(h, path, body):
     for k in ("service", "host", "runtime-id", "language", "profiler_version", "process_id"):
         if k not in tags:
             fail("tag %s missing from %r" % (k, ev.get("tags_profiler")))
-    if "runtime-id" in tags and not UUID.fullmatch(tags["runtime-id"][0] or ""):
+    if "runtime_id" in EXPECT:
+        check_eq(tags.get("runtime-id"), [EXPECT["runtime_id"]], "tag runtime-id")
+    elif "runtime-id" in tags and not UUID.fullmatch(tags["runtime-id"][0] or ""):
         fail("runtime-id %r" % tags["runtime-id"])
     for k in EXPECT.get("absent_tags", []):
         if k in tags:
@@ -261,6 +265,8 @@ def check_pyroscope(h, path, query, body):
             fail("from %d until %d" % (f, u))
     except (TypeError, ValueError):
         fail("from/until not integers: %r" % q)
+    if "until" in EXPECT:
+        check_eq(one.get("until"), EXPECT["until"], "until")
     auth = EXPECT.get("basic_auth")
     expected_auth = "Basic " + base64.b64encode(auth.encode()).decode() if auth else None
     check_eq(h.headers.get("Authorization"), expected_auth, "Authorization")
