@@ -770,8 +770,9 @@ PPK_API void ppk_datadog_config_init(ppk_datadog_config *cfg);
 PPK_API int ppk_datadog_config_from_env(ppk_datadog_config *cfg, char *err, size_t err_len);
 
 /*
- * Creates a Datadog upload sink (add it with ppk_recorder_add_sink). Strings are copied.
- * The export's codec should be gzip or zstd (both accepted by the intake).
+ * Creates a Datadog upload sink (add it with ppk_recorder_add_sink). Strings are copied
+ * and must be UTF-8 (they go into event.json). The export's codec should be gzip or zstd
+ * (both accepted by the intake).
  * @return 0; PPK_ENULL (a string NULL with a non-zero length, even one the mode does not
  *         use) or PPK_EINVAL, with a message naming the bad field in `err`; PPK_ENOMEM.
  */

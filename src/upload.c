@@ -32,6 +32,7 @@
  * allocate concurrently.
  */
 #include "uploader.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -170,6 +171,9 @@ int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid
             return ppk__upload_err(err, err_len, "%s: character '%c' not allowed in \"%.*s\"",
                                    what, c, (int)(s.len > 200 ? 200 : s.len), s.ptr);
     }
+    /* They go into JSON (event.json), headers and URLs, which are UTF-8. */
+    if (!ppk__utf8_valid((const uint8_t *)s.ptr, s.len))
+        return ppk__upload_err(err, err_len, "%s: not valid UTF-8", what);
     char *c = ppk__mem_alloc(m, s.len + 1);
     if (!c) return PPK_ENOMEM;
     if (s.len) memcpy(c, s.ptr, s.len);

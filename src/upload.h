@@ -101,8 +101,8 @@ const char *ppk__upload_getenv(const char *name);
  * that the other checks may read any string. */
 int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len);
 
-/* A string field of a config: checks it has no NUL or control character (and no byte
- * of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
+/* A string field of a config: checks it is UTF-8 with no NUL or control character (and
+ * no byte of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
  * len + 1, stored in *out_len). 0, PPK_ENULL, PPK_EINVAL (message names `what`),
  * PPK_ENOMEM. */
 #include "alloc.h"

@@ -551,6 +551,46 @@ static void test_null_strings(void) {
     }
 }
 
+/* Strings that go into event.json, headers or URLs must be UTF-8: an invalid byte is
+ * refused at creation, naming the field (a strict JSON reader rejects the event). */
+static void test_invalid_utf8_refused(void) {
+    static const struct {
+        const char *name;
+        size_t off;
+        const char *bad;
+    } dd[] = {
+        {"service", offsetof(ppk_datadog_config, service), "svc\xff"},
+        {"env", offsetof(ppk_datadog_config, env), "\xc3"},
+        {"version", offsetof(ppk_datadog_config, version), "1.\xed\xa0\x80"}, /* surrogate */
+        {"host", offsetof(ppk_datadog_config, host), "h\xc0\xaf"},            /* overlong */
+        {"tags", offsetof(ppk_datadog_config, tags), "team:\xfe"},
+        {"family", offsetof(ppk_datadog_config, family), "py\x80"},
+        {"profiler_version", offsetof(ppk_datadog_config, profiler_version), "\xf8\x88"},
+    };
+    char err[256], want[64];
+    ppk_sink s;
+    for (size_t i = 0; i < sizeof dd / sizeof *dd; i++) {
+        ppk_datadog_config c;
+        ppk_datadog_config_init(&c);
+        c.service = PPK_STR("svc");
+        *(ppk_str *)((char *)&c + dd[i].off) = ppk_cstr(dd[i].bad);
+        snprintf(want, sizeof want, "%s: not valid UTF-8", dd[i].name);
+        strcpy(err, "");
+        CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_EINVAL);
+        if (!strstr(err, want)) {
+            fprintf(stderr, "datadog %s: \"%s\"\n", dd[i].name, err);
+            CHECK(0);
+        }
+    }
+    /* Valid UTF-8 beyond ASCII is taken. */
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("caf\xc3\xa9-\xe2\x82\xac");
+    c.tags = PPK_STR("team:\xf0\x9f\x90\x8d");
+    CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), 0);
+    if (s.destroy) s.destroy(s.opaque);
+}
+
 /* ---- failures ----------------------------------------------------------------------------- */
 
 static ppk_datadog_config fast_cfg(void) {
@@ -944,6 +984,7 @@ int main(void) {
     RUN(test_pyroscope_until_far_future);
     RUN(test_env_config);
     RUN(test_null_strings);
+    RUN(test_invalid_utf8_refused);
     RUN(test_connection_refused);
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
