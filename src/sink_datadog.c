@@ -366,10 +366,7 @@ static void read_comm(char *out, size_t n) {
 
 /* Every string of the config, checked for NULL with a length before anything reads one
  * (the checks below index ptr up to len), whether or not the mode uses it. */
-static const struct {
-    const char *name;
-    size_t off;
-} dd_strs[] = {
+static const ppk__upload_field dd_strs[] = {
     {"agent_url", offsetof(ppk_datadog_config, agent_url)},
     {"agent_host", offsetof(ppk_datadog_config, agent_host)},
     {"api_key", offsetof(ppk_datadog_config, api_key)},
@@ -397,11 +394,8 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
     if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
-    int rc;
-    for (size_t i = 0; i < sizeof dd_strs / sizeof *dd_strs; i++)
-        if ((rc = ppk__upload_null(*(const ppk_str *)((const char *)cfg + dd_strs[i].off),
-                                   dd_strs[i].name, err, err_len)))
-            return rc;
+    int rc = ppk__upload_nulls(cfg, dd_strs, sizeof dd_strs / sizeof *dd_strs, err, err_len);
+    if (rc) return rc;
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->upload.allocator);
     dd_ctx *d = ppk__mem_alloc(&mem, sizeof *d);

@@ -186,10 +186,7 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     memset(out, 0, sizeof *out);
     if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
     /* Every string, before anything reads one, whether or not it is used. */
-    static const struct {
-        const char *name;
-        size_t off;
-    } strs[] = {
+    static const ppk__upload_field strs[] = {
         {"server_address", offsetof(ppk_pyroscope_config, server_address)},
         {"application_name", offsetof(ppk_pyroscope_config, application_name)},
         {"tags", offsetof(ppk_pyroscope_config, tags)},
@@ -198,11 +195,8 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
         {"basic_auth_password", offsetof(ppk_pyroscope_config, basic_auth_password)},
         {"tenant_id", offsetof(ppk_pyroscope_config, tenant_id)},
     };
-    int rc;
-    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
-        if ((rc = ppk__upload_null(*(const ppk_str *)((const char *)cfg + strs[i].off),
-                                   strs[i].name, err, err_len)))
-            return rc;
+    int rc = ppk__upload_nulls(cfg, strs, sizeof strs / sizeof *strs, err, err_len);
+    if (rc) return rc;
     ppk_str server = cfg->server_address.len ? cfg->server_address
                                              : PPK_STR("http://localhost:4040");
     if ((rc = check_server(server, "server_address", err, err_len)) ||

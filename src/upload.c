@@ -158,6 +158,17 @@ int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len) {
     return PPK_ENULL;
 }
 
+int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, char *err,
+                      size_t err_len) {
+    for (size_t i = 0; i < n; i++) {
+        ppk_str s;
+        memcpy(&s, (const char *)cfg + f[i].off, sizeof s);
+        int rc = ppk__upload_null(s, f[i].name, err, err_len);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len) {
     *out = NULL;

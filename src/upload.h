@@ -97,9 +97,17 @@ int ppk__upload_err(char *err, size_t err_len, const char *fmt, ...)
 const char *ppk__upload_getenv(const char *name);
 
 /* A string field of a config: PPK_ENULL (the message names `what`) when it is NULL with
- * a non-zero length, else 0. Sinks check every ppk_str of their config with it first, so
- * that the other checks may read any string. */
+ * a non-zero length, else 0. */
 int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len);
+
+/* The ppk_str fields of a config struct, by name and offset. Sinks check all of them
+ * with ppk__upload_nulls first, so that the other checks may read any string. */
+typedef struct ppk__upload_field {
+    const char *name;
+    size_t off;
+} ppk__upload_field;
+int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, char *err,
+                      size_t err_len);
 
 /* A string field of a config: checks it is UTF-8 with no NUL or control character (and
  * no byte of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
