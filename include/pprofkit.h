@@ -713,8 +713,9 @@ PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
  * refused (PPK_ECLOSED) and counted. Blocks; thread safe; destroy still frees the sink.
  * Calls that overlap (another shutdown, or destroy, e.g. from ppk_recorder_free) stop the
  * sink once: the first does it and the others wait until it is done. Destroy waits for
- * shutdowns in progress to return; a shutdown must not begin once destroy has begun.
- * @return 0, PPK_EINVAL (not an upload sink).
+ * shutdowns in progress to return; a shutdown called once destroy has unlisted the sink
+ * (or after it) does nothing and returns PPK_ECLOSED.
+ * @return 0, PPK_EINVAL (not an upload sink), PPK_ECLOSED (destroyed).
  */
 PPK_API int ppk_sink_upload_shutdown(const ppk_sink *sink);
 

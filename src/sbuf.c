@@ -210,6 +210,11 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     ppk_str value = l->is_num ? l->num_unit : l->str;
     if (!str_ok(l->key) || !str_ok(value)) return PPK_ENULL;
     if (l->key.len == 0) return PPK_EEMPTYKEY;
+    /* Reserved keys as given (checked again as stored, below: a cut may make one). */
+    const uint8_t *given = (const uint8_t *)l->key.ptr;
+    if (key_is(given, l->key.len, END_TS_KEY, sizeof END_TS_KEY - 1)) return PPK_ERESERVED;
+    if (key_is(given, l->key.len, SPAN_KEY, sizeof SPAN_KEY - 1) && (!l->is_num || !l->num))
+        return PPK_ESPANID;
     if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
     uint64_t repaired = sb->utf8_repaired, truncated = sb->truncated;
     ppk__lrec h;
@@ -236,7 +241,8 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     h.is_num = l->is_num != 0;
     h.num = l->is_num ? l->num : 0;
     /* Reserved keys, and a key at most once per sample, compared as stored (after
-     * repair and cut: a longer key cut to a reserved one is that key). */
+     * repair and cut: a longer key cut to a reserved one is that key; one cut shorter
+     * was refused above). */
     int rc = 0;
     if (key_is(key, h.key_len, END_TS_KEY, sizeof END_TS_KEY - 1))
         rc = PPK_ERESERVED;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "upload.h"
+#include "utf8.h"
 
 typedef struct dd_ctx {
     ppk__mem mem;
@@ -352,6 +353,19 @@ static void tag(ppk__ubuf *b, const char *key, const char *value) {
     ppk__ubuf_adds(b, value);
 }
 
+/* Cuts s at its first byte that is not part of valid UTF-8 or is a control character:
+ * the process name (cut by the kernel at 15 bytes, maybe inside a character) and the
+ * host name must not make a default configuration invalid. */
+static void cut_to_text(char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n && (unsigned char)s[i] >= 0x20 && s[i] != 0x7f) {
+        size_t k = ppk__utf8_seq((const uint8_t *)s + i, n - i);
+        if (!k) break;
+        i += k;
+    }
+    s[i] = 0;
+}
+
 static void read_comm(char *out, size_t n) {
     snprintf(out, n, "pprofkit");
     FILE *f = fopen("/proc/self/comm", "re");
@@ -359,6 +373,7 @@ static void read_comm(char *out, size_t n) {
     char buf[64];
     if (fgets(buf, sizeof buf, f)) {
         buf[strcspn(buf, "\n,")] = 0;
+        cut_to_text(buf);
         if (buf[0]) snprintf(out, n, "%s", buf);
     }
     fclose(f);
@@ -484,6 +499,7 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     if (!host[0] && gethostname(hname, sizeof hname) == 0) {
         hname[sizeof hname - 1] = 0;
         hname[strcspn(hname, ", ")] = 0;
+        cut_to_text(hname);
     } else {
         snprintf(hname, sizeof hname, "%s", host);
     }

@@ -51,14 +51,27 @@ static atomic_ulong g_tmp_seq;
 /* Attempts at a free name, for the temporary file and for the profile. */
 #define NAME_TRIES 1000
 
+/* errno of a call the file system (or a seccomp filter) does not support. */
+static int unsupported(int e) {
+    return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EPERM;
+}
+
 /* Renames `from` to `to` unless `to` exists (then fails with EEXIST). */
 static int rename_noreplace(const char *from, const char *to) {
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
-    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return -1;
-    /* A file system without RENAME_NOREPLACE: a hard link is just as exclusive. */
-    if (link(from, to) != 0) return -1;
-    unlink(from);
-    return 0;
+    if (!unsupported(errno)) return -1;
+    /* Without RENAME_NOREPLACE, a hard link is just as exclusive. */
+    if (link(from, to) == 0) {
+        unlink(from);
+        return 0;
+    }
+    if (!unsupported(errno)) return -1;
+    /* Without hard links either (vfat, some FUSE): look, then rename. */
+    if (access(to, F_OK) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(from, to);
 }
 
 static int file_write(void *opaque, const ppk_export *e) {

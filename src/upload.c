@@ -403,10 +403,10 @@ static int upload_write(void *opaque, const ppk_export *e) {
 
 /* Drains for at most shutdown_timeout_ms, cancels the rest, joins the thread. Exactly one
  * caller (the first) does that; a concurrent caller waits on `idle` until it is done, so
- * the thread is joined once. `shut_callers` counts the callers inside, for destroy. */
+ * the thread is joined once. The caller was counted in `shut_callers` (shutdown_enter),
+ * for destroy; this counts it out. */
 static void upload_shutdown(ppk__uploader *u) {
     pthread_mutex_lock(&u->lock);
-    u->shut_callers++;
     if (u->shutting) {
         while (!u->shut) pthread_cond_wait(&u->idle, &u->lock);
         u->shut_callers--;
@@ -438,13 +438,25 @@ static void upload_shutdown(ppk__uploader *u) {
     pthread_mutex_unlock(&u->lock);
 }
 
+/* Counts a shutdown caller in, if `u` is a live uploader (still listed: destroy unlists
+ * it before it waits for the callers, so a caller either is counted or never touches it).
+ * @return 1 if counted. */
+static int shutdown_enter(ppk__uploader *u) {
+    int live = 0;
+    pthread_mutex_lock(&g_lock);
+    for (ppk__uploader *v = g_uploaders; v && !live; v = v->next_global) live = v == u;
+    if (live) {
+        pthread_mutex_lock(&u->lock);
+        u->shut_callers++;
+        pthread_mutex_unlock(&u->lock);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return live;
+}
+
 static void upload_destroy(void *opaque) {
     ppk__uploader *u = opaque;
-    upload_shutdown(u);
-    /* A ppk_sink_upload_shutdown that overlapped this one may still be waking up. */
-    pthread_mutex_lock(&u->lock);
-    while (u->shut_callers) pthread_cond_wait(&u->idle, &u->lock);
-    pthread_mutex_unlock(&u->lock);
+    if (shutdown_enter(u)) upload_shutdown(u);
     pthread_mutex_lock(&g_lock);
     for (ppk__uploader **pp = &g_uploaders; *pp; pp = &(*pp)->next_global) {
         if (*pp == u) {
@@ -453,6 +465,10 @@ static void upload_destroy(void *opaque) {
         }
     }
     pthread_mutex_unlock(&g_lock);
+    /* A ppk_sink_upload_shutdown that overlapped this one may still be waking up. */
+    pthread_mutex_lock(&u->lock);
+    while (u->shut_callers) pthread_cond_wait(&u->idle, &u->lock);
+    pthread_mutex_unlock(&u->lock);
     if (u->curl) curl_easy_cleanup(u->curl);
     if (u->ops.free) u->ops.free(u->ctx);
     for (size_t i = 0; i < u->n_headers; i++)
@@ -574,6 +590,7 @@ int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st) {
 int ppk_sink_upload_shutdown(const ppk_sink *sink) {
     ppk__uploader *u = as_uploader(sink);
     if (!u) return PPK_EINVAL;
+    if (!shutdown_enter(u)) return PPK_ECLOSED; /* destroyed */
     upload_shutdown(u);
     return 0;
 }

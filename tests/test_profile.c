@@ -568,8 +568,9 @@ static void test_poisson_tiny_ratio(void) {
     ppk_profile_free(p);
 }
 
-/* Reserved keys are recognized as stored: a longer key cut to one by max_string_len is
- * refused like the key itself. */
+/* Reserved keys are recognized as given and as stored: a longer key cut to one by
+ * max_string_len is refused like the key itself, and so is the key when the limit would
+ * cut it shorter. */
 static void test_reserved_key_after_cut(void) {
     ppk_profile_config cfg = config();
     cfg.max_string_len = 16; /* strlen("end_timestamp_ns") */
@@ -594,6 +595,17 @@ static void test_reserved_key_after_cut(void) {
     }
     ppk_profile_free(p);
     ppk_profile_free(q);
+    cfg.max_string_len = 12; /* both keys would be cut shorter */
+    CHECK_EQ_INT(ppk_profile_create(&cfg, &p), 0);
+    if (p) {
+        ppk_label ts = {PPK_STR("end_timestamp_ns"), 0, PPK_STR("x"), 0, {0}};
+        CHECK_EQ_INT(add(p, &ts, 1, 1, 1), PPK_ERESERVED);
+        ppk_label span = {PPK_STR("local root span id"), 0, PPK_STR("x"), 0, {0}};
+        CHECK_EQ_INT(add(p, &span, 1, 1, 1), PPK_ESPANID);
+        span.is_num = 1;
+        CHECK_EQ_INT(add(p, &span, 1, 1, 1), PPK_ESPANID); /* numeric 0 */
+        ppk_profile_free(p);
+    }
 }
 
 static void test_encode_options_and_codecs(void) {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -582,6 +583,20 @@ static void test_invalid_utf8_refused(void) {
             CHECK(0);
         }
     }
+    /* The default service is the process name, which the kernel cuts at 15 bytes, maybe
+     * inside a character: that must not make a default configuration invalid. */
+    static const char cyrillic16[] = "\xd0\xb1\xd0\xb1\xd0\xb1\xd0\xb1"
+                                     "\xd0\xb1\xd0\xb1\xd0\xb1\xd0\xb1";
+    char name[32] = "";
+    prctl(PR_GET_NAME, name);
+    CHECK_EQ_INT(prctl(PR_SET_NAME, cyrillic16), 0);
+    ppk_datadog_config dflt;
+    ppk_datadog_config_init(&dflt);
+    strcpy(err, "");
+    CHECK_EQ_INT(ppk_sink_datadog(&dflt, &s, err, sizeof err), 0);
+    if (err[0]) fprintf(stderr, "default config: %s\n", err);
+    if (s.destroy) s.destroy(s.opaque);
+    prctl(PR_SET_NAME, name);
     /* Valid UTF-8 beyond ASCII is taken. */
     ppk_datadog_config c;
     ppk_datadog_config_init(&c);
@@ -870,6 +885,9 @@ static void test_shutdown_concurrent(void) {
     shut_sink.destroy(shut_sink.opaque);
     CHECK_EQ_INT(pthread_join(t1, &r1), 0);
     CHECK_EQ_INT((intptr_t)r1, 0);
+    /* A shutdown that comes after destroy finds the sink gone and touches nothing (it
+     * read freed memory before: ASan). */
+    CHECK_EQ_INT(ppk_sink_upload_shutdown(&shut_sink), PPK_ECLOSED);
 
     alarm(0);
     signal(SIGALRM, SIG_DFL);
