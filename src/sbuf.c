@@ -240,14 +240,16 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     uint8_t *rec = sb->buf + off;
     h.is_num = l->is_num != 0;
     h.num = l->is_num ? l->num : 0;
-    /* Reserved keys, and a key at most once per sample, compared as stored (after
-     * repair and cut: a longer key cut to a reserved one is that key; one cut shorter
-     * was refused above). */
+    /* A key at most once per sample, compared as stored (after repair and cut). A key
+     * the cut shortened may have become a reserved one (the key as given was checked
+     * above; a repair leaves non-ASCII bytes, so never makes one). */
     int rc = 0;
-    if (key_is(key, h.key_len, END_TS_KEY, sizeof END_TS_KEY - 1))
-        rc = PPK_ERESERVED;
-    else if (key_is(key, h.key_len, SPAN_KEY, sizeof SPAN_KEY - 1) && (!h.is_num || !h.num))
-        rc = PPK_ESPANID;
+    if (h.key_len < l->key.len) {
+        if (key_is(key, h.key_len, END_TS_KEY, sizeof END_TS_KEY - 1))
+            rc = PPK_ERESERVED;
+        else if (key_is(key, h.key_len, SPAN_KEY, sizeof SPAN_KEY - 1) && (!h.is_num || !h.num))
+            rc = PPK_ESPANID;
+    }
     for (size_t i = 0; !rc && i < sb->n_labels; i++) {
         ppk__lrec o;
         memcpy(&o, sb->buf + sb->labels[i].off, sizeof o);
