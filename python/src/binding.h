@@ -1,0 +1,93 @@
+/*
+ * binding.h - what the files of the pprofkit._native extension share.
+ *
+ * The extension is written against the public header (include/pprofkit.h) only. It has
+ * three types: Recorder (a ppk_recorder), Sample (a ppk_sample builder) and UploadSink
+ * (a handle on an upload sink the recorder owns), and one struct sequence, Export.
+ *
+ * The GIL and pprofkit's locks: no pprofkit callback ever runs Python code, so no thread
+ * ever holds a pprofkit lock while it waits for the GIL. Calls that can block for long
+ * (export, stop, close, stats, upload flush) release the GIL around the library call;
+ * the rest (builder calls, which take a shard lock only for an in-memory insert) keep
+ * it, which also serializes the calls on one builder made from several Python threads.
+ */
+#ifndef PPK_PY_BINDING_H
+#define PPK_PY_BINDING_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "pprofkit.h"
+
+/* The most upload sinks the binding keeps track of per recorder (the library's limit on
+ * sinks of any kind). */
+#define PPK_PY_MAX_UPLOADS 16
+
+typedef struct RecorderObject RecorderObject;
+
+typedef struct UploadSinkObject {
+    PyObject_HEAD
+    RecorderObject *recorder; /* strong reference; the sink lives as long as it */
+    ppk_sink sink;            /* a copy of the sink the recorder owns */
+    const char *kind;         /* "datadog" or "pyroscope" */
+} UploadSinkObject;
+
+struct RecorderObject {
+    PyObject_HEAD
+    ppk_recorder *rec;     /* NULL once closed */
+    int closing;           /* close() began: every new call is refused */
+    int busy;              /* calls in progress with the GIL released (GIL-protected) */
+    size_t n_values;       /* number of sample types */
+    PyObject *sample_types; /* tuple of (type, unit) tuples */
+    ppk_codec codec;
+    int has_sinks;         /* a file or upload sink was added: close exports to them */
+    ppk_sink uploads[PPK_PY_MAX_UPLOADS]; /* copies of the upload sinks added */
+    size_t n_uploads;
+    RecorderObject *next_live; /* every open recorder, for the fork handler */
+    RecorderObject *prev_live;
+    PyObject *weakrefs;
+};
+
+typedef struct SampleObject {
+    PyObject_HEAD
+    RecorderObject *recorder; /* strong reference */
+    ppk_sample *s;            /* NULL once closed */
+    int busy;                 /* record() calls in progress (GIL-protected) */
+    int close_pending;        /* close() came during record(): the last one frees */
+} SampleObject;
+
+extern PyTypeObject ppk_py_RecorderType;
+extern PyTypeObject ppk_py_SampleType;
+extern PyTypeObject ppk_py_UploadSinkType;
+extern PyTypeObject *ppk_py_ExportType;
+
+/* module.c: errors. Sets the Python exception that matches a ppk code (`what` names the
+ * call, `detail` may add a message such as the sink's err text) and returns NULL. */
+PyObject *ppk_py_error(int code, const char *what, const char *detail);
+
+/* module.c: conversions. A str (UTF-8, surrogates encoded with surrogatepass so that the
+ * library repairs them, counted) or a bytes-like bytes object (passed as is) to a
+ * ppk_str that stays valid while *keep is alive; *keep receives a new reference or NULL.
+ * None is refused unless allow_none (then the empty string). Returns 0 or -1 (error
+ * set). */
+int ppk_py_str(PyObject *o, const char *what, int allow_none, ppk_str *out, PyObject **keep);
+/* An int (not bool unless allow_bool) to int64; OverflowError/TypeError otherwise. */
+int ppk_py_i64(PyObject *o, const char *what, int64_t *out);
+/* A non-negative int to uint64 / size_t. */
+int ppk_py_u64(PyObject *o, const char *what, uint64_t *out);
+int ppk_py_size(PyObject *o, const char *what, size_t *out);
+
+/* module.c: statistics as dicts. */
+PyObject *ppk_py_recorder_stats(const ppk_recorder_stats *st);
+PyObject *ppk_py_profile_stats(const ppk_profile_stats *st);
+PyObject *ppk_py_upload_stats(const ppk_upload_stats *st);
+
+/* recorder.c */
+int ppk_py_recorder_check_open(RecorderObject *r);
+void ppk_py_after_fork_child(void);
+int ppk_py_recorder_ready(void);
+
+/* sample.c */
+int ppk_py_sample_ready(void);
+
+#endif

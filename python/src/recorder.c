@@ -1,0 +1,764 @@
+/*
+ * recorder.c - pprofkit.Recorder (a ppk_recorder) and pprofkit.UploadSink (a handle on
+ * an upload sink that a recorder owns).
+ *
+ * Lifetime. ppk_recorder_free must not overlap any other call on the recorder or its
+ * builders. Builder calls (sample.c) and the short recorder calls keep the GIL; the
+ * calls that release it count themselves in `busy` (under the GIL). close() refuses new
+ * recorder calls, stops the exporter, exports the last window to the sinks and drains
+ * the upload sinks with the GIL released, then waits until `busy` is 0 and frees the
+ * recorder with the GIL held: nothing else can run on it then. Samples keep a strong
+ * reference to their recorder and learn that it is gone from the library (PPK_ECLOSED).
+ *
+ * Fork. The library empties a child's recorders. Calls that other threads had in
+ * progress at the fork do not exist in the child: _after_fork_child (registered with
+ * os.register_at_fork by the package) forgets them.
+ */
+#include "binding.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+
+/* Every open recorder (GIL-protected), for the fork handler. */
+static RecorderObject *live;
+
+static void live_add(RecorderObject *r) {
+    r->prev_live = NULL;
+    r->next_live = live;
+    if (live) live->prev_live = r;
+    live = r;
+}
+
+static void live_remove(RecorderObject *r) {
+    if (r->prev_live) r->prev_live->next_live = r->next_live;
+    else if (live == r) live = r->next_live;
+    if (r->next_live) r->next_live->prev_live = r->prev_live;
+    r->next_live = r->prev_live = NULL;
+}
+
+void ppk_py_after_fork_child(void) {
+    for (RecorderObject *r = live; r; r = r->next_live) {
+        r->busy = 0;
+        r->closing = 0;
+    }
+}
+
+/* Runs `stmt` with the GIL released, counted in r->busy so that close() waits for it. */
+#define PPK_PY_NOGIL(r, stmt)                                                              \
+    do {                                                                                   \
+        (r)->busy++;                                                                       \
+        PyThreadState *ts_ = PyEval_SaveThread();                                          \
+        stmt;                                                                              \
+        PyEval_RestoreThread(ts_);                                                         \
+        (r)->busy--;                                                                       \
+    } while (0)
+
+int ppk_py_recorder_check_open(RecorderObject *r) {
+    if (r->rec && !r->closing) return 0;
+    ppk_py_error(PPK_ECLOSED, "Recorder", NULL);
+    return -1;
+}
+
+/* Sleeps 1 ms with the GIL released. */
+static void nap(void) {
+    struct timespec ts = {0, 1000000};
+    PyThreadState *save = PyEval_SaveThread();
+    nanosleep(&ts, NULL);
+    PyEval_RestoreThread(save);
+}
+
+/* ---- Creation ---------------------------------------------------------------------- */
+
+static const char *const codec_names[] = {"gzip", "zstd", "none"};
+
+static int parse_codec(PyObject *o, ppk_codec *out) {
+    if (!o || o == Py_None) return 0;
+    if (PyUnicode_Check(o)) {
+        for (int i = 0; i < 3; i++) {
+            if (PyUnicode_CompareWithASCIIString(o, codec_names[i]) == 0) {
+                *out = (ppk_codec)i;
+                return 0;
+            }
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "codec must be \"gzip\", \"zstd\" or \"none\", not %R", o);
+    return -1;
+}
+
+/* Optional numeric arguments: None or absent leaves the default. */
+static int opt_size(PyObject *o, const char *what, size_t *out) {
+    return (!o || o == Py_None) ? 0 : ppk_py_size(o, what, out);
+}
+
+static int opt_i64(PyObject *o, const char *what, int64_t *out) {
+    return (!o || o == Py_None) ? 0 : ppk_py_i64(o, what, out);
+}
+
+/* A (type, unit) pair into *vt; the strings are kept alive by `keeps` (a list). */
+static int parse_value_type(PyObject *o, const char *what, ppk_value_type *vt,
+                            PyObject *keeps, PyObject **norm) {
+    PyObject *seq = PySequence_Check(o) && !PyUnicode_Check(o) && !PyBytes_Check(o)
+                        ? PySequence_Tuple(o)
+                        : NULL;
+    if (!seq || PyTuple_GET_SIZE(seq) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(seq, 0)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(seq, 1))) {
+        Py_XDECREF(seq);
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a (type, unit) pair of str, not %R", what, o);
+        return -1;
+    }
+    ppk_str *parts[2] = {&vt->type, &vt->unit};
+    for (int i = 0; i < 2; i++) {
+        PyObject *keep;
+        if (ppk_py_str(PyTuple_GET_ITEM(seq, i), what, 0, parts[i], &keep)) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (keep) {
+            int rc = PyList_Append(keeps, keep);
+            Py_DECREF(keep);
+            if (rc) {
+                Py_DECREF(seq);
+                return -1;
+            }
+        }
+    }
+    if (PyList_Append(keeps, seq)) {
+        Py_DECREF(seq);
+        return -1;
+    }
+    *norm = seq;
+    return 0;
+}
+
+static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"sample_types", "period", "period_type", "export_period_ms",
+                             "memory_limit", "chunk_size", "keep_bytes", "max_string_len",
+                             "max_frames", "max_labels", "shards", "out_dir", "name", "codec",
+                             "level", "builder_keep_bytes", "builder_max_bytes", NULL};
+    PyObject *types = NULL, *period = NULL, *period_type = NULL, *export_period = NULL,
+             *memory_limit = NULL, *chunk_size = NULL, *keep_bytes = NULL, *max_string = NULL,
+             *max_frames = NULL, *max_labels = NULL, *shards = NULL, *out_dir = NULL,
+             *name = NULL, *codec = NULL, *level = NULL, *bkeep = NULL, *bmax = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOOOOOOOOOOOOOOO", kwlist, &types,
+                                     &period, &period_type, &export_period, &memory_limit,
+                                     &chunk_size, &keep_bytes, &max_string, &max_frames,
+                                     &max_labels, &shards, &out_dir, &name, &codec, &level,
+                                     &bkeep, &bmax))
+        return NULL;
+
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    ppk_profile_config *pc = &cfg.profile;
+    PyObject *keeps = PyList_New(0);
+    if (!keeps) return NULL;
+    PyObject *norm_types = NULL;
+    RecorderObject *self = NULL;
+
+    PyObject *tseq = PySequence_Check(types) && !PyUnicode_Check(types)
+                         ? PySequence_Fast(types, "sample_types must be a sequence")
+                         : NULL;
+    if (!tseq) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+                        "sample_types must be a sequence of (type, unit) pairs");
+        goto fail;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(tseq);
+    if (n < 1 || n > PPK_MAX_SAMPLE_TYPES) {
+        Py_DECREF(tseq);
+        PyErr_Format(PyExc_ValueError, "sample_types must have 1 to %d pairs, not %zd",
+                     PPK_MAX_SAMPLE_TYPES, n);
+        goto fail;
+    }
+    norm_types = PyTuple_New(n);
+    if (!norm_types) {
+        Py_DECREF(tseq);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *norm;
+        if (parse_value_type(PySequence_Fast_GET_ITEM(tseq, i), "a sample type",
+                             &pc->sample_types[i], keeps, &norm)) {
+            Py_DECREF(tseq);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(norm_types, i, norm); /* steals the reference from parse */
+    }
+    Py_DECREF(tseq);
+    pc->n_sample_types = (size_t)n;
+
+    PyObject *norm_pt = NULL;
+    if (period_type && period_type != Py_None) {
+        if (parse_value_type(period_type, "period_type", &pc->period_type, keeps, &norm_pt))
+            goto fail;
+        Py_DECREF(norm_pt); /* `keeps` holds it */
+    }
+    int64_t level64 = 0;
+    if (opt_i64(period, "period", &pc->period) ||
+        opt_i64(export_period, "export_period_ms", &cfg.export_period_ms) ||
+        opt_size(memory_limit, "memory_limit", &pc->memory_limit) ||
+        opt_size(chunk_size, "chunk_size", &pc->chunk_size) ||
+        opt_size(keep_bytes, "keep_bytes", &pc->keep_bytes) ||
+        opt_size(max_string, "max_string_len", &pc->max_string_len) ||
+        opt_size(max_frames, "max_frames", &pc->max_frames) ||
+        opt_size(max_labels, "max_labels", &pc->max_labels) ||
+        opt_size(shards, "shards", &cfg.shards) ||
+        opt_size(bkeep, "builder_keep_bytes", &cfg.builder_keep_bytes) ||
+        opt_size(bmax, "builder_max_bytes", &cfg.builder_max_bytes) ||
+        opt_i64(level, "level", &level64) || parse_codec(codec, &cfg.codec))
+        goto fail;
+    if (level64 < -1000 || level64 > 1000) {
+        PyErr_SetString(PyExc_ValueError, "level must be between -1000 and 1000");
+        goto fail;
+    }
+    cfg.level = (int)level64;
+    PyObject *strs[2] = {out_dir, name};
+    ppk_str *dests[2] = {&cfg.out_dir, &cfg.name};
+    for (int i = 0; i < 2; i++) {
+        PyObject *keep;
+        if (ppk_py_str(strs[i] ? strs[i] : Py_None, kwlist[11 + i], 1, dests[i], &keep))
+            goto fail;
+        int rc = keep ? PyList_Append(keeps, keep) : 0;
+        Py_XDECREF(keep);
+        if (rc) goto fail;
+    }
+
+    self = (RecorderObject *)type->tp_alloc(type, 0);
+    if (!self) goto fail;
+    self->n_values = (size_t)n;
+    self->codec = cfg.codec;
+    self->has_sinks = cfg.out_dir.len > 0;
+    self->sample_types = norm_types;
+    norm_types = NULL;
+    int rc = ppk_recorder_create(&cfg, &self->rec);
+    if (rc) {
+        ppk_py_error(rc, "Recorder", NULL);
+        goto fail;
+    }
+    live_add(self);
+    Py_DECREF(keeps);
+    return (PyObject *)self;
+
+fail:
+    Py_XDECREF(norm_types);
+    Py_XDECREF((PyObject *)self);
+    Py_DECREF(keeps);
+    return NULL;
+}
+
+/* ---- Closing ----------------------------------------------------------------------- */
+
+/* Stops, exports the last window to the sinks, drains the uploads and frees. */
+static void recorder_close(RecorderObject *self) {
+    if (!self->rec) return;
+    if (self->closing) {
+        /* Another thread is closing it: wait until it is done. */
+        while (self->rec && self->closing) nap();
+        return;
+    }
+    self->closing = 1;
+    ppk_recorder *rec = self->rec;
+    int has_sinks = self->has_sinks;
+    size_t n_uploads = self->n_uploads;
+    ppk_sink uploads[PPK_PY_MAX_UPLOADS];
+    memcpy(uploads, self->uploads, n_uploads * sizeof *uploads);
+    PPK_PY_NOGIL(self, {
+        ppk_recorder_stop(rec);
+        if (has_sinks) ppk_recorder_export(rec, NULL);
+        for (size_t i = 0; i < n_uploads; i++) ppk_sink_upload_shutdown(&uploads[i]);
+    });
+    while (self->busy > 0) nap();
+    /* The GIL is held from here on: no builder call, no other recorder call runs. What
+     * was flushed since the export above is exported (or counted) by the free. */
+    if (!self->rec) return; /* a fork child's handler cannot free it; defensive */
+    live_remove(self);
+    self->rec = NULL;
+    ppk_recorder_free(rec);
+    self->closing = 0;
+}
+
+static void Recorder_dealloc(RecorderObject *self) {
+    /* No call is in progress: each would hold a reference. */
+    if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+    recorder_close(self);
+    Py_XDECREF(self->sample_types);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Recorder_close(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    recorder_close(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_enter(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *Recorder_exit(RecorderObject *self, PyObject *args) {
+    (void)args;
+    recorder_close(self);
+    Py_RETURN_FALSE;
+}
+
+/* ---- Exporting --------------------------------------------------------------------- */
+
+static PyObject *Recorder_start(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    int rc;
+    PPK_PY_NOGIL(self, rc = ppk_recorder_start(self->rec));
+    if (rc) return ppk_py_error(rc, "Recorder.start", NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_stop(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    PPK_PY_NOGIL(self, ppk_recorder_stop(self->rec));
+    Py_RETURN_NONE;
+}
+
+static PyObject *export_object(const ppk_export *e) {
+    PyObject *ex = PyStructSequence_New(ppk_py_ExportType);
+    if (!ex) return NULL;
+    PyObject *items[7] = {
+        PyBytes_FromStringAndSize((const char *)e->data.data, (Py_ssize_t)e->data.len),
+        PyUnicode_FromString(codec_names[e->codec <= PPK_CODEC_NONE ? e->codec : 0]),
+        PyLong_FromLongLong(e->start_ns),
+        PyLong_FromLongLong(e->end_ns),
+        PyLong_FromUnsignedLongLong(e->seq),
+        ppk_py_profile_stats(&e->stats),
+        PyFloat_FromDouble(e->encode_ms),
+    };
+    int ok = 1;
+    for (int i = 0; i < 7; i++) {
+        if (!items[i]) ok = 0;
+        PyStructSequence_SET_ITEM(ex, i, items[i] ? items[i] : Py_NewRef(Py_None));
+    }
+    if (!ok) {
+        Py_DECREF(ex);
+        return NULL;
+    }
+    return ex;
+}
+
+static PyObject *Recorder_export(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    ppk_export e;
+    memset(&e, 0, sizeof e);
+    int rc;
+    PPK_PY_NOGIL(self, rc = ppk_recorder_export(self->rec, &e));
+    if (rc) return ppk_py_error(rc, "Recorder.export", NULL);
+    PyObject *ex = export_object(&e);
+    ppk_export_free(&e);
+    return ex;
+}
+
+static PyObject *Recorder_export_to_sinks(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    int rc;
+    PPK_PY_NOGIL(self, rc = ppk_recorder_export(self->rec, NULL));
+    if (rc) return ppk_py_error(rc, "Recorder.export_to_sinks", NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_stats(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    ppk_recorder_stats st;
+    PPK_PY_NOGIL(self, ppk_recorder_stats_get(self->rec, &st));
+    return ppk_py_recorder_stats(&st);
+}
+
+/* ---- Endpoints --------------------------------------------------------------------- */
+
+static PyObject *Recorder_set_endpoint(RecorderObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"local_root_span_id", "endpoint", NULL};
+    PyObject *id_obj, *ep_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &id_obj, &ep_obj)) return NULL;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    uint64_t id;
+    ppk_str ep;
+    PyObject *keep;
+    if (ppk_py_u64(id_obj, "local_root_span_id", &id) ||
+        ppk_py_str(ep_obj, "endpoint", 0, &ep, &keep))
+        return NULL;
+    int rc = ppk_recorder_set_endpoint(self->rec, id, ep);
+    Py_XDECREF(keep);
+    if (rc) return ppk_py_error(rc, "Recorder.set_endpoint", NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_add_endpoint_count(RecorderObject *self, PyObject *args,
+                                             PyObject *kwds) {
+    static char *kwlist[] = {"endpoint", "count", NULL};
+    PyObject *ep_obj, *count_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O", kwlist, &ep_obj, &count_obj))
+        return NULL;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    int64_t count = 1;
+    ppk_str ep;
+    PyObject *keep;
+    if ((count_obj && ppk_py_i64(count_obj, "count", &count)) ||
+        ppk_py_str(ep_obj, "endpoint", 0, &ep, &keep))
+        return NULL;
+    int rc = ppk_recorder_add_endpoint_count(self->rec, ep, count);
+    Py_XDECREF(keep);
+    if (rc) return ppk_py_error(rc, "Recorder.add_endpoint_count", NULL);
+    Py_RETURN_NONE;
+}
+
+/* ---- Sinks ------------------------------------------------------------------------- */
+
+static int add_sink(RecorderObject *self, const ppk_sink *sink, const char *what) {
+    int rc = ppk_recorder_add_sink(self->rec, sink);
+    if (rc) {
+        if (sink->destroy) sink->destroy(sink->opaque);
+        ppk_py_error(rc, what, rc == PPK_EINVAL ? "at most 16 sinks per recorder" : NULL);
+        return -1;
+    }
+    self->has_sinks = 1;
+    return 0;
+}
+
+static PyObject *Recorder_add_file_sink(RecorderObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"dir", "name", NULL};
+    PyObject *dir_obj, *name_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O", kwlist, &dir_obj, &name_obj))
+        return NULL;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    ppk_str dir, name;
+    PyObject *kd, *kn;
+    if (ppk_py_str(dir_obj, "dir", 0, &dir, &kd)) return NULL;
+    if (ppk_py_str(name_obj ? name_obj : Py_None, "name", 1, &name, &kn)) {
+        Py_XDECREF(kd);
+        return NULL;
+    }
+    if (!name.len) name = PPK_STR("profile");
+    ppk_sink sink;
+    int rc = ppk_sink_file(dir, name, &sink);
+    Py_XDECREF(kd);
+    Py_XDECREF(kn);
+    if (rc) return ppk_py_error(rc, "Recorder.add_file_sink", NULL);
+    if (add_sink(self, &sink, "Recorder.add_file_sink")) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* A field of an upload sink's config, set from a keyword argument. */
+typedef struct cfg_field {
+    const char *name;
+    size_t off;
+    char type; /* 's' ppk_str, 'b' int flag, 'i' int, 'l' int64_t, 'z' size_t */
+} cfg_field;
+
+#define UPLOAD_FIELDS(T)                                                                   \
+    {"queue_len", offsetof(T, upload.queue_len), 'z'},                                     \
+        {"connect_timeout_ms", offsetof(T, upload.connect_timeout_ms), 'l'},               \
+        {"timeout_ms", offsetof(T, upload.timeout_ms), 'l'},                               \
+        {"retry_backoff_ms", offsetof(T, upload.retry_backoff_ms), 'l'},                   \
+        {"shutdown_timeout_ms", offsetof(T, upload.shutdown_timeout_ms), 'l'},             \
+        {"fork_timeout_ms", offsetof(T, upload.fork_timeout_ms), 'l'}, {NULL, 0, 0}
+
+#define DD(f, t) {#f, offsetof(ppk_datadog_config, f), t}
+static const cfg_field datadog_fields[] = {
+    DD(agent_url, 's'), DD(agent_host, 's'),  DD(agent_port, 'i'),       DD(agentless, 'b'),
+    DD(api_key, 's'),   DD(site, 's'),        DD(intake_url, 's'),       DD(service, 's'),
+    DD(env, 's'),       DD(version, 's'),     DD(host, 's'),             DD(runtime_id, 's'),
+    DD(tags, 's'),      DD(family, 's'),      DD(language, 's'),         DD(profiler_name, 's'),
+    DD(profiler_version, 's'), UPLOAD_FIELDS(ppk_datadog_config)};
+
+#define PY(f, t) {#f, offsetof(ppk_pyroscope_config, f), t}
+static const cfg_field pyroscope_fields[] = {
+    PY(server_address, 's'), PY(application_name, 's'), PY(tags, 's'),
+    PY(spy_name, 's'),       PY(sample_rate, 'l'),      PY(basic_auth_user, 's'),
+    PY(basic_auth_password, 's'), PY(tenant_id, 's'),   UPLOAD_FIELDS(ppk_pyroscope_config)};
+
+/* Sets the config fields named by the keyword arguments (None leaves a field alone);
+ * strings stay valid while `kwds` and `keeps` live. */
+static int apply_fields(void *cfg, const cfg_field *fields, PyObject *kwds, PyObject *keeps,
+                        const char *what) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwds && PyDict_Next(kwds, &pos, &key, &value)) {
+        const cfg_field *f = fields;
+        while (f->name && PyUnicode_CompareWithASCIIString(key, f->name) != 0) f++;
+        if (!f->name) {
+            if (PyUnicode_CompareWithASCIIString(key, "from_env") == 0) continue;
+            PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R", what,
+                         key);
+            return -1;
+        }
+        if (value == Py_None) continue;
+        char *p = (char *)cfg + f->off;
+        int64_t v = 0;
+        size_t z = 0;
+        PyObject *keep = NULL;
+        switch (f->type) {
+        case 's':
+            if (ppk_py_str(value, f->name, 0, (ppk_str *)p, &keep)) return -1;
+            if (keep) {
+                int rc = PyList_Append(keeps, keep);
+                Py_DECREF(keep);
+                if (rc) return -1;
+            }
+            break;
+        case 'b': {
+            int t = PyObject_IsTrue(value);
+            if (t < 0) return -1;
+            *(int *)p = t;
+            break;
+        }
+        case 'i':
+            if (ppk_py_i64(value, f->name, &v)) return -1;
+            if (v < INT32_MIN || v > INT32_MAX) {
+                PyErr_Format(PyExc_OverflowError, "%s is out of range", f->name);
+                return -1;
+            }
+            *(int *)p = (int)v;
+            break;
+        case 'l':
+            if (ppk_py_i64(value, f->name, (int64_t *)p)) return -1;
+            break;
+        case 'z':
+            if (ppk_py_size(value, f->name, &z)) return -1;
+            *(size_t *)p = z;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* from_env: a keyword argument, true unless given and false. */
+static int want_env(PyObject *kwds) {
+    PyObject *v = kwds ? PyDict_GetItemString(kwds, "from_env") : NULL;
+    return v ? PyObject_IsTrue(v) : 1;
+}
+
+static PyObject *upload_handle(RecorderObject *self, const ppk_sink *sink, const char *kind);
+
+static PyObject *Recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
+                                           PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "add_datadog_sink takes keyword arguments only");
+        return NULL;
+    }
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    if (self->n_uploads == PPK_PY_MAX_UPLOADS)
+        return ppk_py_error(PPK_EINVAL, "Recorder.add_datadog_sink", "too many upload sinks");
+    ppk_datadog_config cfg;
+    ppk_datadog_config_init(&cfg);
+    cfg.family = PPK_STR("python");
+    char err[256] = "";
+    int env = want_env(kwds);
+    if (env < 0) return NULL;
+    int rc = env ? ppk_datadog_config_from_env(&cfg, err, sizeof err) : 0;
+    if (rc) return ppk_py_error(rc, "Recorder.add_datadog_sink", err);
+    PyObject *keeps = PyList_New(0);
+    if (!keeps) return NULL;
+    if (apply_fields(&cfg, datadog_fields, kwds, keeps, "add_datadog_sink")) {
+        Py_DECREF(keeps);
+        return NULL;
+    }
+    ppk_sink sink;
+    rc = ppk_sink_datadog(&cfg, &sink, err, sizeof err);
+    Py_DECREF(keeps);
+    if (rc) return ppk_py_error(rc, "Recorder.add_datadog_sink", err);
+    if (add_sink(self, &sink, "Recorder.add_datadog_sink")) return NULL;
+    return upload_handle(self, &sink, "datadog");
+}
+
+static PyObject *Recorder_add_pyroscope_sink(RecorderObject *self, PyObject *args,
+                                             PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "add_pyroscope_sink takes keyword arguments only");
+        return NULL;
+    }
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    if (self->n_uploads == PPK_PY_MAX_UPLOADS)
+        return ppk_py_error(PPK_EINVAL, "Recorder.add_pyroscope_sink", "too many upload sinks");
+    ppk_pyroscope_config cfg;
+    ppk_pyroscope_config_init(&cfg);
+    cfg.spy_name = PPK_STR("pprofkit-python");
+    char err[256] = "";
+    int env = want_env(kwds);
+    if (env < 0) return NULL;
+    int rc = env ? ppk_pyroscope_config_from_env(&cfg, err, sizeof err) : 0;
+    if (rc) return ppk_py_error(rc, "Recorder.add_pyroscope_sink", err);
+    PyObject *keeps = PyList_New(0);
+    if (!keeps) return NULL;
+    if (apply_fields(&cfg, pyroscope_fields, kwds, keeps, "add_pyroscope_sink")) {
+        Py_DECREF(keeps);
+        return NULL;
+    }
+    ppk_sink sink;
+    rc = ppk_sink_pyroscope(&cfg, &sink, err, sizeof err);
+    Py_DECREF(keeps);
+    if (rc) return ppk_py_error(rc, "Recorder.add_pyroscope_sink", err);
+    if (add_sink(self, &sink, "Recorder.add_pyroscope_sink")) return NULL;
+    return upload_handle(self, &sink, "pyroscope");
+}
+
+/* ---- Attributes -------------------------------------------------------------------- */
+
+static PyObject *Recorder_get_sample_types(RecorderObject *self, void *closure) {
+    (void)closure;
+    return Py_NewRef(self->sample_types);
+}
+
+static PyObject *Recorder_get_closed(RecorderObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->rec == NULL);
+}
+
+static PyObject *Recorder_get_codec(RecorderObject *self, void *closure) {
+    (void)closure;
+    return PyUnicode_FromString(codec_names[self->codec]);
+}
+
+static PyGetSetDef Recorder_getset[] = {
+    {"sample_types", (getter)Recorder_get_sample_types, NULL,
+     "the (type, unit) pairs, in the order of a sample's values", NULL},
+    {"closed", (getter)Recorder_get_closed, NULL, "True once close() has finished", NULL},
+    {"codec", (getter)Recorder_get_codec, NULL, "codec of the exports", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Recorder_methods[] = {
+    {"start", (PyCFunction)Recorder_start, METH_NOARGS,
+     "start(): starts the background exporter (an export to the sinks every "
+     "export_period_ms)."},
+    {"stop", (PyCFunction)Recorder_stop, METH_NOARGS,
+     "stop(): stops the background exporter; it exports the last window to the sinks. "
+     "Releases the GIL."},
+    {"export", (PyCFunction)Recorder_export, METH_NOARGS,
+     "export() -> Export: swaps the window and returns it encoded (the sinks are not "
+     "called). Releases the GIL."},
+    {"export_to_sinks", (PyCFunction)Recorder_export_to_sinks, METH_NOARGS,
+     "export_to_sinks(): swaps the window and hands it to every sink. Releases the GIL."},
+    {"stats", (PyCFunction)Recorder_stats, METH_NOARGS, "stats() -> dict of the statistics"},
+    {"set_endpoint", (PyCFunction)(void (*)(void))Recorder_set_endpoint,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_endpoint(local_root_span_id, endpoint): samples labelled with that numeric "
+     "\"local root span id\" get a \"trace endpoint\" label in this window."},
+    {"add_endpoint_count", (PyCFunction)(void (*)(void))Recorder_add_endpoint_count,
+     METH_VARARGS | METH_KEYWORDS,
+     "add_endpoint_count(endpoint, count=1): requests seen for an endpoint in this window."},
+    {"add_file_sink", (PyCFunction)(void (*)(void))Recorder_add_file_sink,
+     METH_VARARGS | METH_KEYWORDS,
+     "add_file_sink(dir, name='profile'): each export to the sinks becomes "
+     "dir/name.PID.SEQ.pb.gz (.pb.zst, .pb)."},
+    {"add_datadog_sink", (PyCFunction)(void (*)(void))Recorder_add_datadog_sink,
+     METH_VARARGS | METH_KEYWORDS,
+     "add_datadog_sink(*, from_env=True, **config) -> UploadSink: uploads to a Datadog "
+     "agent or the agentless intake; DD_* variables first, then the keywords."},
+    {"add_pyroscope_sink", (PyCFunction)(void (*)(void))Recorder_add_pyroscope_sink,
+     METH_VARARGS | METH_KEYWORDS,
+     "add_pyroscope_sink(*, from_env=True, **config) -> UploadSink: uploads to "
+     "Pyroscope / Grafana; PYROSCOPE_* variables first, then the keywords."},
+    {"close", (PyCFunction)Recorder_close, METH_NOARGS,
+     "close(): stops the exporter, exports the last window to the sinks, drains the "
+     "uploads and frees the recorder. Idempotent. Releases the GIL while it waits."},
+    {"__enter__", (PyCFunction)Recorder_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Recorder_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject ppk_py_RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pprofkit.Recorder",
+    .tp_basicsize = sizeof(RecorderObject),
+    .tp_dealloc = (destructor)Recorder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Recorder(sample_types, *, period=0, period_type=None, export_period_ms=None, "
+              "memory_limit=None, chunk_size=None, keep_bytes=None, max_string_len=None, "
+              "max_frames=None, max_labels=None, shards=None, out_dir=None, name=None, "
+              "codec='gzip', level=0, builder_keep_bytes=None, builder_max_bytes=None)\n\n"
+              "A thread-safe recorder (ppk_recorder): Samples flush into its active "
+              "window; export() swaps and encodes it. None keeps the library's default.",
+    .tp_weaklistoffset = offsetof(RecorderObject, weakrefs),
+    .tp_methods = Recorder_methods,
+    .tp_getset = Recorder_getset,
+    .tp_new = Recorder_new,
+};
+
+/* ---- UploadSink -------------------------------------------------------------------- */
+
+static PyObject *upload_handle(RecorderObject *self, const ppk_sink *sink, const char *kind) {
+    self->uploads[self->n_uploads++] = *sink;
+    UploadSinkObject *u = PyObject_New(UploadSinkObject, &ppk_py_UploadSinkType);
+    if (!u) return NULL; /* the recorder still owns and drains the sink */
+    u->recorder = (RecorderObject *)Py_NewRef(self);
+    u->sink = *sink;
+    u->kind = kind;
+    return (PyObject *)u;
+}
+
+static void UploadSink_dealloc(UploadSinkObject *self) {
+    Py_XDECREF(self->recorder);
+    PyObject_Free(self);
+}
+
+static PyObject *UploadSink_stats(UploadSinkObject *self, PyObject *unused) {
+    (void)unused;
+    RecorderObject *r = self->recorder;
+    if (!r->rec) return ppk_py_error(PPK_ECLOSED, "UploadSink.stats", NULL);
+    ppk_upload_stats st;
+    int rc = ppk_sink_upload_stats(&self->sink, &st);
+    if (rc) return ppk_py_error(rc, "UploadSink.stats", NULL);
+    return ppk_py_upload_stats(&st);
+}
+
+static PyObject *UploadSink_flush(UploadSinkObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"timeout_ms", NULL};
+    PyObject *t_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &t_obj)) return NULL;
+    int64_t timeout_ms = 10000;
+    if (t_obj && ppk_py_i64(t_obj, "timeout_ms", &timeout_ms)) return NULL;
+    RecorderObject *r = self->recorder;
+    if (ppk_py_recorder_check_open(r)) return NULL;
+    int rc;
+    PPK_PY_NOGIL(r, rc = ppk_sink_upload_flush(&self->sink, timeout_ms));
+    if (rc == PPK_ESYS) Py_RETURN_FALSE;
+    if (rc) return ppk_py_error(rc, "UploadSink.flush", NULL);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *UploadSink_get_kind(UploadSinkObject *self, void *closure) {
+    (void)closure;
+    return PyUnicode_FromString(self->kind);
+}
+
+static PyMethodDef UploadSink_methods[] = {
+    {"stats", (PyCFunction)UploadSink_stats, METH_NOARGS,
+     "stats() -> dict of the sink's upload statistics (until its recorder is closed)"},
+    {"flush", (PyCFunction)(void (*)(void))UploadSink_flush, METH_VARARGS | METH_KEYWORDS,
+     "flush(timeout_ms=10000) -> bool: waits until nothing is queued or in flight; False "
+     "on timeout. Releases the GIL."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef UploadSink_getset[] = {
+    {"kind", (getter)UploadSink_get_kind, NULL, "\"datadog\" or \"pyroscope\"", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject ppk_py_UploadSinkType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pprofkit.UploadSink",
+    .tp_basicsize = sizeof(UploadSinkObject),
+    .tp_dealloc = (destructor)UploadSink_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An upload sink owned by a Recorder (from add_datadog_sink or "
+              "add_pyroscope_sink): its statistics and flush.",
+    .tp_methods = UploadSink_methods,
+    .tp_getset = UploadSink_getset,
+};
+
+int ppk_py_recorder_ready(void) {
+    return PyType_Ready(&ppk_py_RecorderType) || PyType_Ready(&ppk_py_UploadSinkType);
+}
