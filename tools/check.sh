@@ -2,8 +2,11 @@
 # The whole test suite from a fresh clone: install packages, then build and run ctest in
 # build/ (RelWithDebInfo), in build/asan (ASan + UBSan, Debug) and in build/tsan
 # (ThreadSanitizer, Debug: the concurrency tests prove their claims race-free). With
-# CI=true warnings are errors. Every stage runs even if an earlier one failed; the exit
-# code is non-zero if any failed, and a summary closes the output.
+# CI=true warnings are errors. The Python package is built and tested with every
+# interpreter tools/pythons.sh lists in build/, with Debian's python3 under ASan, and
+# not under TSan (an uninstrumented interpreter cannot host the TSan runtime). Every
+# stage runs even if an earlier one failed; the exit code is non-zero if any failed, and
+# a summary closes the output.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,21 +41,28 @@ if [[ "${CI:-}" == "true" ]]; then
 fi
 echo "check.sh: gcc $(gcc -dumpfullversion), $(cmake --version | head -n 1), PPK_WERROR=$werror"
 
-# build_and_test DIR BUILD_TYPE SANITIZE [CTEST ARGS...]
+pythons=$(bash tools/pythons.sh | paste -sd ';')
+echo "check.sh: Python interpreters: ${pythons//;/ }"
+
+# build_and_test DIR BUILD_TYPE SANITIZE PYTHONS [CTEST ARGS...] (PYTHONS empty: no
+# Python package)
 build_and_test() {
-    local dir=$1 type=$2 san=$3
-    shift 3
+    local dir=$1 type=$2 san=$3 pys=$4
+    shift 4
+    local py_flags=(-DPPK_PYTHON=OFF)
+    [[ -n "$pys" ]] && py_flags=(-DPPK_PYTHON=ON "-DPPK_PYTHONS=$pys")
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DPPK_WERROR="$werror" \
-        -DPPK_SANITIZE="$san" &&
+        -DPPK_SANITIZE="$san" "${py_flags[@]}" &&
         cmake --build "$dir" -j2 &&
         (cd "$dir" && ctest --output-on-failure "$@")
 }
 
-stage "build+test (RelWithDebInfo, build/)" build_and_test build RelWithDebInfo ""
-stage "build+test (ASan+UBSan, build/asan)" build_and_test build/asan Debug address,undefined
+stage "build+test (RelWithDebInfo, build/)" build_and_test build RelWithDebInfo "" "$pythons"
+stage "build+test (ASan+UBSan, build/asan)" build_and_test build/asan Debug address,undefined \
+    /usr/bin/python3
 # The encoder's independent-decoder scripts test bytes, not threads, and are the slowest
 # under ThreadSanitizer: the TSan stage leaves them to the two stages above.
-stage "build+test (TSan, build/tsan)" build_and_test build/tsan Debug thread \
+stage "build+test (TSan, build/tsan)" build_and_test build/tsan Debug thread "" \
     -E '^(test_decode|test_demo)$'
 
 echo

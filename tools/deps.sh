@@ -10,7 +10,8 @@ packages=(
     libcurl4-openssl-dev                      # library dependency: HTTP uploads
     protobuf-compiler                         # tests: protoc --decode
     golang-go golang-github-google-pprof-dev  # tests and demo: go tool pprof, profile.proto
-    python3 git ca-certificates
+    python3 python3-dev zstd                  # the Python package; tests: zstd -d
+    git ca-certificates
 )
 
 missing=()
