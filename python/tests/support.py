@@ -175,3 +175,34 @@ def _go_number(s):
     num, unit = float(m.group(1)), m.group(2)
     scale = {"": 1, "ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, "B": 1}
     return round(num * scale[unit])
+
+
+def decode_many(datas):
+    """Several exports decoded by one protoc run (a message holding each as a repeated
+    Profile field), into a list of Profiles in the same order."""
+    datas = list(datas)
+    if not datas:
+        return []
+    proto_dir, proto_name = os.path.split(PROTO)
+    body = bytearray()
+    for d in datas:
+        r = raw(d)
+        body.append(0x0A)  # field 1, length-delimited
+        n = len(r)
+        while n >= 0x80:
+            body.append((n & 0x7F) | 0x80)
+            n >>= 7
+        body.append(n)
+        body += r
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "ppk_batch.proto"), "w") as f:
+            f.write('syntax = "proto3";\nimport "%s";\n'
+                    "message Batch { repeated perftools.profiles.Profile profile = 1; }\n"
+                    % proto_name)
+        out = subprocess.run(
+            ["protoc", "--decode=Batch", "-I", proto_dir, "-I", tmp, "ppk_batch.proto"],
+            input=bytes(body), stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    msgs = parse_text(out.stdout.decode("utf-8")).get("profile", [])
+    if len(msgs) != len(datas):
+        raise ValueError("protoc decoded %d profiles of %d" % (len(msgs), len(datas)))
+    return [Profile(m) for m in msgs]
