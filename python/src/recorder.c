@@ -156,8 +156,10 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     PyObject *norm_types = NULL;
     RecorderObject *self = NULL;
 
+    /* A tuple, not PySequence_Fast: parsing a pair may run Python code (its __iter__)
+     * that changes a list given here. */
     PyObject *tseq = PySequence_Check(types) && !PyUnicode_Check(types)
-                         ? PySequence_Fast(types, "sample_types must be a sequence")
+                         ? PySequence_Tuple(types)
                          : NULL;
     if (!tseq) {
         PyErr_Clear();
@@ -383,13 +385,17 @@ static PyObject *Recorder_set_endpoint(RecorderObject *self, PyObject *args, PyO
     static char *kwlist[] = {"local_root_span_id", "endpoint", NULL};
     PyObject *id_obj, *ep_obj;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &id_obj, &ep_obj)) return NULL;
-    if (ppk_py_recorder_check_open(self)) return NULL;
     uint64_t id;
     ppk_str ep;
     PyObject *keep;
     if (ppk_py_u64(id_obj, "local_root_span_id", &id) ||
         ppk_py_str(ep_obj, "endpoint", 0, &ep, &keep))
         return NULL;
+    /* Checked after the conversions: __index__ may have closed the recorder. */
+    if (ppk_py_recorder_check_open(self)) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
     int rc = ppk_recorder_set_endpoint(self->rec, id, ep);
     Py_XDECREF(keep);
     if (rc) return ppk_py_error(rc, "Recorder.set_endpoint", NULL);
@@ -402,13 +408,17 @@ static PyObject *Recorder_add_endpoint_count(RecorderObject *self, PyObject *arg
     PyObject *ep_obj, *count_obj = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O", kwlist, &ep_obj, &count_obj))
         return NULL;
-    if (ppk_py_recorder_check_open(self)) return NULL;
     int64_t count = 1;
     ppk_str ep;
     PyObject *keep;
     if ((count_obj && ppk_py_i64(count_obj, "count", &count)) ||
         ppk_py_str(ep_obj, "endpoint", 0, &ep, &keep))
         return NULL;
+    /* Checked after the conversions: __index__ may have closed the recorder. */
+    if (ppk_py_recorder_check_open(self)) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
     int rc = ppk_recorder_add_endpoint_count(self->rec, ep, count);
     Py_XDECREF(keep);
     if (rc) return ppk_py_error(rc, "Recorder.add_endpoint_count", NULL);

@@ -158,6 +158,16 @@ static PyObject *Sample_set_value(SampleObject *self, PyObject *const *args, Py_
     return result(ppk_sample_set_value(s, idx, v), "Sample.set_value");
 }
 
+/* Item i of a PySequence_Fast result as a new reference, or NULL with RuntimeError if
+ * the list shrank below i + 1. PySequence_Fast returns a list itself, not a copy, and
+ * converting an item may run Python code (__index__, __iter__) that changes the list:
+ * loops fetch each item this way, never through a saved PySequence_Fast_ITEMS pointer. */
+static PyObject *fast_item(PyObject *seq, Py_ssize_t i, const char *what) {
+    if (i < PySequence_Fast_GET_SIZE(seq)) return Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+    PyErr_Format(PyExc_RuntimeError, "%s changed size during the call", what);
+    return NULL;
+}
+
 /* A sequence of at most `max` ints into values[]; returns the count or -1. */
 static Py_ssize_t parse_values(PyObject *o, int64_t *values, size_t max) {
     PyObject *seq = PySequence_Fast(o, "values must be a sequence of int");
@@ -169,7 +179,10 @@ static Py_ssize_t parse_values(PyObject *o, int64_t *values, size_t max) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (ppk_py_i64(PySequence_Fast_GET_ITEM(seq, i), "a value", &values[i])) {
+        PyObject *item = fast_item(seq, i, "values");
+        int rc = item ? ppk_py_i64(item, "a value", &values[i]) : -1;
+        Py_XDECREF(item);
+        if (rc) {
             Py_DECREF(seq);
             return -1;
         }
@@ -224,18 +237,23 @@ static int record_frames(SampleObject *self, PyObject *frames) {
     PyObject *seq = PySequence_Fast(frames, "frames must be a sequence of tuples");
     if (!seq) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *f = items[i];
+        PyObject *f = fast_item(seq, i, "frames");
+        if (!f) {
+            Py_DECREF(seq);
+            return -1;
+        }
         PyObject *fs = PyTuple_Check(f) ? Py_NewRef(f) : NULL;
         if (!fs && (PyUnicode_Check(f) || PyBytes_Check(f) || !PySequence_Check(f))) {
             PyErr_Format(PyExc_TypeError,
                          "a frame must be a (name, filename, line) tuple, not %.80s",
                          Py_TYPE(f)->tp_name);
+            Py_DECREF(f);
             Py_DECREF(seq);
             return -1;
         }
         if (!fs) fs = PySequence_Tuple(f);
+        Py_DECREF(f);
         if (!fs) {
             Py_DECREF(seq);
             return -1;
@@ -274,8 +292,10 @@ static int record_labels(SampleObject *self, PyObject *labels) {
     if (!seq) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast(PySequence_Fast_GET_ITEM(seq, i),
-                                         "a label must be a (key, value) pair");
+        PyObject *item = fast_item(seq, i, "labels");
+        PyObject *pair = item ? PySequence_Fast(item, "a label must be a (key, value) pair")
+                              : NULL;
+        Py_XDECREF(item);
         if (!pair) {
             Py_DECREF(seq);
             return -1;
