@@ -17,6 +17,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdatomic.h>
+
 #include "pprofkit.h"
 
 /* The most upload sinks the binding keeps track of per recorder (the library's limit on
@@ -36,7 +38,8 @@ struct RecorderObject {
     PyObject_HEAD
     ppk_recorder *rec;     /* NULL once closed */
     int closing;           /* close() began: every new call is refused */
-    int busy;              /* calls in progress with the GIL released (GIL-protected) */
+    atomic_int busy;       /* calls in progress with the GIL released, and a Sampler's
+                            * recording phase (sampler.c) */
     size_t n_values;       /* number of sample types */
     PyObject *sample_types; /* tuple of (type, unit) tuples */
     ppk_codec codec;
@@ -59,6 +62,7 @@ typedef struct SampleObject {
 extern PyTypeObject ppk_py_RecorderType;
 extern PyTypeObject ppk_py_SampleType;
 extern PyTypeObject ppk_py_UploadSinkType;
+extern PyTypeObject ppk_py_SamplerType;
 extern PyTypeObject *ppk_py_ExportType;
 
 /* module.c: errors. Sets the Python exception that matches a ppk code (`what` names the
@@ -89,5 +93,8 @@ int ppk_py_recorder_ready(void);
 
 /* sample.c */
 int ppk_py_sample_ready(void);
+
+/* sampler.c */
+int ppk_py_sampler_ready(void);
 
 #endif

@@ -418,7 +418,7 @@ static int add_codes(PyObject *m) {
 }
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (ppk_py_recorder_ready() || ppk_py_sample_ready()) return NULL;
+    if (ppk_py_recorder_ready() || ppk_py_sample_ready() || ppk_py_sampler_ready()) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
     if (!ppk_py_ExportType) ppk_py_ExportType = PyStructSequence_NewType(&export_desc);
@@ -427,6 +427,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&ppk_py_RecorderType) ||
         PyModule_AddObjectRef(m, "Sample", (PyObject *)&ppk_py_SampleType) ||
         PyModule_AddObjectRef(m, "UploadSink", (PyObject *)&ppk_py_UploadSinkType) ||
+        PyModule_AddObjectRef(m, "Sampler", (PyObject *)&ppk_py_SamplerType) ||
         PyModule_AddStringConstant(m, "VERSION", PPK_VERSION_STRING)) {
         Py_DECREF(m);
         return NULL;
