@@ -4,10 +4,11 @@
  *
  * Lifetime. ppk_recorder_free must not overlap any other call on the recorder or its
  * builders. Builder calls (sample.c) and the short recorder calls keep the GIL; the
- * calls that release it count themselves in `busy` (under the GIL). close() refuses new
- * recorder calls, stops the exporter, exports the last window to the sinks and drains
- * the upload sinks with the GIL released, then waits until `busy` is 0 and frees the
- * recorder with the GIL held: nothing else can run on it then. Samples keep a strong
+ * calls that release it count themselves in `busy` (atomic: a Sampler counts its
+ * recording phase there, without the GIL). close() refuses new recorder calls, stops
+ * the exporter, exports the last window to the sinks and drains the upload sinks with
+ * the GIL released, then waits until `busy` is 0 and frees the recorder with the GIL
+ * held: nothing else can run on it then. Samples keep a strong
  * reference to their recorder and learn that it is gone from the library (PPK_ECLOSED).
  *
  * Fork. The library empties a child's recorders. Calls that other threads had in
@@ -39,7 +40,7 @@ static void live_remove(RecorderObject *r) {
 
 void ppk_py_after_fork_child(void) {
     for (RecorderObject *r = live; r; r = r->next_live) {
-        r->busy = 0;
+        atomic_store(&r->busy, 0);
         r->closing = 0;
     }
 }
@@ -47,11 +48,11 @@ void ppk_py_after_fork_child(void) {
 /* Runs `stmt` with the GIL released, counted in r->busy so that close() waits for it. */
 #define PPK_PY_NOGIL(r, stmt)                                                              \
     do {                                                                                   \
-        (r)->busy++;                                                                       \
+        atomic_fetch_add(&(r)->busy, 1);                                                   \
         PyThreadState *ts_ = PyEval_SaveThread();                                          \
         stmt;                                                                              \
         PyEval_RestoreThread(ts_);                                                         \
-        (r)->busy--;                                                                       \
+        atomic_fetch_sub(&(r)->busy, 1);                                                   \
     } while (0)
 
 int ppk_py_recorder_check_open(RecorderObject *r) {
@@ -271,7 +272,7 @@ static void recorder_close(RecorderObject *self) {
         if (has_sinks) ppk_recorder_export(rec, NULL);
         for (size_t i = 0; i < n_uploads; i++) ppk_sink_upload_shutdown(&uploads[i]);
     });
-    while (self->busy > 0) nap();
+    while (atomic_load(&self->busy) > 0) nap();
     /* The GIL is held from here on: no builder call, no other recorder call runs. What
      * was flushed since the export above is exported (or counted) by the free. */
     if (!self->rec) return; /* a fork child's handler cannot free it; defensive */
