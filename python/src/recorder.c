@@ -269,7 +269,13 @@ static void recorder_close(RecorderObject *self) {
     memcpy(uploads, self->uploads, n_uploads * sizeof *uploads);
     PPK_PY_NOGIL(self, {
         ppk_recorder_stop(rec);
-        if (has_sinks) ppk_recorder_export(rec, NULL);
+        /* What a running exporter's last export did not take (it was not running, or
+         * samples came since) goes to the sinks here, without the GIL; an empty
+         * window makes no file. */
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(rec, &st);
+        if (has_sinks && st.samples_flushed > st.samples_exported + st.samples_lost_export)
+            ppk_recorder_export(rec, NULL);
         for (size_t i = 0; i < n_uploads; i++) ppk_sink_upload_shutdown(&uploads[i]);
     });
     while (atomic_load(&self->busy) > 0) nap();
