@@ -7,8 +7,6 @@ Sample (one per thread): start(), push_frame(), push_label(), set_value(), flush
 record() in one call. docs/python.md is the manual.
 """
 
-import os as _os
-
 from ._native import (
     VERSION,
     ClosedError,
@@ -19,24 +17,26 @@ from ._native import (
     OutOfMemoryError,
     Recorder,
     Sample,
+    Sampler,
     StateError,
     SystemCallError,
     UploadSink,
-    _after_fork_child,
     now_ns,
     strerror,
 )
+from .profiler import (
+    CPU_TIME,
+    SAMPLES,
+    WALL_TIME,
+    Profiler,
+    current,
+    profile,
+    start,
+    stop,
+    tag,
+)
 
 __version__ = VERSION
-
-# Sample types of a sampling profiler, as (type, unit) pairs.
-WALL_TIME = ("wall-time", "nanoseconds")
-CPU_TIME = ("cpu-time", "nanoseconds")
-SAMPLES = ("samples", "count")
-
-# The library empties a forked child's recorders itself; the extension also forgets the
-# calls that other threads of the parent had in progress.
-_os.register_at_fork(after_in_child=_after_fork_child)
 
 __all__ = [
     "CPU_TIME",
@@ -46,14 +46,21 @@ __all__ = [
     "Export",
     "InvalidArgumentError",
     "OutOfMemoryError",
+    "Profiler",
     "Recorder",
     "SAMPLES",
     "Sample",
+    "Sampler",
     "StateError",
     "SystemCallError",
     "UploadSink",
     "VERSION",
     "WALL_TIME",
+    "current",
     "now_ns",
+    "profile",
+    "start",
+    "stop",
     "strerror",
+    "tag",
 ]

@@ -1,0 +1,142 @@
+"""python -m pprofkit run [options] (script.py | -m module) [args...]
+
+Runs a Python program under the sampling profiler, like `python -m cProfile`: profiles
+(.pb.gz, read by `go tool pprof`) go to a directory every --export-period seconds and at
+exit, and a one-line summary is printed at exit. Every option can also come from the
+environment (PPROFKIT_* names; the Datadog and Pyroscope variables where they exist).
+"""
+
+import argparse
+import os
+import runpy
+import sys
+
+from . import profiler
+
+
+def _env(*names):
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+def _flag(name):
+    return (os.environ.get(name) or "").lower() in ("1", "true", "yes", "on")
+
+
+def _size(text):
+    """A byte count: 1048576, 64M, 512K, 1G."""
+    t = text.strip().upper().rstrip("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    return int(float(t[:-1] if scale > 1 else t) * scale)
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m pprofkit", description=__doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a program under the profiler")
+    e = os.environ.get
+    r.add_argument("--rate", type=float, default=float(e("PPROFKIT_RATE") or 100),
+                   help="samples per second per thread (PPROFKIT_RATE; default 100)")
+    r.add_argument("--export-period", type=float,
+                   default=float(e("PPROFKIT_EXPORT_PERIOD") or 60),
+                   help="seconds between exports (PPROFKIT_EXPORT_PERIOD; default 60)")
+    r.add_argument("--out", default=e("PPROFKIT_OUT") or "pprofkit-out",
+                   help="directory of the .pb.gz files (PPROFKIT_OUT; default "
+                        "./pprofkit-out; '' for none)")
+    r.add_argument("--codec", choices=("gzip", "zstd", "none"),
+                   default=e("PPROFKIT_CODEC") or "gzip", help="(PPROFKIT_CODEC)")
+    r.add_argument("--memory-limit", type=_size, default=_env("PPROFKIT_MEMORY_LIMIT"),
+                   help="bytes per window, e.g. 64M (PPROFKIT_MEMORY_LIMIT)")
+    r.add_argument("--max-frames", type=int, default=_env("PPROFKIT_MAX_FRAMES"),
+                   help="deepest stack kept (PPROFKIT_MAX_FRAMES; default 512)")
+    r.add_argument("--service", default=_env("PPROFKIT_SERVICE", "DD_SERVICE"),
+                   help="service name for uploads (PPROFKIT_SERVICE, DD_SERVICE)")
+    r.add_argument("--env", default=_env("PPROFKIT_ENV", "DD_ENV"),
+                   help="(PPROFKIT_ENV, DD_ENV)")
+    r.add_argument("--version", default=_env("PPROFKIT_VERSION", "DD_VERSION"),
+                   help="(PPROFKIT_VERSION, DD_VERSION)")
+    r.add_argument("--tags", default=_env("PPROFKIT_TAGS", "DD_TAGS"),
+                   help="k:v,k:v for uploads (PPROFKIT_TAGS, DD_TAGS)")
+    r.add_argument("--datadog", nargs="?", const=True,
+                   default=_env("PPROFKIT_DATADOG") or (True if _flag(
+                       "DD_PROFILING_ENABLED") else None),
+                   metavar="AGENT_URL",
+                   help="upload to a Datadog agent: its URL, or none for DD_TRACE_AGENT_URL"
+                        " / DD_AGENT_HOST (PPROFKIT_DATADOG, DD_PROFILING_ENABLED)")
+    r.add_argument("--pyroscope", metavar="URL",
+                   default=_env("PPROFKIT_PYROSCOPE", "PYROSCOPE_SERVER_ADDRESS"),
+                   help="upload to Pyroscope / Grafana (PPROFKIT_PYROSCOPE, "
+                        "PYROSCOPE_SERVER_ADDRESS)")
+    r.add_argument("--no-wall", action="store_true", default=_flag("PPROFKIT_NO_WALL"),
+                   help="do not record wall time (PPROFKIT_NO_WALL)")
+    r.add_argument("--no-cpu", action="store_true", default=_flag("PPROFKIT_NO_CPU"),
+                   help="do not record CPU time (PPROFKIT_NO_CPU)")
+    r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
+                   help="no summary at exit (PPROFKIT_QUIET)")
+    r.add_argument("-m", dest="module", metavar="MODULE",
+                   help="run a module, like python -m")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="script.py and its arguments")
+    return p
+
+
+def summary_line(s):
+    deg = s["degradations"]
+    files = s["files"]
+    where = " in %s" % os.path.dirname(files[0]) if files else ""
+    up = "".join(", %s: %d sent, %d dropped" % (
+        u["kind"], u["sent"], sum(v for k, v in u.items() if k.startswith("dropped_")))
+        for u in s["uploads"])
+    return "pprofkit: pid %d, %d samples, %d exports, %d files%s%s, %s" % (
+        s["pid"], s["samples"], s["exports"], len(files), where, up,
+        "degradations: " + ", ".join("%s %d" % kv for kv in sorted(deg.items()))
+        if deg else "no degradations")
+
+
+def run(ns):
+    if ns.module:
+        target, argv = ns.module, [ns.module] + ns.args
+    elif ns.args:
+        target, argv = ns.args[0], ns.args
+    else:
+        sys.exit("python -m pprofkit run: a script or -m MODULE is required")
+    p = profiler.start(
+        rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
+        codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
+        wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
+        version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope)
+    sys.argv = argv
+    code = 0
+    try:
+        if ns.module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path[0] = os.path.dirname(os.path.abspath(target))
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        if profiler.current() is p:
+            s = profiler.stop()
+            if not ns.quiet:
+                print(summary_line(s), file=sys.stderr)
+    return code
+
+
+def main(argv=None):
+    ns = _parser().parse_args(argv)
+    if ns.command == "run":
+        return run(ns)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""The sampling profiler: pprofkit.start() / stop(), `with pprofkit.profile()`, tag().
+
+A Profiler is a Recorder (sample types wall time, CPU time and a count), a Sampler (the
+native thread of the extension that samples every Python thread `rate` times a second)
+and sinks: .pb.gz files in a directory, Datadog, Pyroscope. Its background exporter
+writes a profile every `export_period` seconds; stop() writes the last one.
+
+One profiler runs per process (start() while one runs is an error). It stops at
+interpreter exit (atexit), and before os._exit (which it wraps while it runs), so that
+a process leaving through os._exit, as multiprocessing's children do, still writes its
+last window. In a child made by os.fork() it goes on by itself: its sampling thread is
+started again, its files carry the child's pid, its Datadog runtime-id is new.
+"""
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+
+from . import _native
+
+WALL_TIME = ("wall-time", "nanoseconds")
+CPU_TIME = ("cpu-time", "nanoseconds")
+SAMPLES = ("samples", "count")
+
+# Labels of pprofkit.tag(), read by the sampler without running Python code: thread
+# ident -> ((key, value), ...) and id(task) -> ((key, value), ...). Entries live while
+# their tag() block runs.
+_tags_thread = {}
+_tags_task = {}
+
+_lock = threading.Lock()
+_current = None  # the running Profiler
+_real_os_exit = os._exit
+
+
+class Profiler:
+    """A sampling profiler. Most programs use start()/stop() or profile() instead.
+
+    rate: samples per second per thread (Hz). export_period: seconds between exports.
+    out_dir: directory of the .pb.gz files (created; None: no files). codec: "gzip",
+    "zstd" or "none". memory_limit: bytes per window (None: the library's 64 MiB).
+    max_frames: deepest stack kept (None: 512). wall, cpu: record wall / CPU time.
+    service, env, version, tags: for uploads (tags: "k:v,k:v" or a dict). datadog:
+    True (agent from the DD_* environment), or an agent URL. pyroscope: the server URL.
+    name: the file name prefix (default "python").
+    """
+
+    def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
+                 codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
+                 service=None, env=None, version=None, tags=None, datadog=None,
+                 pyroscope=None, name="python"):
+        if not wall and not cpu:
+            raise ValueError("at least one of wall and cpu time must be recorded")
+        rate = float(rate)
+        if not 0.1 <= rate <= 10000:
+            raise ValueError("rate must be between 0.1 and 10000 Hz")
+        if not export_period > 0:
+            raise ValueError("export_period must be positive")
+        types = ([WALL_TIME] if wall else []) + ([CPU_TIME] if cpu else []) + [SAMPLES]
+        period_ns = int(round(1e9 / rate))
+        if out_dir:
+            os.makedirs(out_dir, exist_ok=True)
+        self.out_dir = out_dir
+        self.name = name
+        self.rate = rate
+        self.recorder = _native.Recorder(
+            types, period=period_ns, period_type=types[0],
+            export_period_ms=max(1, int(export_period * 1000)), memory_limit=memory_limit,
+            max_frames=max_frames, codec=codec, out_dir=out_dir or None, name=name)
+        self.uploads = []
+        try:
+            tag_text = _tags_text(tags)
+            if datadog:
+                kw = {"service": service, "env": env, "version": version, "tags": tag_text}
+                if isinstance(datadog, str):
+                    kw["agent_url"] = datadog
+                self.uploads.append(self.recorder.add_datadog_sink(
+                    **{k: v for k, v in kw.items() if v}))
+            if pyroscope:
+                app = service or os.environ.get("PYROSCOPE_APPLICATION_NAME") or _program()
+                kw = {"application_name": app, "sample_rate": int(rate),
+                      "tags": _tags_text(tags, sep="=")}
+                if isinstance(pyroscope, str):
+                    kw["server_address"] = pyroscope
+                self.uploads.append(self.recorder.add_pyroscope_sink(
+                    **{k: v for k, v in kw.items() if v}))
+            index = {t: i for i, t in enumerate(types)}
+            self.sampler = _native.Sampler(
+                self.recorder, rate_hz=rate, wall_index=index.get(WALL_TIME),
+                cpu_index=index.get(CPU_TIME), count_index=index[SAMPLES],
+                tags_thread=_tags_thread, tags_task=_tags_task)
+        except BaseException:
+            self.recorder.close()
+            raise
+        self.summary = None
+
+    def start(self):
+        self.recorder.start()
+        self.sampler.start()
+
+    def stop(self):
+        """Stops sampling, writes the last window, closes the recorder; returns (and
+        keeps as .summary) a dict of what was recorded. Idempotent."""
+        if self.summary is not None:
+            return self.summary
+        self.sampler.stop()
+        sampler = self.sampler.stats()
+        # The exporter's last export sends the last window to the sinks now, so that
+        # the figures below are final (close() then has nothing left to export).
+        self.recorder.stop()
+        uploads = []
+        for u in self.uploads:
+            with contextlib.suppress(_native.Error):
+                u.flush(timeout_ms=2000)
+                uploads.append(dict(u.stats(), kind=u.kind))
+        stats = self.recorder.stats()
+        self.recorder.close()
+        files = []
+        if self.out_dir and os.path.isdir(self.out_dir):
+            prefix = "%s.%d." % (self.name, os.getpid())
+            files = sorted(os.path.join(self.out_dir, f) for f in os.listdir(self.out_dir)
+                           if f.startswith(prefix))
+        self.summary = {
+            "pid": os.getpid(), "samples": stats["samples_flushed"],
+            "exports": stats["windows_exported"], "files": files,
+            "degradations": _degradations(stats), "stats": stats, "sampler": sampler,
+            "uploads": uploads,
+        }
+        return self.summary
+
+    def _after_fork_child(self):
+        self.sampler._after_fork_child()
+
+
+_DEGRADATIONS = ("strings_dropped", "labels_dropped", "label_sets_dropped",
+                 "stacks_dropped", "samples_overflowed", "timestamps_dropped",
+                 "endpoints_dropped", "samples_dropped_nomem", "samples_dropped_closed",
+                 "samples_lost_export", "export_failures", "sink_failures")
+
+
+def _degradations(stats):
+    return {k: stats[k] for k in _DEGRADATIONS if stats.get(k)}
+
+
+def _program():
+    return os.path.basename(sys.argv[0] or "python") or "python"
+
+
+def _tags_text(tags, sep=":"):
+    if not tags:
+        return None
+    if isinstance(tags, str):
+        return tags
+    return ",".join("%s%s%s" % (k, sep, v) for k, v in tags.items())
+
+
+def start(**options):
+    """Starts the process's profiler (see Profiler for the options); returns it."""
+    global _current
+    with _lock:
+        if _current is not None:
+            raise RuntimeError("pprofkit: a profiler is already running")
+        p = Profiler(**options)
+        p.start()
+        _current = p
+        os._exit = _exit_after_stop
+    return p
+
+
+def stop():
+    """Stops the running profiler, if any: its last window is written. Returns its
+    summary (a dict), or None."""
+    global _current
+    with _lock:
+        p, _current = _current, None
+        if os._exit is _exit_after_stop:
+            os._exit = _real_os_exit
+    return p.stop() if p is not None else None
+
+
+def current():
+    """The running Profiler, or None."""
+    return _current
+
+
+@contextlib.contextmanager
+def profile(**options):
+    """`with pprofkit.profile(...) as p:` profiles the block; p.summary after it."""
+    p = start(**options)
+    try:
+        yield p
+    finally:
+        if _current is p:
+            stop()
+
+
+@contextlib.contextmanager
+def tag(labels=None, /, **kw):
+    """Adds labels (str or int values) to the samples of the current asyncio task (when
+    one runs in this thread) or else of the current thread, while the block runs."""
+    items = dict(labels or {}, **kw)
+    for k, v in items.items():
+        if not isinstance(k, str) or not isinstance(v, (str, int)) or isinstance(v, bool):
+            raise TypeError("pprofkit.tag: keys must be str, values str or int")
+    task = _current_task()
+    table, key = (_tags_task, id(task)) if task is not None else (
+        _tags_thread, threading.get_ident())
+    old = table.get(key)
+    table[key] = (old or ()) + tuple(items.items())
+    try:
+        yield
+    finally:
+        if old is None:
+            table.pop(key, None)
+        else:
+            table[key] = old
+
+
+def _current_task():
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return None
+
+
+def _exit_after_stop(code):
+    with contextlib.suppress(Exception):
+        stop()
+    _real_os_exit(code)
+
+
+def _at_exit():
+    stop()
+
+
+def _after_fork_child():
+    # The library empties a forked child's recorders itself; the extension forgets the
+    # calls other threads of the parent had in progress, then the sampler starts again.
+    _native._after_fork_child()
+    p = _current
+    if p is not None:
+        p._after_fork_child()
+
+
+atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_after_fork_child)
