@@ -22,7 +22,20 @@
  *      the start of the next phase 1 (or at stop), with the GIL.
  *
  * So the GIL is held only for the walk, and no pprofkit lock is ever held while the
- * thread waits for the GIL. During phase 2 the recorder counts the sampler as busy, so
+ * thread waits for the GIL.
+ *
+ * The main thread is sampled from inside itself. A thread that runs Python code and
+ * then blocks (an event loop alternating task steps and select()) releases the GIL
+ * when it blocks, so a sampler that takes the GIL would always find it blocked, and
+ * charge it the CPU time of the steps. So at each tick the sampler also asks, with
+ * Py_AddPendingCall, for main_callback() to run in the main thread at its next
+ * bytecode boundary: if the main thread is running Python code, it samples itself
+ * there within microseconds (and the sampler's pass skips it); if it is blocked, the
+ * callback has not run when the sampler's pass comes, which then samples it where it
+ * blocks and cancels the callback. Pending calls run in the main thread only, so other
+ * threads that alternate Python code and blocking calls are seen when they block; and
+ * on CPython 3.11 and 3.12 the callback runs promptly only when the main thread is made
+ * to switch (see main_deltas), so there the main thread is mostly seen like the others. During phase 2 the recorder counts the sampler as busy, so
  * Recorder.close() waits for it; a closed recorder stops the sampling.
  *
  * Values: wall time is the time since the thread's previous sample (so a tick that the
@@ -70,6 +83,7 @@ typedef struct gthread {
     size_t first_frame, n_frames;
     size_t first_label, n_labels;
     int64_t wall_ns;
+    int main_mode; /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
 } gthread;
 
 /* The frame cache: what a frame shows (its code's names and the line) by code object
@@ -119,6 +133,23 @@ static void vec_free(vec *v) {
 #define VEC(T) ((vec){NULL, 0, 0, sizeof(T)})
 #define AT(v, T, i) (((T *)(v).items)[i])
 
+/* What one pass gathered: threads, their frames and labels. */
+typedef struct gbuf {
+    vec frames, labels, threads;
+} gbuf;
+
+static void gbuf_init(gbuf *b) {
+    b->frames = VEC(gframe);
+    b->labels = VEC(glabel);
+    b->threads = VEC(gthread);
+}
+
+static void gbuf_free(gbuf *b) {
+    vec_free(&b->frames);
+    vec_free(&b->labels);
+    vec_free(&b->threads);
+}
+
 /* ---- The object -------------------------------------------------------------------- */
 
 typedef struct SamplerObject {
@@ -140,18 +171,43 @@ typedef struct SamplerObject {
      * stopped). */
     PyThreadState *ts;
     ppk_sample *builder;
-    vec frames, labels, threads, refs; /* refs: PyObject * to release at next phase 1 */
-    fentry *fcache;                    /* FCACHE_SIZE entries, allocated at start */
-    tslot *slots, *next_slots;         /* open addressing, power-of-two capacity */
+    gbuf tick;
+    tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;
     int64_t prev_tick_ns; /* CLOCK_MONOTONIC of the previous phase 1 */
 
+    /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
+     * that keep what the gathered frames point to alive until the next phase 1. */
+    fentry *fcache; /* FCACHE_SIZE entries, allocated at start */
+    vec refs;
+
+    /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
+     * by the sampler's pass, never both in one tick (main_state says which). */
+    unsigned long main_ident;
+    atomic_int main_state;  /* MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED */
+    ppk_sample *cb_builder; /* main_callback's own: it may run during phase 2 */
+    gbuf cb;
+    int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
+    int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
+    int main_request_failed;           /* Py_AddPendingCall refused this tick's request */
     /* Statistics (read under lock). */
     uint64_t ticks, samples, samples_failed, labels_refused, ticks_late;
+    uint64_t main_callbacks, main_callback_ns_total, main_blocked;
     uint64_t gil_wait_ns_total, gil_wait_ns_max, gil_hold_ns_total, gil_hold_ns_max;
     uint64_t tick_ns_total; /* phase 1 + phase 2 */
     int64_t cpu_ns;         /* the sampler thread's own CPU time */
 } SamplerObject;
+
+enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
+
+/* How the main thread was found: running Python code (it sampled itself), blocked
+ * since this tick (it ran Python code since its previous sample), or blocked since the
+ * previous tick at least (it ran no Python code since). */
+enum { MAIN_RUNNING = 1, MAIN_BLOCKING, MAIN_BLOCKED };
+
+/* The sampler whose main_callback runs (GIL-protected): a pending call cannot be taken
+ * back, so the callback finds its sampler here, and nothing once it stopped. */
+static struct SamplerObject *main_sampler;
 
 /* Interned attribute names and _asyncio.Task.get_name, set up once. */
 static PyObject *str_name, *str_thread_id, *str_get_name, *str_active, *str_current_tasks,
@@ -237,7 +293,8 @@ static PyObject *task_name(PyObject *task) {
 
 /* The labels of pprofkit.tag() for `key` in dict `tags`: a tuple of (key, value) pairs,
  * each value a str or an int. */
-static void gather_tags(SamplerObject *sp, PyObject *tags, PyObject *key, gthread *gt) {
+static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *key,
+                        gthread *gt) {
     if (!tags || !key) return;
     PyObject *t = PyDict_GetItemWithError(tags, key);
     if (!t) {
@@ -266,7 +323,7 @@ static void gather_tags(SamplerObject *sp, PyObject *tags, PyObject *key, gthrea
         } else {
             continue;
         }
-        glabel *slot = vec_push(&sp->labels);
+        glabel *slot = vec_push(&b->labels);
         if (!slot) return;
         *slot = l;
         gt->n_labels++;
@@ -331,64 +388,94 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
     return 0;
 }
 
-/* Phase 1. Returns 0, or -1 when out of memory (the tick is then skipped). */
-static int gather(SamplerObject *sp) {
-    for (size_t i = 0; i < sp->refs.n; i++) Py_DECREF(AT(sp->refs, PyObject *, i));
-    sp->refs.n = sp->frames.n = sp->labels.n = sp->threads.n = 0;
-
-    PyObject *active = module_attr("threading", str_active);
-    if (active && !PyDict_Check(active)) active = NULL;
-    running_task tasks[MAX_LOOPS];
-    size_t n_tasks = running_tasks(tasks, MAX_LOOPS);
-
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
-         t = PyThreadState_Next(t)) {
-        if (t == sp->ts) continue;
-        PyFrameObject *f = PyThreadState_GetFrame(t);
-        if (!f) continue; /* no Python code running: nothing to show */
-        gthread *gt = vec_push(&sp->threads);
-        if (!gt) {
+/* Gathers thread t into b. -1: no memory. */
+static int gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
+                         const running_task *tasks, size_t n_tasks) {
+    PyFrameObject *f = PyThreadState_GetFrame(t);
+    if (!f) return 0; /* no Python code running: nothing to show */
+    gthread *gt = vec_push(&b->threads);
+    if (!gt) {
+        Py_DECREF(f);
+        return -1;
+    }
+    memset(gt, 0, sizeof *gt);
+    gt->ident = t->thread_id;
+    gt->native_id = t->native_thread_id;
+    gt->first_frame = b->frames.n;
+    gt->first_label = b->labels.n;
+    while (f) {
+        gframe *gf = vec_push(&b->frames);
+        if (!gf || frame_of(sp, f, gf)) {
             Py_DECREF(f);
             return -1;
         }
-        memset(gt, 0, sizeof *gt);
-        gt->ident = t->thread_id;
-        gt->native_id = t->native_thread_id;
-        gt->first_frame = sp->frames.n;
-        gt->first_label = sp->labels.n;
-        while (f) {
-            gframe *gf = vec_push(&sp->frames);
-            if (!gf || frame_of(sp, f, gf)) {
-                Py_DECREF(f);
-                return -1;
-            }
-            gt->n_frames++;
-            PyFrameObject *back = PyFrame_GetBack(f);
-            Py_DECREF(f);
-            f = back;
-        }
+        gt->n_frames++;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
 
-        PyObject *ident = PyLong_FromUnsignedLong(gt->ident);
-        if (!ident) PyErr_Clear();
-        PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
-        if (!thread) PyErr_Clear();
-        PyObject *name = thread ? safe_getattr(thread, str_name) : NULL;
-        if (name && !keep_ref(sp, name)) gt->name = utf8_of(name);
-        gather_tags(sp, sp->tags_thread, ident, gt);
-        Py_XDECREF(ident);
+    PyObject *ident = PyLong_FromUnsignedLong(gt->ident);
+    if (!ident) PyErr_Clear();
+    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
+    if (!thread) PyErr_Clear();
+    PyObject *name = thread ? safe_getattr(thread, str_name) : NULL;
+    if (name && !keep_ref(sp, name)) gt->name = utf8_of(name);
+    gather_tags(sp, b, sp->tags_thread, ident, gt);
+    Py_XDECREF(ident);
 
-        for (size_t i = 0; i < n_tasks; i++) {
-            if (tasks[i].ident != gt->ident) continue;
-            PyObject *task = tasks[i].task;
-            gt->task_id = (int64_t)(uintptr_t)task;
-            PyObject *tname = task_name(task);
-            if (tname && !keep_ref(sp, tname)) gt->task_name = utf8_of(tname);
-            PyObject *tid = PyLong_FromVoidPtr(task);
-            if (!tid) PyErr_Clear();
-            gather_tags(sp, sp->tags_task, tid, gt);
-            Py_XDECREF(tid);
-            break;
+    for (size_t i = 0; i < n_tasks; i++) {
+        if (tasks[i].ident != gt->ident) continue;
+        PyObject *task = tasks[i].task;
+        gt->task_id = (int64_t)(uintptr_t)task;
+        PyObject *tname = task_name(task);
+        if (tname && !keep_ref(sp, tname)) gt->task_name = utf8_of(tname);
+        PyObject *tid = PyLong_FromVoidPtr(task);
+        if (!tid) PyErr_Clear();
+        gather_tags(sp, b, sp->tags_task, tid, gt);
+        Py_XDECREF(tid);
+        break;
+    }
+    return 0;
+}
+
+static PyObject *threads_by_ident(void) {
+    PyObject *active = module_attr("threading", str_active);
+    return active && PyDict_Check(active) ? active : NULL;
+}
+
+static void release_refs(SamplerObject *sp) {
+    for (size_t i = 0; i < sp->refs.n; i++) Py_DECREF(AT(sp->refs, PyObject *, i));
+    sp->refs.n = 0;
+}
+
+/* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
+ * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
+static int gather(SamplerObject *sp) {
+    release_refs(sp);
+    sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
+    PyObject *active = threads_by_ident();
+    running_task tasks[MAX_LOOPS];
+    size_t n_tasks = running_tasks(tasks, MAX_LOOPS);
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
+         t = PyThreadState_Next(t)) {
+        if (t == sp->ts) continue;
+        int mode = 0;
+        if (t->thread_id == sp->main_ident) {
+            int st = MAIN_REQUESTED;
+            if (atomic_compare_exchange_strong(&sp->main_state, &st, MAIN_CANCELLED))
+                mode = MAIN_BLOCKING; /* it ran no Python code since the request */
+            else if (st == MAIN_CANCELLED)
+                mode = MAIN_BLOCKED; /* nor since the previous tick's */
+            else if (sp->main_request_failed)
+                mode = MAIN_BLOCKING;
+            else
+                continue; /* it sampled itself */
+            sp->main_blocked++;
         }
+        size_t n = sp->tick.threads.n;
+        if (gather_thread(sp, &sp->tick, t, active, tasks, n_tasks)) return -1;
+        if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
     }
     return 0;
 }
@@ -438,14 +525,19 @@ static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thr
                      L_THREAD_NAME = PPK_STR("thread name"), L_TASK_NAME = PPK_STR("task name"),
                      L_TASK_ID = PPK_STR("task id");
 
-static void record_thread(SamplerObject *sp, const gthread *gt, int64_t cpu) {
-    ppk_sample *s = sp->builder;
+/* What record_thread did, added to the statistics by its caller. */
+typedef struct rec_counts {
+    uint64_t samples, failed, labels_refused;
+} rec_counts;
+
+static void record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const gthread *gt,
+                          int64_t cpu, rec_counts *c) {
     if (ppk_sample_start(s)) { /* the recorder is gone */
-        sp->samples_failed++;
+        c->failed++;
         return;
     }
     for (size_t i = 0; i < gt->n_frames; i++) {
-        const gframe *g = &AT(sp->frames, gframe, gt->first_frame + i);
+        const gframe *g = &AT(b->frames, gframe, gt->first_frame + i);
         ppk_frame f = {.name = g->name, .filename = g->file, .start_line = g->start_line,
                        .line = g->line};
         ppk_sample_push_frame_ex(s, &f);
@@ -460,26 +552,64 @@ static void record_thread(SamplerObject *sp, const gthread *gt, int64_t cpu) {
         refused |= ppk_sample_push_label_num(s, L_TASK_ID, gt->task_id, (ppk_str){0});
     }
     for (size_t i = 0; i < gt->n_labels; i++) {
-        const glabel *l = &AT(sp->labels, glabel, gt->first_label + i);
+        const glabel *l = &AT(b->labels, glabel, gt->first_label + i);
         int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})
                            : ppk_sample_push_label_str(s, l->key, l->str);
-        if (rc) sp->labels_refused++; /* e.g. a tag with the key of a built-in label */
+        if (rc) c->labels_refused++; /* e.g. a tag with the key of a built-in label */
     }
-    if (refused) sp->labels_refused++;
+    if (refused) c->labels_refused++;
     if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
     if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, cpu);
     if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, 1);
     if (ppk_sample_flush(s))
-        sp->samples_failed++;
+        c->failed++;
     else
-        sp->samples++;
+        c->samples++;
+}
+
+/* The main thread's wall time since its previous sample, and the CPU time charged to
+ * this sample. A thread found blocking at this tick spent its CPU time since the
+ * previous sample running Python code elsewhere (or in a C call that released the GIL,
+ * which this cannot tell apart): on CPython 3.13, that time is carried to its next
+ * sample that finds it running, a sample at an instant drawn from its running time. A
+ * thread blocked since the previous tick ran no Python code since: its CPU time was
+ * spent where it blocks.
+ *
+ * On 3.11 and 3.12, Py_AddPendingCall decides whether to interrupt the interpreter in
+ * the calling thread (the sampler's, not the main one), so the callback runs promptly
+ * only when the main thread runs long enough to be made to switch (the switch interval,
+ * 5 ms): a main thread that blocks sooner after each burst is found blocking nearly
+ * always, and a carry would never be paid out. There the CPU time is charged where the
+ * thread is found, like any other thread's. */
+static int64_t main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
+    int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
+    int64_t d = cpu_now >= 0 && sp->main_cpu_ns >= 0 ? cpu_now - sp->main_cpu_ns : 0;
+    if (d < 0) d = 0;
+    gt->wall_ns = now > sp->main_wall_ns ? now - sp->main_wall_ns : 0;
+    sp->main_wall_ns = now;
+    sp->main_cpu_ns = cpu_now;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (gt->main_mode == MAIN_BLOCKING) {
+        sp->main_cpu_carry += d;
+        return 0;
+    }
+#endif
+    if (gt->main_mode == MAIN_BLOCKED) return d;
+    d += sp->main_cpu_carry;
+    sp->main_cpu_carry = 0;
+    return d;
 }
 
 /* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
-static void record_all(SamplerObject *sp, int64_t now) {
+static void record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     memset(sp->next_slots, 0, sp->slot_cap * sizeof *sp->next_slots);
-    for (size_t i = 0; i < sp->threads.n; i++) {
-        gthread *gt = &AT(sp->threads, gthread, i);
+    for (size_t i = 0; i < sp->tick.threads.n; i++) {
+        gthread *gt = &AT(sp->tick.threads, gthread, i);
+        if (gt->ident == sp->main_ident) {
+            int64_t cpu = main_deltas(sp, gt, now);
+            record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+            continue;
+        }
         unsigned long native = gt->native_id ? gt->native_id : 1;
         tslot *prev = slot_find(sp->slots, sp->slot_cap, gt->ident, native);
         int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
@@ -497,12 +627,53 @@ static void record_all(SamplerObject *sp, int64_t now) {
         if (gt->wall_ns < 0) gt->wall_ns = 0;
         tslot *next = slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
         *next = (tslot){gt->ident, native, now, cpu_now};
-        record_thread(sp, gt, cpu);
+        record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
     }
     tslot *t = sp->slots;
     sp->slots = sp->next_slots;
     sp->next_slots = t;
     sp->prev_tick_ns = now;
+}
+
+/* ---- The main thread's callback ---------------------------------------------------- */
+
+/* Runs in the main thread, with the GIL, at a bytecode boundary (Py_AddPendingCall):
+ * the main thread samples itself where it is. Never raises. */
+static int main_callback(void *unused) {
+    (void)unused;
+    SamplerObject *sp = main_sampler;
+    if (!sp) return 0;
+    int expected = MAIN_REQUESTED;
+    if (!atomic_compare_exchange_strong(&sp->main_state, &expected, MAIN_DONE)) {
+        if (expected == MAIN_CANCELLED) atomic_store(&sp->main_state, MAIN_IDLE);
+        return 0; /* the sampler's pass found it blocked and sampled it there */
+    }
+    RecorderObject *r = sp->recorder;
+    if (!r->rec || r->closing) return 0;
+    int64_t now = mono_ns();
+    gbuf *b = &sp->cb;
+    b->frames.n = b->labels.n = b->threads.n = 0;
+    running_task tasks[MAX_LOOPS];
+    size_t n_tasks = running_tasks(tasks, MAX_LOOPS);
+    rec_counts c = {0, 0, 0};
+    PyThreadState *t = PyThreadState_Get();
+    if (gather_thread(sp, b, t, threads_by_ident(), tasks, n_tasks) == 0 && b->threads.n) {
+        gthread *gt = &AT(b->threads, gthread, 0);
+        gt->main_mode = MAIN_RUNNING;
+        int64_t cpu = main_deltas(sp, gt, now);
+        record_thread(sp, sp->cb_builder, b, gt, cpu, &c);
+    }
+    /* The gathered strings were copied by the pushes: the references can go with the
+     * sampler's next pass. */
+    int64_t end = mono_ns();
+    pthread_mutex_lock(&sp->lock);
+    sp->main_callbacks++;
+    sp->main_callback_ns_total += (uint64_t)(end - now);
+    sp->samples += c.samples;
+    sp->samples_failed += c.failed;
+    sp->labels_refused += c.labels_refused;
+    pthread_mutex_unlock(&sp->lock);
+    return 0;
 }
 
 /* ---- The thread -------------------------------------------------------------------- */
@@ -518,8 +689,13 @@ static int finalizing(void) {
 static void *sampler_main(void *arg) {
     SamplerObject *sp = arg;
     int64_t deadline = mono_ns();
+    uint64_t rng = (uint64_t)deadline ^ (uint64_t)(uintptr_t)sp;
     for (;;) {
-        deadline += sp->period_ns;
+        /* Deadlines are a period apart on average, each drawn uniformly from half to
+         * one and a half periods: a program that does something every period (a loop
+         * with a 10 ms sleep) is then not always caught at the same point of it. */
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        deadline += sp->period_ns / 2 + (int64_t)((rng >> 33) % (uint64_t)sp->period_ns);
         pthread_mutex_lock(&sp->lock);
         while (!sp->stop) {
             struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
@@ -529,19 +705,31 @@ static void *sampler_main(void *arg) {
         pthread_mutex_unlock(&sp->lock);
         if (stop || finalizing()) break;
 
+        /* Ask the main thread to sample itself, unless the last request is still
+         * pending (it has run no bytecode since: the pass below samples it). */
+        int st = atomic_load(&sp->main_state);
+        sp->main_request_failed = 0;
+        if ((st == MAIN_IDLE || st == MAIN_DONE) && sp->main_ident) {
+            atomic_store(&sp->main_state, MAIN_REQUESTED);
+            if (Py_AddPendingCall(main_callback, NULL) != 0) {
+                atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
+                sp->main_request_failed = 1;
+            }
+        }
+
         int64_t t0 = mono_ns();
         PyEval_RestoreThread(sp->ts);
         int64_t t1 = mono_ns();
         RecorderObject *r = sp->recorder;
         int open = r->rec && !r->closing;
-        int ok = open && gather(sp) == 0 &&
-                 slots_reserve(sp, sp->threads.n) == 0;
+        int ok = open && gather(sp) == 0 && slots_reserve(sp, sp->tick.threads.n) == 0;
         if (ok) atomic_fetch_add(&r->busy, 1);
         int64_t t2 = mono_ns();
         PyEval_SaveThread();
         if (!open) break; /* the recorder was closed under the sampler */
+        rec_counts c = {0, 0, 0};
         if (ok) {
-            record_all(sp, t1);
+            record_all(sp, t1, &c);
             atomic_fetch_sub(&r->busy, 1);
         }
         int64_t t3 = mono_ns();
@@ -550,6 +738,9 @@ static void *sampler_main(void *arg) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
         pthread_mutex_lock(&sp->lock);
         sp->ticks++;
+        sp->samples += c.samples;
+        sp->samples_failed += c.failed;
+        sp->labels_refused += c.labels_refused;
         uint64_t wait = (uint64_t)(t1 - t0), hold = (uint64_t)(t2 - t1);
         sp->gil_wait_ns_total += wait;
         if (wait > sp->gil_wait_ns_max) sp->gil_wait_ns_max = wait;
@@ -583,22 +774,16 @@ static int init_sync(SamplerObject *sp) {
     return rc ? -1 : 0;
 }
 
-/* Releases what phase 1 kept (with the GIL) and the sampler thread's resources. */
-static void release_tick(SamplerObject *sp) {
-    for (size_t i = 0; i < sp->refs.n; i++) Py_DECREF(AT(sp->refs, PyObject *, i));
-    sp->refs.n = 0;
-}
-
+/* Releases what the passes kept and the buffers (with the GIL, the thread stopped). */
 static void free_buffers(SamplerObject *sp) {
-    release_tick(sp);
+    release_refs(sp);
     if (sp->fcache) {
         for (size_t i = 0; i < FCACHE_SIZE; i++) Py_XDECREF(sp->fcache[i].code);
         free(sp->fcache);
         sp->fcache = NULL;
     }
-    vec_free(&sp->frames);
-    vec_free(&sp->labels);
-    vec_free(&sp->threads);
+    gbuf_free(&sp->tick);
+    gbuf_free(&sp->cb);
     vec_free(&sp->refs);
     free(sp->slots);
     free(sp->next_slots);
@@ -620,9 +805,30 @@ static int baseline(SamplerObject *sp, int64_t now) {
         tslot *s = slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
         *s = (tslot){t->thread_id, native, now,
                      sp->cpu_idx >= 0 ? thread_cpu_ns(t->native_thread_id) : 0};
+        if (t->thread_id == sp->main_ident) {
+            sp->main_wall_ns = now;
+            sp->main_cpu_ns = s->cpu_ns;
+            sp->main_cpu_carry = 0;
+        }
     }
     sp->prev_tick_ns = now;
     return 0;
+}
+
+/* threading.main_thread().ident (called with the GIL, from Python code), or 0. */
+static unsigned long main_thread_ident(void) {
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    unsigned long v = ident && PyLong_Check(ident) ? PyLong_AsUnsignedLong(ident) : 0;
+    Py_XDECREF(ident);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        v = 0;
+    }
+    return v;
 }
 
 /* Frees what start() set up for the thread (with the GIL; the thread is not running). */
@@ -632,8 +838,12 @@ static void release_thread_state(SamplerObject *sp) {
         PyThreadState_Delete(sp->ts);
         sp->ts = NULL;
     }
-    ppk_sample_free(sp->builder); /* after Recorder.close too: the GIL is held */
-    sp->builder = NULL;
+    if (main_sampler == sp) main_sampler = NULL;
+    atomic_store(&sp->main_state, MAIN_IDLE);
+    /* After Recorder.close too: the GIL is held. */
+    ppk_sample_free(sp->builder);
+    ppk_sample_free(sp->cb_builder);
+    sp->builder = sp->cb_builder = NULL;
     free_buffers(sp);
 }
 
@@ -641,11 +851,18 @@ static int sampler_start(SamplerObject *sp) {
     if (sp->running) return 0;
     if (ppk_py_recorder_check_open(sp->recorder)) return -1;
     int rc = ppk_sample_create(sp->recorder->rec, &sp->builder);
+    if (!rc) rc = ppk_sample_create(sp->recorder->rec, &sp->cb_builder);
     if (rc) {
+        ppk_sample_free(sp->builder);
+        sp->builder = NULL;
         ppk_py_error(rc, "Sampler.start", NULL);
         return -1;
     }
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
+    /* One sampler at a time samples the main thread from inside it; another one
+     * started meanwhile samples it from its pass, like the other threads. */
+    sp->main_ident = main_sampler ? 0 : main_thread_ident();
+    atomic_store(&sp->main_state, MAIN_IDLE);
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
     sp->ts = sp->fcache ? PyThreadState_New(sp->interp) : NULL;
     if (!sp->ts || baseline(sp, mono_ns())) {
@@ -660,6 +877,7 @@ static int sampler_start(SamplerObject *sp) {
         return -1;
     }
     sp->running = 1;
+    if (sp->main_ident) main_sampler = sp;
     return 0;
 }
 
@@ -683,8 +901,11 @@ static void after_fork_child(SamplerObject *sp) {
     sp->ts = NULL;
     sp->running = 0;
     init_sync(sp);
+    if (main_sampler == sp) main_sampler = NULL;
+    atomic_store(&sp->main_state, MAIN_IDLE);
     ppk_sample_free(sp->builder);
-    sp->builder = NULL;
+    ppk_sample_free(sp->cb_builder);
+    sp->builder = sp->cb_builder = NULL;
     free_buffers(sp);
 }
 
@@ -743,9 +964,8 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sp->wall_idx = wi;
     sp->cpu_idx = ci;
     sp->count_idx = ki;
-    sp->frames = VEC(gframe);
-    sp->labels = VEC(glabel);
-    sp->threads = VEC(gthread);
+    gbuf_init(&sp->tick);
+    gbuf_init(&sp->cb);
     sp->refs = VEC(PyObject *);
     return (PyObject *)sp;
 }
@@ -784,15 +1004,26 @@ static PyObject *Sampler_after_fork_child(SamplerObject *sp, PyObject *unused) {
 static PyObject *Sampler_stats(SamplerObject *sp, PyObject *unused) {
     (void)unused;
     pthread_mutex_lock(&sp->lock);
-    uint64_t v[] = {sp->ticks,          sp->samples,           sp->samples_failed,
-                    sp->labels_refused, sp->ticks_late,        sp->gil_wait_ns_total,
-                    sp->gil_wait_ns_max, sp->gil_hold_ns_total, sp->gil_hold_ns_max,
-                    sp->tick_ns_total,  (uint64_t)sp->cpu_ns};
+    uint64_t v[] = {sp->ticks,
+                    sp->samples,
+                    sp->samples_failed,
+                    sp->labels_refused,
+                    sp->ticks_late,
+                    sp->gil_wait_ns_total,
+                    sp->gil_wait_ns_max,
+                    sp->gil_hold_ns_total,
+                    sp->gil_hold_ns_max,
+                    sp->tick_ns_total,
+                    (uint64_t)sp->cpu_ns,
+                    sp->main_callbacks,
+                    sp->main_callback_ns_total,
+                    sp->main_blocked};
     pthread_mutex_unlock(&sp->lock);
     static const char *const names[] = {
-        "ticks",          "samples",           "samples_failed",  "labels_refused",
-        "ticks_late",     "gil_wait_ns_total", "gil_wait_ns_max", "gil_hold_ns_total",
-        "gil_hold_ns_max", "tick_ns_total",    "cpu_ns"};
+        "ticks",          "samples",          "samples_failed",         "labels_refused",
+        "ticks_late",     "gil_wait_ns_total", "gil_wait_ns_max",       "gil_hold_ns_total",
+        "gil_hold_ns_max", "tick_ns_total",    "cpu_ns",                "main_callbacks",
+        "main_callback_ns_total", "main_blocked"};
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof v / sizeof v[0]; i++) {
         PyObject *x = PyLong_FromUnsignedLongLong(v[i]);
