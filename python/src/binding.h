@@ -97,4 +97,8 @@ int ppk_py_sample_ready(void);
 /* sampler.c */
 int ppk_py_sampler_ready(void);
 
+/* internals.c: makes the main thread run its pending calls at its next bytecode
+ * boundary if it holds the GIL (3.11, 3.12; nothing on 3.13, which does it itself). */
+void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts);
+
 #endif

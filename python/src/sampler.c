@@ -33,9 +33,8 @@
  * there within microseconds (and the sampler's pass skips it); if it is blocked, the
  * callback has not run when the sampler's pass comes, which then samples it where it
  * blocks and cancels the callback. Pending calls run in the main thread only, so other
- * threads that alternate Python code and blocking calls are seen when they block; and
- * on CPython 3.11 and 3.12 the callback runs promptly only when the main thread is made
- * to switch (see main_deltas), so there the main thread is mostly seen like the others. During phase 2 the recorder counts the sampler as busy, so
+ * threads that alternate Python code and blocking calls are seen when they block. (On
+ * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.) During phase 2 the recorder counts the sampler as busy, so
  * Recorder.close() waits for it; a closed recorder stops the sampling.
  *
  * Values: wall time is the time since the thread's previous sample (so a tick that the
@@ -184,6 +183,7 @@ typedef struct SamplerObject {
     /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
      * by the sampler's pass, never both in one tick (main_state says which). */
     unsigned long main_ident;
+    _Atomic(PyThreadState *) main_ts; /* its thread state, as last seen (only compared) */
     atomic_int main_state;  /* MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED */
     ppk_sample *cb_builder; /* main_callback's own: it may run during phase 2 */
     gbuf cb;
@@ -462,6 +462,7 @@ static int gather(SamplerObject *sp) {
         if (t == sp->ts) continue;
         int mode = 0;
         if (t->thread_id == sp->main_ident) {
+            atomic_store(&sp->main_ts, t);
             int st = MAIN_REQUESTED;
             if (atomic_compare_exchange_strong(&sp->main_state, &st, MAIN_CANCELLED))
                 mode = MAIN_BLOCKING; /* it ran no Python code since the request */
@@ -570,17 +571,11 @@ static void record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const
 /* The main thread's wall time since its previous sample, and the CPU time charged to
  * this sample. A thread found blocking at this tick spent its CPU time since the
  * previous sample running Python code elsewhere (or in a C call that released the GIL,
- * which this cannot tell apart): on CPython 3.13, that time is carried to its next
- * sample that finds it running, a sample at an instant drawn from its running time. A
- * thread blocked since the previous tick ran no Python code since: its CPU time was
- * spent where it blocks.
- *
- * On 3.11 and 3.12, Py_AddPendingCall decides whether to interrupt the interpreter in
- * the calling thread (the sampler's, not the main one), so the callback runs promptly
- * only when the main thread runs long enough to be made to switch (the switch interval,
- * 5 ms): a main thread that blocks sooner after each burst is found blocking nearly
- * always, and a carry would never be paid out. There the CPU time is charged where the
- * thread is found, like any other thread's. */
+ * which this cannot tell apart): that time is carried to its next sample that finds it
+ * running, a sample at an instant drawn from its running time. A thread blocked since
+ * the previous tick ran no Python code since: its CPU time was spent where it blocks.
+ * (What is carried when sampling stops is not recorded: at most the CPU time of one
+ * run between two blocking calls.) */
 static int64_t main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
     int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
     int64_t d = cpu_now >= 0 && sp->main_cpu_ns >= 0 ? cpu_now - sp->main_cpu_ns : 0;
@@ -588,12 +583,10 @@ static int64_t main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
     gt->wall_ns = now > sp->main_wall_ns ? now - sp->main_wall_ns : 0;
     sp->main_wall_ns = now;
     sp->main_cpu_ns = cpu_now;
-#if PY_VERSION_HEX >= 0x030D0000
     if (gt->main_mode == MAIN_BLOCKING) {
         sp->main_cpu_carry += d;
         return 0;
     }
-#endif
     if (gt->main_mode == MAIN_BLOCKED) return d;
     d += sp->main_cpu_carry;
     sp->main_cpu_carry = 0;
@@ -711,7 +704,9 @@ static void *sampler_main(void *arg) {
         sp->main_request_failed = 0;
         if ((st == MAIN_IDLE || st == MAIN_DONE) && sp->main_ident) {
             atomic_store(&sp->main_state, MAIN_REQUESTED);
-            if (Py_AddPendingCall(main_callback, NULL) != 0) {
+            if (Py_AddPendingCall(main_callback, NULL) == 0) {
+                ppk_py_wake_main(sp->interp, atomic_load(&sp->main_ts));
+            } else {
                 atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
                 sp->main_request_failed = 1;
             }
