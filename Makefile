@@ -18,7 +18,7 @@ BUILD      := build
 ASAN_BUILD := build/asan
 TSAN_BUILD := build/tsan
 
-.PHONY: all build test asan tsan demo bench install clean deps help
+.PHONY: all build test asan tsan demo bench install python-install clean deps help
 
 all: build
 
@@ -56,6 +56,14 @@ bench: build
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
+# The Python package for one interpreter (PYTHON=...), into its site-packages.
+PYTHON ?= python3
+python-install:
+	$(CMAKE) -S . -B $(BUILD)/python-install -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DBUILD_TESTING=OFF "-DPPK_PYTHONS=$$(command -v $(PYTHON))" $(CMAKE_FLAGS)
+	$(CMAKE) --build $(BUILD)/python-install -j$(JOBS) --target python
+	$(CMAKE) --install $(BUILD)/python-install --component python
+
 clean:
 	rm -rf $(BUILD) demo-out
 
@@ -70,5 +78,6 @@ help:
 	@echo "make demo      bash tools/demo.sh"
 	@echo "make bench     build the benchmarks, run bench/run.sh (W1, micro, encode, latency)"
 	@echo "make install   install under PREFIX=$(PREFIX)"
+	@echo "make python-install PYTHON=python3   the Python package, into that interpreter"
 	@echo "make deps      install the Debian packages (tools/deps.sh)"
 	@echo "make clean     remove $(BUILD)/ and demo-out/"
