@@ -38,14 +38,14 @@ class ReadmeTest(unittest.TestCase):
             files = glob.glob(os.path.join(tmp, "readme.*.1.pb.gz"))
             self.assertEqual(len(files), 1, os.listdir(tmp))
             flat, text = support.go_top(files[0], "wall-time")
-            self.assertEqual(flat, {"parse": 2000 * 10_000_000}, text)
+            self.assertEqual(flat, {"parse": 2000 * 10_000_000, "handle": 0}, text)
             with open(files[0], "rb") as f:
                 p = support.decode(f.read())
             self.assertEqual(p.total("samples"), 2000)
             by_thread = p.by("samples", lambda stack, labels: labels["thread name"])
             self.assertEqual(by_thread, {"worker-0": 1000, "worker-1": 1000})
             by_request = p.by("samples", lambda stack, labels: labels["request"])
-            self.assertEqual(by_request, {0: 667, 1: 667, 2: 666})
+            self.assertEqual(by_request, {0: 2 * 334, 1: 2 * 333, 2: 2 * 333})
             self.assertEqual({tuple(f[0] for f in s) for s, _, _ in p.samples},
                              {("parse", "handle")})
 
