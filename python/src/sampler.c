@@ -34,8 +34,10 @@
  * callback has not run when the sampler's pass comes, which then samples it where it
  * blocks and cancels the callback. Pending calls run in the main thread only, so other
  * threads that alternate Python code and blocking calls are seen when they block. (On
- * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.) During phase 2 the recorder counts the sampler as busy, so
- * Recorder.close() waits for it; a closed recorder stops the sampling.
+ * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.)
+ *
+ * During phase 2 the recorder counts the sampler as busy, so Recorder.close() waits for
+ * it; a closed recorder stops the sampling.
  *
  * Values: wall time is the time since the thread's previous sample (so a tick that the
  * GIL delayed weighs what it covered; a thread seen for the first time gets the time
@@ -50,583 +52,18 @@
  *
  * Fork: the thread does not exist in a child. _after_fork_child() (called by the
  * package's os.register_at_fork handler) forgets it and starts a new one if it ran.
+ *
+ * Files: sampler.h (the data of a tick, the object), sampler_walk.c (phase 1),
+ * sampler_record.c (phase 2), this file (the thread, the main thread's callback,
+ * start, stop, fork, the Python type).
  */
-#include "binding.h"
+#include "sampler.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-/* ---- Per-tick data ----------------------------------------------------------------- */
-
-typedef struct gframe {
-    ppk_str name, file;
-    int64_t start_line, line;
-} gframe;
-
-typedef struct glabel {
-    ppk_str key, str;
-    int is_num;
-    int64_t num;
-} glabel;
-
-typedef struct gthread {
-    unsigned long ident;
-    unsigned long native_id;
-    ppk_str name;      /* empty: unknown */
-    ppk_str task_name; /* empty: no task, or no name */
-    int64_t task_id;   /* 0: no task */
-    size_t first_frame, n_frames;
-    size_t first_label, n_labels;
-    int64_t wall_ns;
-    int main_mode; /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
-} gthread;
-
-/* The frame cache: what a frame shows (its code's names and the line) by code object
- * and instruction offset, so that a frame seen at an earlier tick costs a lookup
- * instead of a line-table walk. Direct-mapped, FCACHE_SIZE entries; an entry holds a
- * reference to its code object (so the address cannot be reused by another code while
- * it is cached); an evicted code is released at the next tick, since strings of the
- * tick being gathered may point into it. */
-#define FCACHE_SIZE 4096
-
-typedef struct fentry {
-    PyCodeObject *code; /* NULL: empty */
-    int lasti;
-    gframe frame;
-} fentry;
-
-/* What a thread had at its previous sample, for the deltas. */
-typedef struct tslot {
-    unsigned long ident, native_id; /* native_id 0: empty slot */
-    int64_t wall_ns;                /* CLOCK_MONOTONIC at the previous sample */
-    int64_t cpu_ns;                 /* its CPU clock then */
-} tslot;
-
-/* A growable array of `size`-byte items (malloc: phase 2 runs without the GIL). */
-typedef struct vec {
-    void *items;
-    size_t n, cap, size;
-} vec;
-
-static void *vec_push(vec *v) {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        void *p = realloc(v->items, cap * v->size);
-        if (!p) return NULL;
-        v->items = p;
-        v->cap = cap;
-    }
-    return (char *)v->items + v->size * v->n++;
-}
-
-static void vec_free(vec *v) {
-    free(v->items);
-    v->items = NULL;
-    v->n = v->cap = 0;
-}
-
-#define VEC(T) ((vec){NULL, 0, 0, sizeof(T)})
-#define AT(v, T, i) (((T *)(v).items)[i])
-
-/* What one pass gathered: threads, their frames and labels. */
-typedef struct gbuf {
-    vec frames, labels, threads;
-} gbuf;
-
-static void gbuf_init(gbuf *b) {
-    b->frames = VEC(gframe);
-    b->labels = VEC(glabel);
-    b->threads = VEC(gthread);
-}
-
-static void gbuf_free(gbuf *b) {
-    vec_free(&b->frames);
-    vec_free(&b->labels);
-    vec_free(&b->threads);
-}
-
-/* ---- The object -------------------------------------------------------------------- */
-
-typedef struct SamplerObject {
-    PyObject_HEAD
-    RecorderObject *recorder;
-    PyObject *tags_thread; /* dict: thread ident -> ((key, value), ...), or NULL */
-    PyObject *tags_task;   /* dict: id(task) -> ((key, value), ...), or NULL */
-    int64_t period_ns;
-    int wall_idx, cpu_idx, count_idx; /* -1: not recorded */
-
-    PyInterpreterState *interp;
-    pthread_t thread;
-    int running; /* a thread was started and not joined (GIL-protected) */
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* CLOCK_MONOTONIC */
-    int stop;            /* under lock */
-
-    /* The sampler thread's own state (its thread only, or under the GIL while it is
-     * stopped). */
-    PyThreadState *ts;
-    ppk_sample *builder;
-    gbuf tick;
-    tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
-    size_t slot_cap;
-    int64_t prev_tick_ns; /* CLOCK_MONOTONIC of the previous phase 1 */
-
-    /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
-     * that keep what the gathered frames point to alive until the next phase 1. */
-    fentry *fcache; /* FCACHE_SIZE entries, allocated at start */
-    vec refs;
-
-    /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
-     * by the sampler's pass, never both in one tick (main_state says which). */
-    unsigned long main_ident;
-    _Atomic(PyThreadState *) main_ts; /* its thread state, as last seen (only compared) */
-    atomic_int main_state;  /* MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED */
-    ppk_sample *cb_builder; /* main_callback's own: it may run during phase 2 */
-    gbuf cb;
-    int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
-    int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
-    int main_request_failed;           /* Py_AddPendingCall refused this tick's request */
-    /* Statistics (read under lock). */
-    uint64_t ticks, samples, samples_failed, labels_refused, ticks_late;
-    uint64_t main_callbacks, main_callback_ns_total, main_blocked;
-    uint64_t gil_wait_ns_total, gil_wait_ns_max, gil_hold_ns_total, gil_hold_ns_max;
-    uint64_t tick_ns_total; /* phase 1 + phase 2 */
-    int64_t cpu_ns;         /* the sampler thread's own CPU time */
-} SamplerObject;
-
-enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
-
-/* How the main thread was found: running Python code (it sampled itself), blocked
- * since this tick (it ran Python code since its previous sample), or blocked since the
- * previous tick at least (it ran no Python code since). */
-enum { MAIN_RUNNING = 1, MAIN_BLOCKING, MAIN_BLOCKED };
 
 /* The sampler whose main_callback runs (GIL-protected): a pending call cannot be taken
  * back, so the callback finds its sampler here, and nothing once it stopped. */
-static struct SamplerObject *main_sampler;
-
-/* Interned attribute names and _asyncio.Task.get_name, set up once. */
-static PyObject *str_name, *str_thread_id, *str_get_name, *str_active, *str_current_tasks,
-    *str_Task, *task_get_name;
-
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* A thread's CPU time from its kernel thread id: the Linux encoding of a per-thread
- * CPU-time clock (what pthread_getcpuclockid computes from the pthread_t). The tid is
- * used instead of the pthread_t because a tid of a thread that has exited only makes
- * clock_gettime fail, while a stale pthread_t would be dereferenced. -1: no clock. */
-static int64_t thread_cpu_ns(unsigned long tid) {
-    if (!tid) return -1;
-    clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6u);
-    struct timespec ts;
-    if (clock_gettime(cid, &ts)) return -1;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- Phase 1: reading the interpreter, with the GIL -------------------------------- */
-
-/* obj.name when it can be read without running Python code: the type's attribute
- * lookup is the generic one and the type has no descriptor of that name (a plain class
- * attribute is fine). A new reference, or NULL (no error set). The type's attributes are
- * looked up with _PyType_Lookup (3.11 to 3.13: the MRO walk behind the type cache, which
- * raises nothing, so a missing attribute costs no exception object). */
-static PyObject *safe_getattr(PyObject *obj, PyObject *name) {
-    if (Py_TYPE(obj)->tp_getattro != PyObject_GenericGetAttr) return NULL;
-    PyObject *cls_attr = _PyType_Lookup(Py_TYPE(obj), name);
-    if (cls_attr && Py_TYPE(cls_attr)->tp_descr_get) return NULL;
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (!v) PyErr_Clear();
-    return v;
-}
-
-/* sys.modules[mod].attr if that module is imported (borrowed), else NULL. */
-static PyObject *module_attr(const char *mod, PyObject *attr) {
-    PyObject *modules = PyImport_GetModuleDict();
-    PyObject *m = modules && PyDict_Check(modules) ? PyDict_GetItemString(modules, mod) : NULL;
-    if (!m || !PyModule_Check(m)) return NULL;
-    PyObject *d = PyModule_GetDict(m);
-    return d ? PyDict_GetItem(d, attr) : NULL;
-}
-
-/* Keeps a reference until the next phase 1. -1 on allocation failure (o released). */
-static int keep_ref(SamplerObject *sp, PyObject *o) {
-    PyObject **slot = vec_push(&sp->refs);
-    if (!slot) {
-        Py_DECREF(o);
-        return -1;
-    }
-    *slot = o;
-    return 0;
-}
-
-/* The UTF-8 of a str whose reference is kept; empty if it is not a str or has no
- * UTF-8 form (lone surrogates). */
-static ppk_str utf8_of(PyObject *s) {
-    Py_ssize_t n;
-    const char *p = PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
-    if (!p) {
-        PyErr_Clear();
-        return (ppk_str){NULL, 0};
-    }
-    return (ppk_str){p, (size_t)n};
-}
-
-/* A running task's name, read without running Python code (NULL if unknown). */
-static PyObject *task_name(PyObject *task) {
-    if (task_get_name) {
-        if (_PyType_Lookup(Py_TYPE(task), str_get_name) == task_get_name) {
-            PyObject *name = PyObject_CallOneArg(task_get_name, task);
-            if (!name) PyErr_Clear();
-            return name;
-        }
-    }
-    return safe_getattr(task, str_name); /* the pure-Python Task keeps it in _name */
-}
-
-/* The labels of pprofkit.tag() for `key` in dict `tags`: a tuple of (key, value) pairs,
- * each value a str or an int. */
-static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *key,
-                        gthread *gt) {
-    if (!tags || !key) return;
-    PyObject *t = PyDict_GetItemWithError(tags, key);
-    if (!t) {
-        PyErr_Clear();
-        return;
-    }
-    if (!PyTuple_Check(t)) return;
-    Py_INCREF(t);
-    if (keep_ref(sp, t)) return;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
-        PyObject *pair = PyTuple_GET_ITEM(t, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
-        PyObject *k = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
-        glabel l = {utf8_of(k), {NULL, 0}, 0, 0};
-        if (!l.key.len) continue;
-        if (PyLong_Check(v)) {
-            int overflow;
-            l.num = PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (overflow || (l.num == -1 && PyErr_Occurred())) {
-                PyErr_Clear();
-                continue;
-            }
-            l.is_num = 1;
-        } else if (PyUnicode_Check(v)) {
-            l.str = utf8_of(v);
-        } else {
-            continue;
-        }
-        glabel *slot = vec_push(&b->labels);
-        if (!slot) return;
-        *slot = l;
-        gt->n_labels++;
-    }
-}
-
-/* The loops running a task now: pairs (thread ident, task), at most `max`. */
-typedef struct running_task {
-    unsigned long ident;
-    PyObject *task; /* borrowed from _current_tasks, which phase 1 does not change */
-} running_task;
-
-static size_t running_tasks(running_task *out, size_t max) {
-    PyObject *current = module_attr("asyncio.tasks", str_current_tasks);
-    if (!current || !PyDict_Check(current)) return 0;
-    if (!task_get_name) {
-        /* asyncio is imported: its C Task type's get_name, looked up once. */
-        PyObject *task_type = module_attr("_asyncio", str_Task);
-        if (task_type && PyType_Check(task_type)) {
-            task_get_name = PyObject_GetAttr(task_type, str_get_name);
-            if (!task_get_name) PyErr_Clear();
-        }
-    }
-    size_t n = 0;
-    Py_ssize_t pos = 0;
-    PyObject *loop, *task;
-    while (n < max && PyDict_Next(current, &pos, &loop, &task)) {
-        PyObject *tid = safe_getattr(loop, str_thread_id);
-        if (tid && PyLong_Check(tid)) {
-            unsigned long ident = PyLong_AsUnsignedLong(tid);
-            if (!PyErr_Occurred()) out[n++] = (running_task){ident, task};
-        }
-        PyErr_Clear();
-        Py_XDECREF(tid);
-    }
-    return n;
-}
-
-#define MAX_LOOPS 64
-
-/* What frame f shows, from the cache or computed (and cached). -1: no memory. */
-static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
-    PyCodeObject *code = PyFrame_GetCode(f);
-    int lasti = PyFrame_GetLasti(f);
-    uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
-    fentry *e = &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
-    if (e->code == code && e->lasti == lasti) {
-        Py_DECREF(code);
-        *out = e->frame;
-        return 0;
-    }
-    if (e->code && keep_ref(sp, (PyObject *)e->code)) {
-        Py_DECREF(code);
-        return -1;
-    }
-    int line = PyFrame_GetLineNumber(f);
-    e->code = code; /* the entry takes the reference */
-    e->lasti = lasti;
-    e->frame = (gframe){utf8_of(code->co_qualname), utf8_of(code->co_filename),
-                        code->co_firstlineno, line > 0 ? line : 0};
-    *out = e->frame;
-    return 0;
-}
-
-/* Gathers thread t into b. -1: no memory. */
-static int gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
-                         const running_task *tasks, size_t n_tasks) {
-    PyFrameObject *f = PyThreadState_GetFrame(t);
-    if (!f) return 0; /* no Python code running: nothing to show */
-    gthread *gt = vec_push(&b->threads);
-    if (!gt) {
-        Py_DECREF(f);
-        return -1;
-    }
-    memset(gt, 0, sizeof *gt);
-    gt->ident = t->thread_id;
-    gt->native_id = t->native_thread_id;
-    gt->first_frame = b->frames.n;
-    gt->first_label = b->labels.n;
-    while (f) {
-        gframe *gf = vec_push(&b->frames);
-        if (!gf || frame_of(sp, f, gf)) {
-            Py_DECREF(f);
-            return -1;
-        }
-        gt->n_frames++;
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
-    }
-
-    PyObject *ident = PyLong_FromUnsignedLong(gt->ident);
-    if (!ident) PyErr_Clear();
-    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
-    if (!thread) PyErr_Clear();
-    PyObject *name = thread ? safe_getattr(thread, str_name) : NULL;
-    if (name && !keep_ref(sp, name)) gt->name = utf8_of(name);
-    gather_tags(sp, b, sp->tags_thread, ident, gt);
-    Py_XDECREF(ident);
-
-    for (size_t i = 0; i < n_tasks; i++) {
-        if (tasks[i].ident != gt->ident) continue;
-        PyObject *task = tasks[i].task;
-        gt->task_id = (int64_t)(uintptr_t)task;
-        PyObject *tname = task_name(task);
-        if (tname && !keep_ref(sp, tname)) gt->task_name = utf8_of(tname);
-        PyObject *tid = PyLong_FromVoidPtr(task);
-        if (!tid) PyErr_Clear();
-        gather_tags(sp, b, sp->tags_task, tid, gt);
-        Py_XDECREF(tid);
-        break;
-    }
-    return 0;
-}
-
-static PyObject *threads_by_ident(void) {
-    PyObject *active = module_attr("threading", str_active);
-    return active && PyDict_Check(active) ? active : NULL;
-}
-
-static void release_refs(SamplerObject *sp) {
-    for (size_t i = 0; i < sp->refs.n; i++) Py_DECREF(AT(sp->refs, PyObject *, i));
-    sp->refs.n = 0;
-}
-
-/* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
- * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
-static int gather(SamplerObject *sp) {
-    release_refs(sp);
-    sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
-    PyObject *active = threads_by_ident();
-    running_task tasks[MAX_LOOPS];
-    size_t n_tasks = running_tasks(tasks, MAX_LOOPS);
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
-         t = PyThreadState_Next(t)) {
-        if (t == sp->ts) continue;
-        int mode = 0;
-        if (t->thread_id == sp->main_ident) {
-            atomic_store(&sp->main_ts, t);
-            int st = MAIN_REQUESTED;
-            if (atomic_compare_exchange_strong(&sp->main_state, &st, MAIN_CANCELLED))
-                mode = MAIN_BLOCKING; /* it ran no Python code since the request */
-            else if (st == MAIN_CANCELLED)
-                mode = MAIN_BLOCKED; /* nor since the previous tick's */
-            else if (sp->main_request_failed)
-                mode = MAIN_BLOCKING;
-            else
-                continue; /* it sampled itself */
-            sp->main_blocked++;
-        }
-        size_t n = sp->tick.threads.n;
-        if (gather_thread(sp, &sp->tick, t, active, tasks, n_tasks)) return -1;
-        if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
-    }
-    return 0;
-}
-
-/* ---- Thread slots: the previous sample of each thread ------------------------------ */
-
-static size_t slot_hash(unsigned long ident, unsigned long native_id, size_t mask) {
-    uint64_t h = (uint64_t)ident * 0x9E3779B97F4A7C15u ^ (uint64_t)native_id;
-    h ^= h >> 29;
-    return (size_t)(h * 0xBF58476D1CE4E5B9u >> 17) & mask;
-}
-
-static tslot *slot_find(tslot *slots, size_t cap, unsigned long ident, unsigned long native) {
-    size_t mask = cap - 1;
-    for (size_t i = slot_hash(ident, native, mask);; i = (i + 1) & mask) {
-        tslot *s = &slots[i];
-        if (!s->native_id || (s->ident == ident && s->native_id == native)) return s;
-    }
-}
-
-/* Makes room for `n` threads in both tables (at most half full). -1: no memory. */
-static int slots_reserve(SamplerObject *sp, size_t n) {
-    if (n * 2 <= sp->slot_cap) return 0;
-    size_t cap = sp->slot_cap ? sp->slot_cap : 64;
-    while (cap < n * 2) cap *= 2;
-    tslot *a = calloc(cap, sizeof *a), *b = calloc(cap, sizeof *b);
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return -1;
-    }
-    for (size_t i = 0; i < sp->slot_cap; i++) {
-        tslot *s = &sp->slots[i];
-        if (s->native_id) *slot_find(a, cap, s->ident, s->native_id) = *s;
-    }
-    free(sp->slots);
-    free(sp->next_slots);
-    sp->slots = a;
-    sp->next_slots = b;
-    sp->slot_cap = cap;
-    return 0;
-}
-
-/* ---- Phase 2: recording, without the GIL ------------------------------------------- */
-
-static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thread native id"),
-                     L_THREAD_NAME = PPK_STR("thread name"), L_TASK_NAME = PPK_STR("task name"),
-                     L_TASK_ID = PPK_STR("task id");
-
-/* What record_thread did, added to the statistics by its caller. */
-typedef struct rec_counts {
-    uint64_t samples, failed, labels_refused;
-} rec_counts;
-
-static void record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const gthread *gt,
-                          int64_t cpu, rec_counts *c) {
-    if (ppk_sample_start(s)) { /* the recorder is gone */
-        c->failed++;
-        return;
-    }
-    for (size_t i = 0; i < gt->n_frames; i++) {
-        const gframe *g = &AT(b->frames, gframe, gt->first_frame + i);
-        ppk_frame f = {.name = g->name, .filename = g->file, .start_line = g->start_line,
-                       .line = g->line};
-        ppk_sample_push_frame_ex(s, &f);
-    }
-    int refused = 0;
-    refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
-    refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
-    if (gt->name.len) refused |= ppk_sample_push_label_str(s, L_THREAD_NAME, gt->name);
-    if (gt->task_id) {
-        if (gt->task_name.len)
-            refused |= ppk_sample_push_label_str(s, L_TASK_NAME, gt->task_name);
-        refused |= ppk_sample_push_label_num(s, L_TASK_ID, gt->task_id, (ppk_str){0});
-    }
-    for (size_t i = 0; i < gt->n_labels; i++) {
-        const glabel *l = &AT(b->labels, glabel, gt->first_label + i);
-        int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})
-                           : ppk_sample_push_label_str(s, l->key, l->str);
-        if (rc) c->labels_refused++; /* e.g. a tag with the key of a built-in label */
-    }
-    if (refused) c->labels_refused++;
-    if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
-    if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, cpu);
-    if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, 1);
-    if (ppk_sample_flush(s))
-        c->failed++;
-    else
-        c->samples++;
-}
-
-/* The main thread's wall time since its previous sample, and the CPU time charged to
- * this sample. A thread found blocking at this tick spent its CPU time since the
- * previous sample running Python code elsewhere (or in a C call that released the GIL,
- * which this cannot tell apart): that time is carried to its next sample that finds it
- * running, a sample at an instant drawn from its running time. A thread blocked since
- * the previous tick ran no Python code since: its CPU time was spent where it blocks.
- * (What is carried when sampling stops is not recorded: at most the CPU time of one
- * run between two blocking calls.) */
-static int64_t main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
-    int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
-    int64_t d = cpu_now >= 0 && sp->main_cpu_ns >= 0 ? cpu_now - sp->main_cpu_ns : 0;
-    if (d < 0) d = 0;
-    gt->wall_ns = now > sp->main_wall_ns ? now - sp->main_wall_ns : 0;
-    sp->main_wall_ns = now;
-    sp->main_cpu_ns = cpu_now;
-    if (gt->main_mode == MAIN_BLOCKING) {
-        sp->main_cpu_carry += d;
-        return 0;
-    }
-    if (gt->main_mode == MAIN_BLOCKED) return d;
-    d += sp->main_cpu_carry;
-    sp->main_cpu_carry = 0;
-    return d;
-}
-
-/* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
-static void record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
-    memset(sp->next_slots, 0, sp->slot_cap * sizeof *sp->next_slots);
-    for (size_t i = 0; i < sp->tick.threads.n; i++) {
-        gthread *gt = &AT(sp->tick.threads, gthread, i);
-        if (gt->ident == sp->main_ident) {
-            int64_t cpu = main_deltas(sp, gt, now);
-            record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
-            continue;
-        }
-        unsigned long native = gt->native_id ? gt->native_id : 1;
-        tslot *prev = slot_find(sp->slots, sp->slot_cap, gt->ident, native);
-        int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
-        int64_t cpu = 0;
-        if (prev->native_id) {
-            gt->wall_ns = now - prev->wall_ns;
-            if (cpu_now >= 0 && prev->cpu_ns >= 0) cpu = cpu_now - prev->cpu_ns;
-        } else {
-            /* New since the previous tick: it started after it; its whole CPU time is
-             * from since then. */
-            gt->wall_ns = now - sp->prev_tick_ns;
-            cpu = cpu_now;
-        }
-        if (cpu < 0) cpu = 0;
-        if (gt->wall_ns < 0) gt->wall_ns = 0;
-        tslot *next = slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
-        *next = (tslot){gt->ident, native, now, cpu_now};
-        record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
-    }
-    tslot *t = sp->slots;
-    sp->slots = sp->next_slots;
-    sp->next_slots = t;
-    sp->prev_tick_ns = now;
-}
+static SamplerObject *main_sampler;
 
 /* ---- The main thread's callback ---------------------------------------------------- */
 
@@ -647,14 +84,14 @@ static int main_callback(void *unused) {
     gbuf *b = &sp->cb;
     b->frames.n = b->labels.n = b->threads.n = 0;
     running_task tasks[MAX_LOOPS];
-    size_t n_tasks = running_tasks(tasks, MAX_LOOPS);
+    size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     rec_counts c = {0, 0, 0};
     PyThreadState *t = PyThreadState_Get();
-    if (gather_thread(sp, b, t, threads_by_ident(), tasks, n_tasks) == 0 && b->threads.n) {
+    if (ppk_py_gather_thread(sp, b, t, ppk_py_threads_by_ident(), tasks, n_tasks) == 0 && b->threads.n) {
         gthread *gt = &AT(b->threads, gthread, 0);
         gt->main_mode = MAIN_RUNNING;
-        int64_t cpu = main_deltas(sp, gt, now);
-        record_thread(sp, sp->cb_builder, b, gt, cpu, &c);
+        int64_t cpu = ppk_py_main_deltas(sp, gt, now);
+        ppk_py_record_thread(sp, sp->cb_builder, b, gt, cpu, &c);
     }
     /* The gathered strings were copied by the pushes: the references can go with the
      * sampler's next pass. */
@@ -717,14 +154,14 @@ static void *sampler_main(void *arg) {
         int64_t t1 = mono_ns();
         RecorderObject *r = sp->recorder;
         int open = r->rec && !r->closing;
-        int ok = open && gather(sp) == 0 && slots_reserve(sp, sp->tick.threads.n) == 0;
+        int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
         if (ok) atomic_fetch_add(&r->busy, 1);
         int64_t t2 = mono_ns();
         PyEval_SaveThread();
         if (!open) break; /* the recorder was closed under the sampler */
         rec_counts c = {0, 0, 0};
         if (ok) {
-            record_all(sp, t1, &c);
+            ppk_py_record_all(sp, t1, &c);
             atomic_fetch_sub(&r->busy, 1);
         }
         int64_t t3 = mono_ns();
@@ -771,7 +208,7 @@ static int init_sync(SamplerObject *sp) {
 
 /* Releases what the passes kept and the buffers (with the GIL, the thread stopped). */
 static void free_buffers(SamplerObject *sp) {
-    release_refs(sp);
+    ppk_py_release_refs(sp);
     if (sp->fcache) {
         for (size_t i = 0; i < FCACHE_SIZE; i++) Py_XDECREF(sp->fcache[i].code);
         free(sp->fcache);
@@ -792,12 +229,12 @@ static int baseline(SamplerObject *sp, int64_t now) {
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t))
         n++;
-    if (slots_reserve(sp, n + 1)) return -1;
+    if (ppk_py_slots_reserve(sp, n + 1)) return -1;
     memset(sp->slots, 0, sp->slot_cap * sizeof *sp->slots);
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t)) {
         unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
-        tslot *s = slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
+        tslot *s = ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
         *s = (tslot){t->thread_id, native, now,
                      sp->cpu_idx >= 0 ? thread_cpu_ns(t->native_thread_id) : 0};
         if (t->thread_id == sp->main_ident) {
@@ -1073,16 +510,5 @@ PyTypeObject ppk_py_SamplerType = {
 };
 
 int ppk_py_sampler_ready(void) {
-    if (!str_name) {
-        str_name = PyUnicode_InternFromString("_name");
-        str_thread_id = PyUnicode_InternFromString("_thread_id");
-        str_get_name = PyUnicode_InternFromString("get_name");
-        str_active = PyUnicode_InternFromString("_active");
-        str_current_tasks = PyUnicode_InternFromString("_current_tasks");
-        str_Task = PyUnicode_InternFromString("Task");
-        if (!str_name || !str_thread_id || !str_get_name || !str_active ||
-            !str_current_tasks || !str_Task)
-            return -1;
-    }
-    return PyType_Ready(&ppk_py_SamplerType);
+    return ppk_py_walk_ready() ? -1 : PyType_Ready(&ppk_py_SamplerType);
 }

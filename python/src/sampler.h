@@ -1,0 +1,223 @@
+/*
+ * sampler.h - what the files of the Sampler (sampler.c explains it) share: the data a
+ * tick gathers, the Sampler object, and the functions of its two phases.
+ */
+#ifndef PPK_PY_SAMPLER_H
+#define PPK_PY_SAMPLER_H
+
+#include "binding.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- Per-tick data ----------------------------------------------------------------- */
+
+typedef struct gframe {
+    ppk_str name, file;
+    int64_t start_line, line;
+} gframe;
+
+typedef struct glabel {
+    ppk_str key, str;
+    int is_num;
+    int64_t num;
+} glabel;
+
+typedef struct gthread {
+    unsigned long ident;
+    unsigned long native_id;
+    ppk_str name;      /* empty: unknown */
+    ppk_str task_name; /* empty: no task, or no name */
+    int64_t task_id;   /* 0: no task */
+    size_t first_frame, n_frames;
+    size_t first_label, n_labels;
+    int64_t wall_ns;
+    int main_mode; /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
+} gthread;
+
+/* The frame cache: what a frame shows (its code's names and the line) by code object
+ * and instruction offset, so that a frame seen at an earlier tick costs a lookup
+ * instead of a line-table walk. Direct-mapped, FCACHE_SIZE entries; an entry holds a
+ * reference to its code object (so the address cannot be reused by another code while
+ * it is cached); an evicted code is released at the next tick, since strings of the
+ * tick being gathered may point into it. */
+#define FCACHE_SIZE 4096
+
+typedef struct fentry {
+    PyCodeObject *code; /* NULL: empty */
+    int lasti;
+    gframe frame;
+} fentry;
+
+/* What a thread had at its previous sample, for the deltas. */
+typedef struct tslot {
+    unsigned long ident, native_id; /* native_id 0: empty slot */
+    int64_t wall_ns;                /* CLOCK_MONOTONIC at the previous sample */
+    int64_t cpu_ns;                 /* its CPU clock then */
+} tslot;
+
+/* A growable array of `size`-byte items (malloc: phase 2 runs without the GIL). */
+typedef struct vec {
+    void *items;
+    size_t n, cap, size;
+} vec;
+
+static inline void *vec_push(vec *v) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        void *p = realloc(v->items, cap * v->size);
+        if (!p) return NULL;
+        v->items = p;
+        v->cap = cap;
+    }
+    return (char *)v->items + v->size * v->n++;
+}
+
+static inline void vec_free(vec *v) {
+    free(v->items);
+    v->items = NULL;
+    v->n = v->cap = 0;
+}
+
+#define VEC(T) ((vec){NULL, 0, 0, sizeof(T)})
+#define AT(v, T, i) (((T *)(v).items)[i])
+
+/* What one pass gathered: threads, their frames and labels. */
+typedef struct gbuf {
+    vec frames, labels, threads;
+} gbuf;
+
+static inline void gbuf_init(gbuf *b) {
+    b->frames = VEC(gframe);
+    b->labels = VEC(glabel);
+    b->threads = VEC(gthread);
+}
+
+static inline void gbuf_free(gbuf *b) {
+    vec_free(&b->frames);
+    vec_free(&b->labels);
+    vec_free(&b->threads);
+}
+
+/* ---- The object -------------------------------------------------------------------- */
+
+typedef struct SamplerObject {
+    PyObject_HEAD
+    RecorderObject *recorder;
+    PyObject *tags_thread; /* dict: thread ident -> ((key, value), ...), or NULL */
+    PyObject *tags_task;   /* dict: id(task) -> ((key, value), ...), or NULL */
+    int64_t period_ns;
+    int wall_idx, cpu_idx, count_idx; /* -1: not recorded */
+
+    PyInterpreterState *interp;
+    pthread_t thread;
+    int running; /* a thread was started and not joined (GIL-protected) */
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* CLOCK_MONOTONIC */
+    int stop;            /* under lock */
+
+    /* The sampler thread's own state (its thread only, or under the GIL while it is
+     * stopped). */
+    PyThreadState *ts;
+    ppk_sample *builder;
+    gbuf tick;
+    tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
+    size_t slot_cap;
+    int64_t prev_tick_ns; /* CLOCK_MONOTONIC of the previous phase 1 */
+
+    /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
+     * that keep what the gathered frames point to alive until the next phase 1. */
+    fentry *fcache; /* FCACHE_SIZE entries, allocated at start */
+    vec refs;
+
+    /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
+     * by the sampler's pass, never both in one tick (main_state says which). */
+    unsigned long main_ident;
+    _Atomic(PyThreadState *) main_ts; /* its thread state, as last seen (only compared) */
+    atomic_int main_state;  /* MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED */
+    ppk_sample *cb_builder; /* main_callback's own: it may run during phase 2 */
+    gbuf cb;
+    int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
+    int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
+    int main_request_failed;           /* Py_AddPendingCall refused this tick's request */
+    /* Statistics (read under lock). */
+    uint64_t ticks, samples, samples_failed, labels_refused, ticks_late;
+    uint64_t main_callbacks, main_callback_ns_total, main_blocked;
+    uint64_t gil_wait_ns_total, gil_wait_ns_max, gil_hold_ns_total, gil_hold_ns_max;
+    uint64_t tick_ns_total; /* phase 1 + phase 2 */
+    int64_t cpu_ns;         /* the sampler thread's own CPU time */
+} SamplerObject;
+
+enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
+
+/* How the main thread was found: running Python code (it sampled itself), blocked
+ * since this tick (it ran Python code since its previous sample), or blocked since the
+ * previous tick at least (it ran no Python code since). */
+enum { MAIN_RUNNING = 1, MAIN_BLOCKING, MAIN_BLOCKED };
+
+
+static inline int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A thread's CPU time from its kernel thread id: the Linux encoding of a per-thread
+ * CPU-time clock (what pthread_getcpuclockid computes from the pthread_t). The tid is
+ * used instead of the pthread_t because a tid of a thread that has exited only makes
+ * clock_gettime fail, while a stale pthread_t would be dereferenced. -1: no clock. */
+static inline int64_t thread_cpu_ns(unsigned long tid) {
+    if (!tid) return -1;
+    clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6u);
+    struct timespec ts;
+    if (clock_gettime(cid, &ts)) return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The loops running a task now: pairs (thread ident, task). */
+typedef struct running_task {
+    unsigned long ident;
+    PyObject *task; /* borrowed from _current_tasks, which phase 1 does not change */
+} running_task;
+
+#define MAX_LOOPS 64
+
+/* ---- sampler_walk.c: phase 1, with the GIL ---------------------------------------- */
+
+/* Interns the attribute names phase 1 reads. -1 with an exception set. */
+int ppk_py_walk_ready(void);
+/* Releases the references the passes kept (with the GIL). */
+void ppk_py_release_refs(SamplerObject *sp);
+/* The sampler's pass: every thread but its own; the main thread only when it is
+ * blocked. -1: no memory (the tick is skipped). */
+int ppk_py_gather(SamplerObject *sp);
+/* Gathers thread t into b. -1: no memory. */
+int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
+                         const running_task *tasks, size_t n_tasks);
+/* threading._active (borrowed), or NULL. */
+PyObject *ppk_py_threads_by_ident(void);
+/* The (thread ident, task) of every loop running a task now, at most `max`. */
+size_t ppk_py_running_tasks(running_task *out, size_t max);
+
+/* ---- sampler_record.c: phase 2, without the GIL ----------------------------------- */
+
+/* What ppk_py_record_thread did, added to the statistics by its caller. */
+typedef struct rec_counts {
+    uint64_t samples, failed, labels_refused;
+} rec_counts;
+
+tslot *ppk_py_slot_find(tslot *slots, size_t cap, unsigned long ident, unsigned long native);
+/* Makes room for `n` threads in both slot tables. -1: no memory. */
+int ppk_py_slots_reserve(SamplerObject *sp, size_t n);
+/* Pushes one gathered thread as a sample with builder s, and flushes it. */
+void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const gthread *gt,
+                          int64_t cpu, rec_counts *c);
+/* The main thread's wall time (into gt) and the CPU time charged to this sample. */
+int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now);
+/* Phase 2 for every thread of sp->tick, gathered at `now`. */
+void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c);
+
+#endif

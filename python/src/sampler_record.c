@@ -1,0 +1,149 @@
+/*
+ * sampler_record.c - the Sampler's phase 2 (sampler.c explains the whole): without the
+ * GIL, each gathered thread becomes a sample in the recorder, with its wall and CPU time
+ * since its previous sample (a table of threads by ident and native id; the main
+ * thread's own figures, since it may sample itself).
+ */
+#include "sampler.h"
+
+/* ---- Thread slots: the previous sample of each thread ------------------------------ */
+
+static size_t slot_hash(unsigned long ident, unsigned long native_id, size_t mask) {
+    uint64_t h = (uint64_t)ident * 0x9E3779B97F4A7C15u ^ (uint64_t)native_id;
+    h ^= h >> 29;
+    return (size_t)(h * 0xBF58476D1CE4E5B9u >> 17) & mask;
+}
+
+tslot *ppk_py_slot_find(tslot *slots, size_t cap, unsigned long ident, unsigned long native) {
+    size_t mask = cap - 1;
+    for (size_t i = slot_hash(ident, native, mask);; i = (i + 1) & mask) {
+        tslot *s = &slots[i];
+        if (!s->native_id || (s->ident == ident && s->native_id == native)) return s;
+    }
+}
+
+/* Makes room for `n` threads in both tables (at most half full). -1: no memory. */
+int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
+    if (n * 2 <= sp->slot_cap) return 0;
+    size_t cap = sp->slot_cap ? sp->slot_cap : 64;
+    while (cap < n * 2) cap *= 2;
+    tslot *a = calloc(cap, sizeof *a), *b = calloc(cap, sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return -1;
+    }
+    for (size_t i = 0; i < sp->slot_cap; i++) {
+        tslot *s = &sp->slots[i];
+        if (s->native_id) *ppk_py_slot_find(a, cap, s->ident, s->native_id) = *s;
+    }
+    free(sp->slots);
+    free(sp->next_slots);
+    sp->slots = a;
+    sp->next_slots = b;
+    sp->slot_cap = cap;
+    return 0;
+}
+
+/* ---- Phase 2: recording, without the GIL ------------------------------------------- */
+
+static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thread native id"),
+                     L_THREAD_NAME = PPK_STR("thread name"), L_TASK_NAME = PPK_STR("task name"),
+                     L_TASK_ID = PPK_STR("task id");
+
+void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const gthread *gt,
+                          int64_t cpu, rec_counts *c) {
+    if (ppk_sample_start(s)) { /* the recorder is gone */
+        c->failed++;
+        return;
+    }
+    for (size_t i = 0; i < gt->n_frames; i++) {
+        const gframe *g = &AT(b->frames, gframe, gt->first_frame + i);
+        ppk_frame f = {.name = g->name, .filename = g->file, .start_line = g->start_line,
+                       .line = g->line};
+        ppk_sample_push_frame_ex(s, &f);
+    }
+    int refused = 0;
+    refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
+    refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
+    if (gt->name.len) refused |= ppk_sample_push_label_str(s, L_THREAD_NAME, gt->name);
+    if (gt->task_id) {
+        if (gt->task_name.len)
+            refused |= ppk_sample_push_label_str(s, L_TASK_NAME, gt->task_name);
+        refused |= ppk_sample_push_label_num(s, L_TASK_ID, gt->task_id, (ppk_str){0});
+    }
+    for (size_t i = 0; i < gt->n_labels; i++) {
+        const glabel *l = &AT(b->labels, glabel, gt->first_label + i);
+        int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})
+                           : ppk_sample_push_label_str(s, l->key, l->str);
+        if (rc) c->labels_refused++; /* e.g. a tag with the key of a built-in label */
+    }
+    if (refused) c->labels_refused++;
+    if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
+    if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, cpu);
+    if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, 1);
+    if (ppk_sample_flush(s))
+        c->failed++;
+    else
+        c->samples++;
+}
+
+/* The main thread's wall time since its previous sample, and the CPU time charged to
+ * this sample. A thread found blocking at this tick spent its CPU time since the
+ * previous sample running Python code elsewhere (or in a C call that released the GIL,
+ * which this cannot tell apart): that time is carried to its next sample that finds it
+ * running, a sample at an instant drawn from its running time. A thread blocked since
+ * the previous tick ran no Python code since: its CPU time was spent where it blocks.
+ * (What is carried when sampling stops is not recorded: at most the CPU time of one
+ * run between two blocking calls.) */
+int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
+    int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
+    int64_t d = cpu_now >= 0 && sp->main_cpu_ns >= 0 ? cpu_now - sp->main_cpu_ns : 0;
+    if (d < 0) d = 0;
+    gt->wall_ns = now > sp->main_wall_ns ? now - sp->main_wall_ns : 0;
+    sp->main_wall_ns = now;
+    sp->main_cpu_ns = cpu_now;
+    if (gt->main_mode == MAIN_BLOCKING) {
+        sp->main_cpu_carry += d;
+        return 0;
+    }
+    if (gt->main_mode == MAIN_BLOCKED) return d;
+    d += sp->main_cpu_carry;
+    sp->main_cpu_carry = 0;
+    return d;
+}
+
+/* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
+void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
+    memset(sp->next_slots, 0, sp->slot_cap * sizeof *sp->next_slots);
+    for (size_t i = 0; i < sp->tick.threads.n; i++) {
+        gthread *gt = &AT(sp->tick.threads, gthread, i);
+        if (gt->ident == sp->main_ident) {
+            int64_t cpu = ppk_py_main_deltas(sp, gt, now);
+            ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+            continue;
+        }
+        unsigned long native = gt->native_id ? gt->native_id : 1;
+        tslot *prev = ppk_py_slot_find(sp->slots, sp->slot_cap, gt->ident, native);
+        int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
+        int64_t cpu = 0;
+        if (prev->native_id) {
+            gt->wall_ns = now - prev->wall_ns;
+            if (cpu_now >= 0 && prev->cpu_ns >= 0) cpu = cpu_now - prev->cpu_ns;
+        } else {
+            /* New since the previous tick: it started after it; its whole CPU time is
+             * from since then. */
+            gt->wall_ns = now - sp->prev_tick_ns;
+            cpu = cpu_now;
+        }
+        if (cpu < 0) cpu = 0;
+        if (gt->wall_ns < 0) gt->wall_ns = 0;
+        tslot *next = ppk_py_slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
+        *next = (tslot){gt->ident, native, now, cpu_now};
+        ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+    }
+    tslot *t = sp->slots;
+    sp->slots = sp->next_slots;
+    sp->next_slots = t;
+    sp->prev_tick_ns = now;
+}

@@ -1,0 +1,270 @@
+/*
+ * sampler_walk.c - the Sampler's phase 1 (sampler.c explains the whole): reading the
+ * interpreter with the GIL held, without running any Python code.
+ *
+ * Per thread: its frames (through a frame cache), its name (threading._active), the
+ * asyncio task it is running (asyncio.tasks._current_tasks and each loop's _thread_id,
+ * names that CPython 3.11 to 3.13 all have) and the labels of pprofkit.tag(). What the
+ * gathered data points to (strings of code objects, names, tags) is kept alive by
+ * references released at the next pass.
+ */
+#include "sampler.h"
+
+/* Interned attribute names and _asyncio.Task.get_name, set up once. */
+static PyObject *str_name, *str_thread_id, *str_get_name, *str_active, *str_current_tasks,
+    *str_Task, *task_get_name;
+
+int ppk_py_walk_ready(void) {
+    if (!str_name) {
+        str_name = PyUnicode_InternFromString("_name");
+        str_thread_id = PyUnicode_InternFromString("_thread_id");
+        str_get_name = PyUnicode_InternFromString("get_name");
+        str_active = PyUnicode_InternFromString("_active");
+        str_current_tasks = PyUnicode_InternFromString("_current_tasks");
+        str_Task = PyUnicode_InternFromString("Task");
+        if (!str_name || !str_thread_id || !str_get_name || !str_active ||
+            !str_current_tasks || !str_Task)
+            return -1;
+    }
+    return 0;
+}
+
+/* obj.name when it can be read without running Python code: the type's attribute
+ * lookup is the generic one and the type has no descriptor of that name (a plain class
+ * attribute is fine). A new reference, or NULL (no error set). The type's attributes are
+ * looked up with _PyType_Lookup (3.11 to 3.13: the MRO walk behind the type cache, which
+ * raises nothing, so a missing attribute costs no exception object). */
+static PyObject *safe_getattr(PyObject *obj, PyObject *name) {
+    if (Py_TYPE(obj)->tp_getattro != PyObject_GenericGetAttr) return NULL;
+    PyObject *cls_attr = _PyType_Lookup(Py_TYPE(obj), name);
+    if (cls_attr && Py_TYPE(cls_attr)->tp_descr_get) return NULL;
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v) PyErr_Clear();
+    return v;
+}
+
+/* sys.modules[mod].attr if that module is imported (borrowed), else NULL. */
+static PyObject *module_attr(const char *mod, PyObject *attr) {
+    PyObject *modules = PyImport_GetModuleDict();
+    PyObject *m = modules && PyDict_Check(modules) ? PyDict_GetItemString(modules, mod) : NULL;
+    if (!m || !PyModule_Check(m)) return NULL;
+    PyObject *d = PyModule_GetDict(m);
+    return d ? PyDict_GetItem(d, attr) : NULL;
+}
+
+/* Keeps a reference until the next phase 1. -1 on allocation failure (o released). */
+static int keep_ref(SamplerObject *sp, PyObject *o) {
+    PyObject **slot = vec_push(&sp->refs);
+    if (!slot) {
+        Py_DECREF(o);
+        return -1;
+    }
+    *slot = o;
+    return 0;
+}
+
+/* The UTF-8 of a str whose reference is kept; empty if it is not a str or has no
+ * UTF-8 form (lone surrogates). */
+static ppk_str utf8_of(PyObject *s) {
+    Py_ssize_t n;
+    const char *p = PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
+    if (!p) {
+        PyErr_Clear();
+        return (ppk_str){NULL, 0};
+    }
+    return (ppk_str){p, (size_t)n};
+}
+
+/* A running task's name, read without running Python code (NULL if unknown). */
+static PyObject *task_name(PyObject *task) {
+    if (task_get_name) {
+        if (_PyType_Lookup(Py_TYPE(task), str_get_name) == task_get_name) {
+            PyObject *name = PyObject_CallOneArg(task_get_name, task);
+            if (!name) PyErr_Clear();
+            return name;
+        }
+    }
+    return safe_getattr(task, str_name); /* the pure-Python Task keeps it in _name */
+}
+
+/* The labels of pprofkit.tag() for `key` in dict `tags`: a tuple of (key, value) pairs,
+ * each value a str or an int. */
+static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *key,
+                        gthread *gt) {
+    if (!tags || !key) return;
+    PyObject *t = PyDict_GetItemWithError(tags, key);
+    if (!t) {
+        PyErr_Clear();
+        return;
+    }
+    if (!PyTuple_Check(t)) return;
+    Py_INCREF(t);
+    if (keep_ref(sp, t)) return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(t, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
+        PyObject *k = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
+        glabel l = {utf8_of(k), {NULL, 0}, 0, 0};
+        if (!l.key.len) continue;
+        if (PyLong_Check(v)) {
+            int overflow;
+            l.num = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow || (l.num == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                continue;
+            }
+            l.is_num = 1;
+        } else if (PyUnicode_Check(v)) {
+            l.str = utf8_of(v);
+        } else {
+            continue;
+        }
+        glabel *slot = vec_push(&b->labels);
+        if (!slot) return;
+        *slot = l;
+        gt->n_labels++;
+    }
+}
+
+size_t ppk_py_running_tasks(running_task *out, size_t max) {
+    PyObject *current = module_attr("asyncio.tasks", str_current_tasks);
+    if (!current || !PyDict_Check(current)) return 0;
+    if (!task_get_name) {
+        /* asyncio is imported: its C Task type's get_name, looked up once. */
+        PyObject *task_type = module_attr("_asyncio", str_Task);
+        if (task_type && PyType_Check(task_type)) {
+            task_get_name = PyObject_GetAttr(task_type, str_get_name);
+            if (!task_get_name) PyErr_Clear();
+        }
+    }
+    size_t n = 0;
+    Py_ssize_t pos = 0;
+    PyObject *loop, *task;
+    while (n < max && PyDict_Next(current, &pos, &loop, &task)) {
+        PyObject *tid = safe_getattr(loop, str_thread_id);
+        if (tid && PyLong_Check(tid)) {
+            unsigned long ident = PyLong_AsUnsignedLong(tid);
+            if (!PyErr_Occurred()) out[n++] = (running_task){ident, task};
+        }
+        PyErr_Clear();
+        Py_XDECREF(tid);
+    }
+    return n;
+}
+
+/* What frame f shows, from the cache or computed (and cached). -1: no memory. */
+static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
+    PyCodeObject *code = PyFrame_GetCode(f);
+    int lasti = PyFrame_GetLasti(f);
+    uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
+    fentry *e = &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
+    if (e->code == code && e->lasti == lasti) {
+        Py_DECREF(code);
+        *out = e->frame;
+        return 0;
+    }
+    if (e->code && keep_ref(sp, (PyObject *)e->code)) {
+        Py_DECREF(code);
+        return -1;
+    }
+    int line = PyFrame_GetLineNumber(f);
+    e->code = code; /* the entry takes the reference */
+    e->lasti = lasti;
+    e->frame = (gframe){utf8_of(code->co_qualname), utf8_of(code->co_filename),
+                        code->co_firstlineno, line > 0 ? line : 0};
+    *out = e->frame;
+    return 0;
+}
+
+/* Gathers thread t into b. -1: no memory. */
+int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
+                         const running_task *tasks, size_t n_tasks) {
+    PyFrameObject *f = PyThreadState_GetFrame(t);
+    if (!f) return 0; /* no Python code running: nothing to show */
+    gthread *gt = vec_push(&b->threads);
+    if (!gt) {
+        Py_DECREF(f);
+        return -1;
+    }
+    memset(gt, 0, sizeof *gt);
+    gt->ident = t->thread_id;
+    gt->native_id = t->native_thread_id;
+    gt->first_frame = b->frames.n;
+    gt->first_label = b->labels.n;
+    while (f) {
+        gframe *gf = vec_push(&b->frames);
+        if (!gf || frame_of(sp, f, gf)) {
+            Py_DECREF(f);
+            return -1;
+        }
+        gt->n_frames++;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+
+    PyObject *ident = PyLong_FromUnsignedLong(gt->ident);
+    if (!ident) PyErr_Clear();
+    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
+    if (!thread) PyErr_Clear();
+    PyObject *name = thread ? safe_getattr(thread, str_name) : NULL;
+    if (name && !keep_ref(sp, name)) gt->name = utf8_of(name);
+    gather_tags(sp, b, sp->tags_thread, ident, gt);
+    Py_XDECREF(ident);
+
+    for (size_t i = 0; i < n_tasks; i++) {
+        if (tasks[i].ident != gt->ident) continue;
+        PyObject *task = tasks[i].task;
+        gt->task_id = (int64_t)(uintptr_t)task;
+        PyObject *tname = task_name(task);
+        if (tname && !keep_ref(sp, tname)) gt->task_name = utf8_of(tname);
+        PyObject *tid = PyLong_FromVoidPtr(task);
+        if (!tid) PyErr_Clear();
+        gather_tags(sp, b, sp->tags_task, tid, gt);
+        Py_XDECREF(tid);
+        break;
+    }
+    return 0;
+}
+
+PyObject *ppk_py_threads_by_ident(void) {
+    PyObject *active = module_attr("threading", str_active);
+    return active && PyDict_Check(active) ? active : NULL;
+}
+
+void ppk_py_release_refs(SamplerObject *sp) {
+    for (size_t i = 0; i < sp->refs.n; i++) Py_DECREF(AT(sp->refs, PyObject *, i));
+    sp->refs.n = 0;
+}
+
+/* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
+ * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
+int ppk_py_gather(SamplerObject *sp) {
+    ppk_py_release_refs(sp);
+    sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
+    PyObject *active = ppk_py_threads_by_ident();
+    running_task tasks[MAX_LOOPS];
+    size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
+         t = PyThreadState_Next(t)) {
+        if (t == sp->ts) continue;
+        int mode = 0;
+        if (t->thread_id == sp->main_ident) {
+            atomic_store(&sp->main_ts, t);
+            int st = MAIN_REQUESTED;
+            if (atomic_compare_exchange_strong(&sp->main_state, &st, MAIN_CANCELLED))
+                mode = MAIN_BLOCKING; /* it ran no Python code since the request */
+            else if (st == MAIN_CANCELLED)
+                mode = MAIN_BLOCKED; /* nor since the previous tick's */
+            else if (sp->main_request_failed)
+                mode = MAIN_BLOCKING;
+            else
+                continue; /* it sampled itself */
+            sp->main_blocked++;
+        }
+        size_t n = sp->tick.threads.n;
+        if (ppk_py_gather_thread(sp, &sp->tick, t, active, tasks, n_tasks)) return -1;
+        if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
+    }
+    return 0;
+}
