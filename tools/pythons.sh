@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Prints the CPython interpreters to build and test the Python package with, one path
-# per line: Debian's /usr/bin/python3 (always; tools/deps.sh installs its headers), the
-# python3 on PATH when it is another interpreter (e.g. pyenv's default), and the newest
-# pyenv-installed 3.12 and 3.13 when the machine has them. Only 3.11 to 3.13, each
-# interpreter once.
+# per line, one per minor version from 3.11 to 3.13: Debian's /usr/bin/python3 (always;
+# tools/deps.sh installs its headers), then the python3 on PATH (e.g. pyenv's default)
+# and the newest pyenv-installed 3.12 and 3.13, for the versions not listed yet.
 set -euo pipefail
 
 candidates=(/usr/bin/python3)
@@ -20,9 +19,9 @@ done
 seen=()
 for py in "${candidates[@]}"; do
     [[ -x "$py" ]] || continue
-    real=$(readlink -f "$py")
-    [[ " ${seen[*]-} " == *" $real "* ]] && continue
-    "$py" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' || continue
-    seen+=("$real")
+    minor=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || continue
+    [[ "$minor" =~ ^3\.1[123]$ ]] || continue
+    [[ " ${seen[*]-} " == *" $minor "* ]] && continue
+    seen+=("$minor")
     echo "$py"
 done
