@@ -149,11 +149,24 @@ def _program():
 
 
 def _tags_text(tags, sep=":"):
+    """Tags as "k:v,k:v" (Datadog's syntax) or "k=v,k=v" (sep "=", Pyroscope's). A
+    string is in Datadog's syntax (items separated by commas or spaces, as in DD_TAGS
+    and --tags); for Pyroscope each item's first ':' becomes '='."""
     if not tags:
         return None
     if isinstance(tags, str):
-        return tags
+        if sep == ":":
+            return tags
+        return ",".join(_pyroscope_tag(t) for t in tags.replace(",", " ").split()) or None
     return ",".join("%s%s%s" % (k, sep, v) for k, v in tags.items())
+
+
+def _pyroscope_tag(item):
+    """k:v -> k=v; an item already k=v (no ':' before its '=') is kept."""
+    colon, equal = item.find(":"), item.find("=")
+    if colon < 0 or 0 <= equal < colon:
+        return item
+    return item[:colon] + "=" + item[colon + 1:]
 
 
 def start(**options):
