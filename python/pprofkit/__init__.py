@@ -7,6 +7,7 @@ Sample (one per thread): start(), push_frame(), push_label(), set_value(), flush
 record() in one call. docs/python.md is the manual.
 """
 
+from . import _native
 from ._native import (
     VERSION,
     ClosedError,
@@ -37,6 +38,9 @@ from .profiler import (
 )
 
 __version__ = VERSION
+
+# The library's error codes, PPK_OK and PPK_E*: the values of Error.code.
+globals().update({k: getattr(_native, k) for k in dir(_native) if k.startswith("PPK_")})
 
 __all__ = [
     "CPU_TIME",

@@ -75,7 +75,8 @@ PyObject *ppk_py_error(int code, const char *what, const char *detail);
  * None is refused unless allow_none (then the empty string). Returns 0 or -1 (error
  * set). */
 int ppk_py_str(PyObject *o, const char *what, int allow_none, ppk_str *out, PyObject **keep);
-/* An int (not bool unless allow_bool) to int64; OverflowError/TypeError otherwise. */
+/* An int (anything with __index__, so bool too, not float) to int64; OverflowError or
+ * TypeError otherwise. */
 int ppk_py_i64(PyObject *o, const char *what, int64_t *out);
 /* A non-negative int to uint64 / size_t. */
 int ppk_py_u64(PyObject *o, const char *what, uint64_t *out);

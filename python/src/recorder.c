@@ -163,9 +163,12 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds
                          ? PySequence_Tuple(types)
                          : NULL;
     if (!tseq) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError,
-                        "sample_types must be a sequence of (type, unit) pairs");
+        /* Not a sequence; an exception of its own iterator goes through as it is. */
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError,
+                            "sample_types must be a sequence of (type, unit) pairs");
+        }
         goto fail;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(tseq);
@@ -579,9 +582,16 @@ static PyObject *Recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
     if (rc) return ppk_py_error(rc, "Recorder.add_datadog_sink", err);
     PyObject *keeps = PyList_New(0);
     if (!keeps) return NULL;
-    if (apply_fields(&cfg, datadog_fields, kwds, keeps, "add_datadog_sink")) {
+    /* Checked again after the conversions: __index__ or __bool__ may have closed the
+     * recorder or added sinks meanwhile. */
+    if (apply_fields(&cfg, datadog_fields, kwds, keeps, "add_datadog_sink") ||
+        ppk_py_recorder_check_open(self)) {
         Py_DECREF(keeps);
         return NULL;
+    }
+    if (self->n_uploads == PPK_PY_MAX_UPLOADS) {
+        Py_DECREF(keeps);
+        return ppk_py_error(PPK_EINVAL, "Recorder.add_datadog_sink", "too many upload sinks");
     }
     ppk_sink sink;
     rc = ppk_sink_datadog(&cfg, &sink, err, sizeof err);
@@ -610,9 +620,16 @@ static PyObject *Recorder_add_pyroscope_sink(RecorderObject *self, PyObject *arg
     if (rc) return ppk_py_error(rc, "Recorder.add_pyroscope_sink", err);
     PyObject *keeps = PyList_New(0);
     if (!keeps) return NULL;
-    if (apply_fields(&cfg, pyroscope_fields, kwds, keeps, "add_pyroscope_sink")) {
+    /* Checked again after the conversions: __index__ or __bool__ may have closed the
+     * recorder or added sinks meanwhile. */
+    if (apply_fields(&cfg, pyroscope_fields, kwds, keeps, "add_pyroscope_sink") ||
+        ppk_py_recorder_check_open(self)) {
         Py_DECREF(keeps);
         return NULL;
+    }
+    if (self->n_uploads == PPK_PY_MAX_UPLOADS) {
+        Py_DECREF(keeps);
+        return ppk_py_error(PPK_EINVAL, "Recorder.add_pyroscope_sink", "too many upload sinks");
     }
     ppk_sink sink;
     rc = ppk_sink_pyroscope(&cfg, &sink, err, sizeof err);
