@@ -33,8 +33,9 @@ GUARD = 30  # seconds a child may take before it counts as hung
 FILE_RE = re.compile(r"^profile\.(\d+)\.(\d+)(?:-\d+)?\.pb\.gz$")
 
 # GCC's AddressSanitizer malloc can deadlock in the child of a multi-threaded process
-# (include/pprofkit.h, section 4); the cases that fork while other threads run are skipped
-# under ASan for that reason only.
+# (include/pprofkit.h, section 4): under ASan, these cases' children now and then block
+# in the ASan allocator's lock, held at the fork by another thread of the parent. The
+# cases that fork while other threads run are skipped under ASan for that reason only.
 UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 ASAN_FORK_REASON = ("GCC's ASan malloc can deadlock in a forked child of a multi-threaded "
                     "process (include/pprofkit.h, section 4)")
