@@ -83,11 +83,14 @@ static int main_callback(void *unused) {
     int64_t now = mono_ns();
     gbuf *b = &sp->cb;
     b->frames.n = b->labels.n = b->threads.n = 0;
+    int gc = ppk_py_gc_pause();
     running_task tasks[MAX_LOOPS];
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     rec_counts c = {0, 0, 0};
     PyThreadState *t = PyThreadState_Get();
-    if (ppk_py_gather_thread(sp, b, t, ppk_py_threads_by_ident(), tasks, n_tasks) == 0 && b->threads.n) {
+    int rc = ppk_py_gather_thread(sp, b, t, ppk_py_threads_by_ident(), tasks, n_tasks);
+    ppk_py_gc_resume(gc);
+    if (rc == 0 && b->threads.n) {
         gthread *gt = &AT(b->threads, gthread, 0);
         gt->main_mode = MAIN_RUNNING;
         int64_t cpu = ppk_py_main_deltas(sp, gt, now);
@@ -170,6 +173,7 @@ static void *sampler_main(void *arg) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
         pthread_mutex_lock(&sp->lock);
         sp->ticks++;
+        sp->main_blocked += (uint64_t)(ok && sp->main_blocked_now);
         sp->samples += c.samples;
         sp->samples_failed += c.failed;
         sp->labels_refused += c.labels_refused;

@@ -143,6 +143,7 @@ typedef struct SamplerObject {
     int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
     int main_request_failed;           /* Py_AddPendingCall refused this tick's request */
+    int main_blocked_now;              /* this tick's pass sampled the main thread */
     /* Statistics (read under lock). */
     uint64_t ticks, samples, samples_failed, labels_refused, ticks_late;
     uint64_t main_callbacks, main_callback_ns_total, main_blocked;
@@ -197,6 +198,9 @@ int ppk_py_gather(SamplerObject *sp);
 /* Gathers thread t into b. -1: no memory. */
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
                          const running_task *tasks, size_t n_tasks);
+/* Disables the cyclic GC for a walk (returns whether it was enabled); resume restores. */
+int ppk_py_gc_pause(void);
+void ppk_py_gc_resume(int was_enabled);
 /* threading._active (borrowed), or NULL. */
 PyObject *ppk_py_threads_by_ident(void);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */

@@ -7,6 +7,13 @@
  * names that CPython 3.11 to 3.13 all have) and the labels of pprofkit.tag(). What the
  * gathered data points to (strings of code objects, names, tags) is kept alive by
  * references released at the next pass.
+ *
+ * The walk creates frame objects (PyThreadState_GetFrame and PyFrame_GetBack make one
+ * for an interpreter frame that has none), and on CPython 3.11 creating a GC-tracked
+ * object may run a collection there and then, with its finalizers: Python code, which
+ * could let the GIL go and other threads change the frames and the thread list being
+ * walked. The cyclic GC is therefore disabled during a walk (and enabled again if it
+ * was; no other thread can run meanwhile); 3.12 and later only schedule collections.
  */
 #include "sampler.h"
 
@@ -176,6 +183,12 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
     return 0;
 }
 
+int ppk_py_gc_pause(void) { return PyGC_Disable(); }
+
+void ppk_py_gc_resume(int was_enabled) {
+    if (was_enabled) PyGC_Enable();
+}
+
 /* Gathers thread t into b. -1: no memory. */
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
                          const running_task *tasks, size_t n_tasks) {
@@ -242,10 +255,13 @@ void ppk_py_release_refs(SamplerObject *sp) {
 int ppk_py_gather(SamplerObject *sp) {
     ppk_py_release_refs(sp);
     sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
+    int gc = ppk_py_gc_pause();
+    int rc = 0;
     PyObject *active = ppk_py_threads_by_ident();
     running_task tasks[MAX_LOOPS];
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
+    sp->main_blocked_now = 0;
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t && !rc;
          t = PyThreadState_Next(t)) {
         if (t == sp->ts) continue;
         int mode = 0;
@@ -260,11 +276,12 @@ int ppk_py_gather(SamplerObject *sp) {
                 mode = MAIN_BLOCKING;
             else
                 continue; /* it sampled itself */
-            sp->main_blocked++;
+            sp->main_blocked_now = 1;
         }
         size_t n = sp->tick.threads.n;
-        if (ppk_py_gather_thread(sp, &sp->tick, t, active, tasks, n_tasks)) return -1;
+        rc = ppk_py_gather_thread(sp, &sp->tick, t, active, tasks, n_tasks);
         if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
     }
-    return 0;
+    ppk_py_gc_resume(gc);
+    return rc;
 }
