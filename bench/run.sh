@@ -7,11 +7,17 @@
 #     export_ms_total, codec, bytes, rss_kb, total_s, and a few more);
 #   bench_micro (interning, adding a sample), bench_encode (encoding and compressing a
 #     window), bench_latency for steady and storm (flush latency under export):
-#     their tables on stdout, bench_latency's JSON lines in bench/results/latency.json.
-# Everything printed also goes to bench/results/last-run.txt. About 2 minutes on the
+#     their tables on stdout, bench_latency's JSON lines in bench/results/latency.json;
+#   bench_python.py (the Python binding's record() and builder paths on W1, 200,000
+#     samples, Debian's python3) when the extension is built for it under
+#     BUILD_DIR/python/: its table, and its rows merged into bench/results/python.json.
+# Everything printed also goes to bench/results/last-run.txt. About 2.5 minutes on the
 # 2-vCPU VM. Not run: bench_soak (minutes; see docs/performance.md, "Benchmarks").
-# Environment: BENCH_W1_SAMPLES (default 1000000) shortens the W1 runs for a quick look.
-# Needs bash and python3 (standard library only). Nothing is asserted about time.
+# Not run either: bench/python_overhead.py and the asyncio memory run (minutes each).
+# Environment: BENCH_W1_SAMPLES (default 1000000) shortens the W1 runs for a quick look;
+# BENCH_PYTHON (default /usr/bin/python3) picks the interpreter of bench_python.py.
+# Needs bash and python3 (standard library only); bench_python.py also protoc and zstd
+# (it decodes its exports to check them). Nothing is asserted about time.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -79,3 +85,14 @@ for variant in steady storm; do
 done
 grep '^{' "$lines" > "$results/latency.json"
 echo "written: $results/latency.json (one JSON object a line)"
+
+py=${BENCH_PYTHON:-/usr/bin/python3}
+pyver=$("$py" -c 'import platform; print(platform.python_version())' 2>/dev/null || true)
+if [[ -n $pyver && -d $build/python/py$pyver/pprofkit ]]; then
+    echo
+    echo "== bench_python.py (Python $pyver)"
+    PYTHONPATH="$build/python/py$pyver" "$py" "$here/bench_python.py" --samples 200000
+else
+    echo
+    echo "== bench_python.py skipped: no extension for ${py} under $build/python/"
+fi
