@@ -131,8 +131,44 @@ def run(ns):
     return code
 
 
+def _program_start(run_parser, args):
+    """Where the program's own arguments begin in args (what follows `run`): after -m
+    MODULE, or at the script (the first argument that is not an option of run). What
+    follows is the program's even when it looks like an option, as with python -m
+    cProfile (argparse alone would read `-m mod --flag` as run's --flag)."""
+    options = run_parser._option_string_actions
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-m":
+            return i + 2
+        if a.startswith("-m") and not a.startswith("--"):
+            return i + 1  # -mMODULE
+        if a == "--" or not a.startswith("-") or a == "-":
+            return i
+        action = options.get(a.split("=", 1)[0])
+        if "=" in a or action is None or action.nargs == 0:
+            i += 1
+        elif action.nargs == "?":  # --datadog [AGENT_URL]
+            i += 2 if i + 1 < len(args) and not args[i + 1].startswith("-") else 1
+        else:
+            i += 2
+    return i
+
+
 def main(argv=None):
-    ns = _parser().parse_args(argv)
+    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    program = []
+    if argv[:1] == ["run"]:
+        k = 1 + _program_start(parser._subparsers._group_actions[0].choices["run"],
+                               argv[1:])
+        if any(a == "-m" or (a.startswith("-m") and not a.startswith("--"))
+               for a in argv[1:k]):
+            argv, program = argv[:k], argv[k:]
+    ns = parser.parse_args(argv)
+    if ns.command == "run" and program:
+        ns.args = program
     if ns.command == "run":
         return run(ns)
     return 2
