@@ -43,8 +43,6 @@ ENV_VARS = ["DD_TRACE_AGENT_URL", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT", "DD_SE
             "DD_PROFILING_AGENTLESS", "PYROSCOPE_SERVER_ADDRESS",
             "PYROSCOPE_APPLICATION_NAME"]
 
-UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
-
 
 def record(r):
     """Three samples: wall-time 10, 20, 30, one count each (TOTALS)."""
@@ -447,9 +445,6 @@ def run_child(test, fn):
 
 
 class TestFork(UploadBase):
-    @unittest.skipIf(UNDER_ASAN, "GCC's ASan malloc can deadlock in a forked child of a "
-                     "multi-threaded process (include/pprofkit.h, section 4); the uploader "
-                     "thread makes this one multi-threaded")
     def test_child_uploads_its_own(self):
         """A sink made before fork() works in the child: the receiver sees one upload
         from each process (distinct process_id and runtime-id)."""
@@ -479,8 +474,6 @@ class TestFork(UploadBase):
         self.assertEqual(rx.finish(), 0)
         self.assertEqual(rx.got, 3)
 
-    @unittest.skipIf(UNDER_ASAN, "GCC's ASan malloc can deadlock in a forked child of a "
-                     "multi-threaded process (include/pprofkit.h, section 4)")
     def test_fork_while_closing(self):
         """fork() while another thread is inside close(), draining an upload the server
         never answers: the child's recorder and sink work, and its close() returns."""
