@@ -148,7 +148,8 @@ def go_top(data_or_path, sample_index=None):
         tmp.close()
         path = tmp.name
     try:
-        cmd = ["go", "tool", "pprof", "-top", "-nodecount=1000000", "-unit=minimum"]
+        cmd = ["go", "tool", "pprof", "-top", "-nodecount=1000000", "-nodefraction=0",
+               "-unit=minimum"]
         if sample_index:
             cmd.append("-sample_index=" + sample_index)
         out = subprocess.run(cmd + [path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
