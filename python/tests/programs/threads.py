@@ -1,0 +1,75 @@
+"""Three CPU-bound threads, each with a hot function of its own, and a sleeping one.
+
+Prints one JSON line on stdout: per thread (by name) its ident, native id, lifetime and
+CPU time in its body, and its CPU clock at the end (measured inside the thread, in ns), and the sampler's statistics at the
+end of the program (when a profiler runs), for the tests' tolerances.
+"""
+
+import json
+import sys
+import threading
+import time
+
+import progutil
+
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+results = {}
+
+
+def alpha_hot(deadline):
+    n = 0
+    while time.monotonic() < deadline:
+        for i in range(2000):
+            n += i * i
+    return n
+
+
+def beta_hot(deadline):
+    s = ""
+    while time.monotonic() < deadline:
+        for i in range(300):
+            s = str(i) + s[:50]
+    return s
+
+
+def gamma_hot(deadline):
+    d = {}
+    while time.monotonic() < deadline:
+        for i in range(1000):
+            d[i % 97] = d.get(i % 89, 0) + i
+    return d
+
+
+def nap(deadline):
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def body(fn, deadline):
+    t0, c0 = time.monotonic_ns(), time.thread_time_ns()
+    fn(deadline)
+    me = threading.current_thread()
+    results[me.name] = {"ident": me.ident, "native_id": me.native_id,
+                        "lifetime_ns": time.monotonic_ns() - t0,
+                        "cpu_ns": time.thread_time_ns() - c0,
+                        "cpu_total_ns": time.thread_time_ns()}
+
+
+def main():
+    # A GIL switch every 1 ms rather than 5: the sampler then waits less for the GIL
+    # among three CPU-bound threads, and the tests' tolerances stay small.
+    sys.setswitchinterval(0.001)
+    deadline = time.monotonic() + SECONDS
+    threads = [threading.Thread(target=body, args=(fn, deadline), name=name)
+               for name, fn in [("worker-alpha", alpha_hot), ("worker-beta", beta_hot),
+                                ("worker-gamma", gamma_hot), ("sleeper", nap)]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out = dict(progutil.sampler_info(), threads=results)
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
