@@ -325,14 +325,14 @@ class TestTags(ProfilerTest):
                 self.assertEqual(labels.get("thread name"), "tagger", labels)
                 self.assertIn("tagger", fns, (fns, labels))
                 self.assertNotIn("outside_fn", fns, (fns, labels))
-            # The task's tag: on its samples in the block (its steps, and its awaits
-            # between them), never on the other task's, nor on the thread's.
+            # The task's tag: on its samples in the block (its steps, its awaits, the
+            # loop's code its step calls: call_soon...), never on the other task's, nor
+            # on samples outside a task.
             if "tagged_step" in fns:
                 self.assertEqual(labels.get("task name"), "tagged-task", labels)
                 self.assertEqual(labels.get("req"), "r-1", labels)
             if "req" in labels:
                 self.assertEqual(labels.get("task name"), "tagged-task", labels)
-                self.assertIn("tagged", fns, (fns, labels))
             if "plain_step" in fns:
                 self.assertEqual(labels.get("task name"), "plain-task", labels)
             if labels.get("task name") == "plain-task":
@@ -612,9 +612,8 @@ class TestCLI(ProfilerTest):
         self.assert_near(wall["MainThread"], duration, interval,
                          "MainThread wall over %d files vs their durations" % len(profiles))
         ends = [p.time_nanos + p.duration_nanos for p in profiles]
-        for p, prev_end in zip(profiles[1:], ends):
-            self.assertGreaterEqual(p.time_nanos, prev_end - MS)  # no overlap
-            self.assertLessEqual(p.time_nanos, prev_end + 50 * MS)  # no gap
+        for p, prev_end in zip(profiles[1:], ends):  # a window starts where one ended
+            self.assertLessEqual(abs(p.time_nanos - prev_end), MS, (p.time_nanos, prev_end))
         if support.go_available():
             for f in run.files:
                 support.go_top(f, "samples")  # go tool pprof reads every file
