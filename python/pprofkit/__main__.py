@@ -108,6 +108,8 @@ def run(ns):
         codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
         wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
         version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope)
+    if not ns.quiet:
+        p.on_stop = lambda s: print(summary_line(s), file=sys.stderr, flush=True)
     sys.argv = argv
     code = 0
     try:
@@ -125,9 +127,7 @@ def run(ns):
         code = 1
     finally:
         if profiler.current() is p:
-            s = profiler.stop()
-            if not ns.quiet:
-                print(summary_line(s), file=sys.stderr)
+            profiler.stop()
     return code
 
 

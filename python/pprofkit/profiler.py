@@ -95,6 +95,9 @@ class Profiler:
             self.recorder.close()
             raise
         self.summary = None
+        # Called with the summary when stop() has written the last window (the CLI
+        # prints it; stop() also runs at exit and before os._exit).
+        self.on_stop = None
 
     def start(self):
         self.recorder.start()
@@ -128,6 +131,8 @@ class Profiler:
             "degradations": _degradations(stats), "stats": stats, "sampler": sampler,
             "uploads": uploads,
         }
+        if self.on_stop is not None:
+            self.on_stop(self.summary)
         return self.summary
 
     def _after_fork_child(self):

@@ -100,11 +100,11 @@ static int main_callback(void *unused) {
      * sampler's next pass. */
     int64_t end = mono_ns();
     pthread_mutex_lock(&sp->lock);
-    sp->main_callbacks++;
-    sp->main_callback_ns_total += (uint64_t)(end - now);
-    sp->samples += c.samples;
-    sp->samples_failed += c.failed;
-    sp->labels_refused += c.labels_refused;
+    sp->st.main_callbacks++;
+    sp->st.main_callback_ns_total += (uint64_t)(end - now);
+    sp->st.samples += c.samples;
+    sp->st.samples_failed += c.failed;
+    sp->st.labels_refused += c.labels_refused;
     pthread_mutex_unlock(&sp->lock);
     return 0;
 }
@@ -172,22 +172,22 @@ static void *sampler_main(void *arg) {
         struct timespec own;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
         pthread_mutex_lock(&sp->lock);
-        sp->ticks++;
-        sp->main_blocked += (uint64_t)(ok && sp->main_blocked_now);
-        sp->samples += c.samples;
-        sp->samples_failed += c.failed;
-        sp->labels_refused += c.labels_refused;
+        sp->st.ticks++;
+        sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
+        sp->st.samples += c.samples;
+        sp->st.samples_failed += c.failed;
+        sp->st.labels_refused += c.labels_refused;
         uint64_t wait = (uint64_t)(t1 - t0), hold = (uint64_t)(t2 - t1);
-        sp->gil_wait_ns_total += wait;
-        if (wait > sp->gil_wait_ns_max) sp->gil_wait_ns_max = wait;
-        sp->gil_hold_ns_total += hold;
-        if (hold > sp->gil_hold_ns_max) sp->gil_hold_ns_max = hold;
-        sp->tick_ns_total += (uint64_t)(t3 - t1);
-        sp->cpu_ns = (int64_t)own.tv_sec * 1000000000 + own.tv_nsec;
+        sp->st.gil_wait_ns_total += wait;
+        if (wait > sp->st.gil_wait_ns_max) sp->st.gil_wait_ns_max = wait;
+        sp->st.gil_hold_ns_total += hold;
+        if (hold > sp->st.gil_hold_ns_max) sp->st.gil_hold_ns_max = hold;
+        sp->st.tick_ns_total += (uint64_t)(t3 - t1);
+        sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
         if (t3 > deadline + sp->period_ns) {
             /* Late by more than a period (a long GIL wait): skip the missed ticks
              * rather than sampling in a burst; the wall time covers the gap. */
-            sp->ticks_late++;
+            sp->st.ticks_late++;
             deadline = t3;
         }
         pthread_mutex_unlock(&sp->lock);
@@ -337,6 +337,7 @@ static void after_fork_child(SamplerObject *sp) {
     sp->ts = NULL;
     sp->running = 0;
     init_sync(sp);
+    memset(&sp->st, 0, sizeof sp->st); /* the child's figures are its own */
     if (main_sampler == sp) main_sampler = NULL;
     atomic_store(&sp->main_state, MAIN_IDLE);
     ppk_sample_free(sp->builder);
@@ -440,32 +441,17 @@ static PyObject *Sampler_after_fork_child(SamplerObject *sp, PyObject *unused) {
 static PyObject *Sampler_stats(SamplerObject *sp, PyObject *unused) {
     (void)unused;
     pthread_mutex_lock(&sp->lock);
-    uint64_t v[] = {sp->ticks,
-                    sp->samples,
-                    sp->samples_failed,
-                    sp->labels_refused,
-                    sp->ticks_late,
-                    sp->gil_wait_ns_total,
-                    sp->gil_wait_ns_max,
-                    sp->gil_hold_ns_total,
-                    sp->gil_hold_ns_max,
-                    sp->tick_ns_total,
-                    (uint64_t)sp->cpu_ns,
-                    sp->main_callbacks,
-                    sp->main_callback_ns_total,
-                    sp->main_blocked};
+    sampler_stats st = sp->st;
     pthread_mutex_unlock(&sp->lock);
-    static const char *const names[] = {
-        "ticks",          "samples",          "samples_failed",         "labels_refused",
-        "ticks_late",     "gil_wait_ns_total", "gil_wait_ns_max",       "gil_hold_ns_total",
-        "gil_hold_ns_max", "tick_ns_total",    "cpu_ns",                "main_callbacks",
-        "main_callback_ns_total", "main_blocked"};
     PyObject *d = PyDict_New();
-    for (size_t i = 0; d && i < sizeof v / sizeof v[0]; i++) {
-        PyObject *x = PyLong_FromUnsignedLongLong(v[i]);
-        if (!x || PyDict_SetItemString(d, names[i], x)) Py_CLEAR(d);
-        Py_XDECREF(x);
+#define PPK_PY_STAT_ITEM_(name)                                                            \
+    if (d) {                                                                               \
+        PyObject *x = PyLong_FromUnsignedLongLong(st.name);                                \
+        if (!x || PyDict_SetItemString(d, #name, x)) Py_CLEAR(d);                          \
+        Py_XDECREF(x);                                                                     \
     }
+    PPK_PY_SAMPLER_STATS(PPK_PY_STAT_ITEM_)
+#undef PPK_PY_STAT_ITEM_
     return d;
 }
 

@@ -104,6 +104,29 @@ static inline void gbuf_free(gbuf *b) {
 
 /* ---- The object -------------------------------------------------------------------- */
 
+/* Sampler.stats(): name, and what it counts. One list for the struct and the dict. */
+#define PPK_PY_SAMPLER_STATS(X)                                                            \
+    X(ticks)                  /* ticks sampled */                                          \
+    X(samples)                /* samples flushed */                                        \
+    X(samples_failed)         /* flushes the recorder refused */                           \
+    X(labels_refused)         /* samples with a label refused (e.g. a tag's key taken) */   \
+    X(ticks_late)             /* ticks more than a period late (the missed ones skipped) */ \
+    X(gil_wait_ns_total)      /* waiting for the GIL */                                    \
+    X(gil_wait_ns_max)                                                                     \
+    X(gil_hold_ns_total)      /* phase 1, with the GIL */                                  \
+    X(gil_hold_ns_max)                                                                     \
+    X(tick_ns_total)          /* phase 1 and phase 2 */                                    \
+    X(cpu_ns)                 /* the sampler thread's own CPU time */                      \
+    X(main_callbacks)         /* samples the main thread took of itself */                 \
+    X(main_callback_ns_total) /* their time, in the main thread */                         \
+    X(main_blocked)           /* ticks that sampled the main thread where it blocked */
+
+#define PPK_PY_STAT_FIELD_(name) uint64_t name;
+typedef struct sampler_stats {
+    PPK_PY_SAMPLER_STATS(PPK_PY_STAT_FIELD_)
+} sampler_stats;
+#undef PPK_PY_STAT_FIELD_
+
 typedef struct SamplerObject {
     PyObject_HEAD
     RecorderObject *recorder;
@@ -144,12 +167,7 @@ typedef struct SamplerObject {
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
     int main_request_failed;           /* Py_AddPendingCall refused this tick's request */
     int main_blocked_now;              /* this tick's pass sampled the main thread */
-    /* Statistics (read under lock). */
-    uint64_t ticks, samples, samples_failed, labels_refused, ticks_late;
-    uint64_t main_callbacks, main_callback_ns_total, main_blocked;
-    uint64_t gil_wait_ns_total, gil_wait_ns_max, gil_hold_ns_total, gil_hold_ns_max;
-    uint64_t tick_ns_total; /* phase 1 + phase 2 */
-    int64_t cpu_ns;         /* the sampler thread's own CPU time */
+    sampler_stats st; /* under lock */
 } SamplerObject;
 
 enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
