@@ -151,23 +151,30 @@ class ProfilerTest(unittest.TestCase):
         return self.run_python(["-m", "pprofkit", "run", "--out", out_dir] + args,
                                out_dir=out_dir, **kw)
 
-    def check_summary(self, run, pid=None):
-        """One summary line on stderr: the process's pid and file count, no degradation,
-        and as many samples as its files hold (every sample flushed is in exactly one
-        exported profile)."""
+    def check_summary(self, run, pids=None):
+        """One summary line on stderr per process that ran the profiler (a forked child
+        prints its own): the process's pid and file count, no degradation, and as many
+        samples as its files hold (every sample flushed is in exactly one exported
+        profile). pids: the processes expected (default: one line, any pid)."""
         lines = run.summary_lines()
-        self.assertEqual(len(lines), 1, run.err)
-        m = re.match(r"^pprofkit: pid (\d+), (\d+) samples, (\d+) exports, (\d+) files",
-                     lines[0])
-        self.assertTrue(m, lines[0])
-        if pid is None:
+        if pids is None:
+            self.assertEqual(len(lines), 1, run.err)
+        else:
+            self.assertEqual(len(lines), len(pids), run.err)
+        seen = set()
+        for line in lines:
+            m = re.match(r"^pprofkit: pid (\d+), (\d+) samples, (\d+) exports, (\d+) files",
+                         line)
+            self.assertTrue(m, line)
             pid = int(m.group(1))
-        self.assertEqual(int(m.group(1)), pid)
-        files = run.pid_files(pid)
-        self.assertEqual(int(m.group(4)), len(files), lines[0])
-        self.assertIn("no degradations", lines[0])
-        self.assertEqual(sum(p.total("samples") for p in load(files)), int(m.group(2)),
-                         lines[0])
+            seen.add(pid)
+            files = run.pid_files(pid)
+            self.assertEqual(int(m.group(4)), len(files), line)
+            self.assertIn("no degradations", line)
+            self.assertEqual(sum(p.total("samples") for p in load(files)), int(m.group(2)),
+                             line)
+        if pids is not None:
+            self.assertEqual(seen, set(pids), run.err)
 
     def assert_near(self, actual, expected, tol, what):
         self.assertLessEqual(abs(actual - expected), tol,
@@ -358,7 +365,7 @@ class TestFork(ProfilerTest):
         self.assertEqual(len(pids), 3)
         self.assertEqual({int(FILE_RE.match(os.path.basename(f)).group(1))
                           for f in run.files}, pids, run.files)
-        self.check_summary(run, parent["pid"])  # the children print none
+        self.check_summary(run, pids)  # each child prints its own line at its os._exit
 
         def fns(profiles):
             out = collections.Counter()
@@ -425,8 +432,7 @@ class TestFinalization(ProfilerTest):
                                    else ("MainThread",))
                 if mode == "raise":
                     self.assertIn("RuntimeError: the program fails", run.err)
-                if mode != "os_exit4":  # os._exit leaves before the CLI can print
-                    self.check_summary(run)
+                self.check_summary(run)  # os._exit too: the profiler wraps it
 
     def test_self_started(self):
         for mode, rc in [("return", 0), ("os_exit4", 4), ("daemon", 0), ("raise", 1)]:
