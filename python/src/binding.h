@@ -97,6 +97,11 @@ int ppk_py_sample_ready(void);
 
 /* sampler.c */
 int ppk_py_sampler_ready(void);
+/* In a forked child: every started sampler forgets its thread (Sampler._after_fork_child
+ * starts it again). */
+void ppk_py_samplers_after_fork_child(void);
+/* Stops every started sampler (at exit, before finalization). */
+void ppk_py_samplers_stop_all(void);
 
 /* internals.c: makes the main thread run its pending calls at its next bytecode
  * boundary if it holds the GIL (3.11, 3.12; nothing on 3.13, which does it itself). */

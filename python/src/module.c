@@ -341,6 +341,14 @@ static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     ppk_py_after_fork_child();
+    ppk_py_samplers_after_fork_child();
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_stop_samplers(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    ppk_py_samplers_stop_all();
     Py_RETURN_NONE;
 }
 
@@ -349,7 +357,10 @@ static PyMethodDef module_methods[] = {
     {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> CLOCK_REALTIME in ns (ppk_now_ns)"},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "Called in a forked child (os.register_at_fork): forgets calls that were in progress "
-     "in other threads of the parent."},
+     "in other threads of the parent, and the samplers' threads."},
+    {"_stop_samplers", mod_stop_samplers, METH_NOARGS,
+     "Stops every running Sampler (registered with atexit: their threads must end before "
+     "the interpreter finalizes)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,7 +37,11 @@
  * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.)
  *
  * During phase 2 the recorder counts the sampler as busy, so Recorder.close() waits for
- * it; a closed recorder stops the sampling.
+ * it; a recorder closed under the sampler ends its thread (stop() still joins it).
+ *
+ * Every started sampler is listed: the package's atexit handler stops them all before
+ * the interpreter finalizes (a thread that takes the GIL during finalization is ended by
+ * CPython), and its fork handler makes them all forget their thread in a child.
  *
  * Values: wall time is the time since the thread's previous sample (so a tick that the
  * GIL delayed weighs what it covered; a thread seen for the first time gets the time
@@ -50,8 +54,9 @@
  * read only through names all three versions have: asyncio.tasks._current_tasks (the
  * task each running loop is stepping) and a loop's _thread_id (the thread running it).
  *
- * Fork: the thread does not exist in a child. _after_fork_child() (called by the
- * package's os.register_at_fork handler) forgets it and starts a new one if it ran.
+ * Fork: the thread does not exist in a child. The module's _after_fork_child (the
+ * package's os.register_at_fork handler) makes every sampler forget it; the sampler's
+ * own _after_fork_child() then starts a new one if it ran.
  *
  * Files: sampler.h (the data of a tick, the object), sampler_walk.c (phase 1),
  * sampler_record.c (phase 2), this file (the thread, the main thread's callback,
@@ -90,7 +95,7 @@ static int main_callback(void *unused) {
     PyThreadState *t = PyThreadState_Get();
     int rc = ppk_py_gather_thread(sp, b, t, ppk_py_threads_by_ident(), tasks, n_tasks);
     ppk_py_gc_resume(gc);
-    if (rc == 0 && b->threads.n) {
+    if (rc == 0 && b->threads.n && AT(b->threads, gthread, 0).n_frames) {
         gthread *gt = &AT(b->threads, gthread, 0);
         gt->main_mode = MAIN_RUNNING;
         int64_t cpu = ppk_py_main_deltas(sp, gt, now);
@@ -141,14 +146,14 @@ static void *sampler_main(void *arg) {
         /* Ask the main thread to sample itself, unless the last request is still
          * pending (it has run no bytecode since: the pass below samples it). */
         int st = atomic_load(&sp->main_state);
-        sp->main_request_failed = 0;
+        sp->main_requested_now = 0;
         if ((st == MAIN_IDLE || st == MAIN_DONE) && sp->main_ident) {
             atomic_store(&sp->main_state, MAIN_REQUESTED);
             if (Py_AddPendingCall(main_callback, NULL) == 0) {
+                sp->main_requested_now = 1;
                 ppk_py_wake_main(sp->interp, atomic_load(&sp->main_ts));
             } else {
                 atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
-                sp->main_request_failed = 1;
             }
         }
 
@@ -267,13 +272,39 @@ static unsigned long main_thread_ident(void) {
     return v;
 }
 
-/* Frees what start() set up for the thread (with the GIL; the thread is not running). */
+/* Samplers started and not stopped (GIL-protected), for exit and fork. */
+static SamplerObject *live;
+
+static void live_add(SamplerObject *sp) {
+    sp->prev_live = NULL;
+    sp->next_live = live;
+    if (live) live->prev_live = sp;
+    live = sp;
+}
+
+static void live_remove(SamplerObject *sp) {
+    if (sp->prev_live) sp->prev_live->next_live = sp->next_live;
+    else if (live == sp) live = sp->next_live;
+    if (sp->next_live) sp->next_live->prev_live = sp->prev_live;
+    sp->next_live = sp->prev_live = NULL;
+}
+
+/* Sleeps 1 ms with the GIL released (waiting for another thread's start or stop). */
+static void nap(void) {
+    struct timespec ts = {0, 1000000};
+    PyThreadState *save = PyEval_SaveThread();
+    nanosleep(&ts, NULL);
+    PyEval_RestoreThread(save);
+}
+
+/* Frees what start() set up for the thread (with the GIL; the thread is not running).
+ * During finalization the interpreter has deleted the thread state itself. */
 static void release_thread_state(SamplerObject *sp) {
-    if (sp->ts) {
+    if (sp->ts && !finalizing()) {
         PyThreadState_Clear(sp->ts);
         PyThreadState_Delete(sp->ts);
-        sp->ts = NULL;
     }
+    sp->ts = NULL;
     if (main_sampler == sp) main_sampler = NULL;
     atomic_store(&sp->main_state, MAIN_IDLE);
     /* After Recorder.close too: the GIL is held. */
@@ -283,59 +314,77 @@ static void release_thread_state(SamplerObject *sp) {
     free_buffers(sp);
 }
 
+/* Starts the thread. Another thread's start or stop of the same sampler in progress
+ * (they release the GIL) is waited for; a second start does nothing. */
 static int sampler_start(SamplerObject *sp) {
-    if (sp->running) return 0;
+    while (sp->state == SAMPLER_STOPPING) nap();
+    if (sp->state != SAMPLER_STOPPED) return 0;
     if (ppk_py_recorder_check_open(sp->recorder)) return -1;
+    sp->state = SAMPLER_STARTING;
+    /* First what may run Python code (and so let another thread in): the main
+     * thread's ident. One sampler at a time samples the main thread from inside it;
+     * another one started meanwhile samples it from its pass, like the other threads. */
+    sp->main_ident = main_sampler ? 0 : main_thread_ident();
+    atomic_store(&sp->main_state, MAIN_IDLE);
     int rc = ppk_sample_create(sp->recorder->rec, &sp->builder);
     if (!rc) rc = ppk_sample_create(sp->recorder->rec, &sp->cb_builder);
     if (rc) {
-        ppk_sample_free(sp->builder);
-        sp->builder = NULL;
+        release_thread_state(sp);
+        sp->state = SAMPLER_STOPPED;
         ppk_py_error(rc, "Sampler.start", NULL);
         return -1;
     }
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
-    /* One sampler at a time samples the main thread from inside it; another one
-     * started meanwhile samples it from its pass, like the other threads. */
-    sp->main_ident = main_sampler ? 0 : main_thread_ident();
-    atomic_store(&sp->main_state, MAIN_IDLE);
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
     sp->ts = sp->fcache ? PyThreadState_New(sp->interp) : NULL;
     if (!sp->ts || baseline(sp, mono_ns())) {
         release_thread_state(sp);
+        sp->state = SAMPLER_STOPPED;
         PyErr_NoMemory();
         return -1;
     }
     sp->stop = 0;
     if (pthread_create(&sp->thread, NULL, sampler_main, sp)) {
         release_thread_state(sp);
+        sp->state = SAMPLER_STOPPED;
         ppk_py_error(PPK_ESYS, "Sampler.start", "pthread_create failed");
         return -1;
     }
-    sp->running = 1;
-    if (sp->main_ident) main_sampler = sp;
+    sp->state = SAMPLER_RUNNING;
+    live_add(sp);
+    if (sp->main_ident && !main_sampler) main_sampler = sp;
     return 0;
 }
 
-/* Stops and joins the thread (with the GIL released), then frees its state. */
+/* Stops and joins the thread (with the GIL released), then frees its state. A stop
+ * or start in progress in another thread is waited for. */
 static void sampler_stop(SamplerObject *sp) {
-    if (!sp->running) return;
+    while (sp->state == SAMPLER_STARTING) nap();
+    if (sp->state == SAMPLER_STOPPING) {
+        while (sp->state == SAMPLER_STOPPING) nap();
+        return;
+    }
+    if (sp->state != SAMPLER_RUNNING) return;
+    sp->state = SAMPLER_STOPPING;
+    live_remove(sp);
+    pthread_t thread = sp->thread;
     pthread_mutex_lock(&sp->lock);
     sp->stop = 1;
     pthread_cond_signal(&sp->wake);
     pthread_mutex_unlock(&sp->lock);
     PyThreadState *save = PyEval_SaveThread();
-    pthread_join(sp->thread, NULL);
+    pthread_join(thread, NULL);
     PyEval_RestoreThread(save);
-    sp->running = 0;
     release_thread_state(sp);
+    sp->state = SAMPLER_STOPPED;
 }
 
+/* In a forked child: the thread, and the thread state it had (CPython deleted it in
+ * the child), are gone; what it held is this thread's to release, with the GIL. */
 static void after_fork_child(SamplerObject *sp) {
-    /* The thread, and the thread state it had (CPython deleted it in the child), are
-     * gone; what it held is this thread's to release, with the GIL. */
+    sp->restart_pending = sp->state == SAMPLER_RUNNING;
+    sp->state = SAMPLER_STOPPED;
     sp->ts = NULL;
-    sp->running = 0;
     init_sync(sp);
     memset(&sp->st, 0, sizeof sp->st); /* the child's figures are its own */
     if (main_sampler == sp) main_sampler = NULL;
@@ -344,6 +393,18 @@ static void after_fork_child(SamplerObject *sp) {
     ppk_sample_free(sp->cb_builder);
     sp->builder = sp->cb_builder = NULL;
     free_buffers(sp);
+}
+
+void ppk_py_samplers_after_fork_child(void) {
+    while (live) {
+        SamplerObject *sp = live;
+        live_remove(sp);
+        after_fork_child(sp);
+    }
+}
+
+void ppk_py_samplers_stop_all(void) {
+    while (live) sampler_stop(live);
 }
 
 /* ---- The Python type --------------------------------------------------------------- */
@@ -432,9 +493,9 @@ static PyObject *Sampler_stop(SamplerObject *sp, PyObject *unused) {
 
 static PyObject *Sampler_after_fork_child(SamplerObject *sp, PyObject *unused) {
     (void)unused;
-    int was_running = sp->running;
-    after_fork_child(sp);
-    if (was_running && sp->recorder->rec && sampler_start(sp)) return NULL;
+    int restart = sp->restart_pending;
+    sp->restart_pending = 0;
+    if (restart && sp->recorder->rec && sampler_start(sp)) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -457,7 +518,7 @@ static PyObject *Sampler_stats(SamplerObject *sp, PyObject *unused) {
 
 static PyObject *Sampler_get_running(SamplerObject *sp, void *closure) {
     (void)closure;
-    return PyBool_FromLong(sp->running);
+    return PyBool_FromLong(sp->state == SAMPLER_RUNNING);
 }
 
 static PyObject *Sampler_get_rate_hz(SamplerObject *sp, void *closure) {
@@ -480,7 +541,8 @@ static PyMethodDef Sampler_methods[] = {
      "stats() -> dict: ticks, samples, failures, GIL wait and hold times (ns), the "
      "sampler thread's CPU time (ns)."},
     {"_after_fork_child", (PyCFunction)Sampler_after_fork_child, METH_NOARGS,
-     "In a forked child: forget the parent's thread, start a new one if it ran."},
+     "In a forked child (after the package's fork handler forgot the parent's thread): "
+     "start a new thread if it was running at the fork."},
     {NULL, NULL, 0, NULL},
 };
 

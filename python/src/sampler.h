@@ -76,6 +76,18 @@ static inline void *vec_push(vec *v) {
     return (char *)v->items + v->size * v->n++;
 }
 
+/* Room for `n` more items without reallocating. -1: no memory. */
+static inline int vec_reserve(vec *v, size_t n) {
+    if (v->cap - v->n >= n) return 0;
+    size_t cap = v->cap ? v->cap : 64;
+    while (cap - v->n < n) cap *= 2;
+    void *p = realloc(v->items, cap * v->size);
+    if (!p) return -1;
+    v->items = p;
+    v->cap = cap;
+    return 0;
+}
+
 static inline void vec_free(vec *v) {
     free(v->items);
     v->items = NULL;
@@ -137,7 +149,9 @@ typedef struct SamplerObject {
 
     PyInterpreterState *interp;
     pthread_t thread;
-    int running; /* a thread was started and not joined (GIL-protected) */
+    int state;           /* SAMPLER_STOPPED, _STARTING, _RUNNING, _STOPPING (GIL) */
+    int restart_pending; /* it was running when the process forked (GIL) */
+    struct SamplerObject *next_live, *prev_live; /* started samplers (GIL) */
     pthread_mutex_t lock;
     pthread_cond_t wake; /* CLOCK_MONOTONIC */
     int stop;            /* under lock */
@@ -165,10 +179,12 @@ typedef struct SamplerObject {
     gbuf cb;
     int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
-    int main_request_failed;           /* Py_AddPendingCall refused this tick's request */
+    int main_requested_now;            /* this tick asked main_callback to run */
     int main_blocked_now;              /* this tick's pass sampled the main thread */
     sampler_stats st; /* under lock */
 } SamplerObject;
+
+enum { SAMPLER_STOPPED, SAMPLER_STARTING, SAMPLER_RUNNING, SAMPLER_STOPPING };
 
 enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
 

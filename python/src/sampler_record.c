@@ -120,7 +120,7 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
         gthread *gt = &AT(sp->tick.threads, gthread, i);
         if (gt->ident == sp->main_ident) {
             int64_t cpu = ppk_py_main_deltas(sp, gt, now);
-            ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+            if (gt->n_frames) ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
             continue;
         }
         unsigned long native = gt->native_id ? gt->native_id : 1;
@@ -131,15 +131,18 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
             gt->wall_ns = now - prev->wall_ns;
             if (cpu_now >= 0 && prev->cpu_ns >= 0) cpu = cpu_now - prev->cpu_ns;
         } else {
-            /* New since the previous tick: it started after it; its whole CPU time is
-             * from since then. */
+            /* New since the previous tick: a thread that started since, whose whole
+             * CPU time is from since then; or one that ran Python code before, then
+             * none for a while (a C thread calling into Python now and then gets a new
+             * thread state each time): not more than the time since that tick. */
             gt->wall_ns = now - sp->prev_tick_ns;
-            cpu = cpu_now;
+            cpu = cpu_now < gt->wall_ns ? cpu_now : gt->wall_ns;
         }
         if (cpu < 0) cpu = 0;
         if (gt->wall_ns < 0) gt->wall_ns = 0;
         tslot *next = ppk_py_slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
         *next = (tslot){gt->ident, native, now, cpu_now};
+        if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */
         ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
     }
     tslot *t = sp->slots;

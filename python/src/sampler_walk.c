@@ -170,10 +170,14 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
         *out = e->frame;
         return 0;
     }
-    if (e->code && keep_ref(sp, (PyObject *)e->code)) {
+    /* The evicted code is released at the next pass: strings gathered before in this
+     * tick may point into it. The room is made first, so that a failure changes
+     * nothing. */
+    if (e->code && vec_reserve(&sp->refs, 1)) {
         Py_DECREF(code);
         return -1;
     }
+    if (e->code) keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
     int line = PyFrame_GetLineNumber(f);
     e->code = code; /* the entry takes the reference */
     e->lasti = lasti;
@@ -192,8 +196,9 @@ void ppk_py_gc_resume(int was_enabled) {
 /* Gathers thread t into b. -1: no memory. */
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
                          const running_task *tasks, size_t n_tasks) {
+    /* A thread running no Python code (a C thread holding a thread state) gets no
+     * sample, but an entry all the same: its time goes on from its previous sample. */
     PyFrameObject *f = PyThreadState_GetFrame(t);
-    if (!f) return 0; /* no Python code running: nothing to show */
     gthread *gt = vec_push(&b->threads);
     if (!gt) {
         Py_DECREF(f);
@@ -204,6 +209,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject 
     gt->native_id = t->native_thread_id;
     gt->first_frame = b->frames.n;
     gt->first_label = b->labels.n;
+    if (!f) return 0;
     while (f) {
         gframe *gf = vec_push(&b->frames);
         if (!gf || frame_of(sp, f, gf)) {
@@ -272,8 +278,9 @@ int ppk_py_gather(SamplerObject *sp) {
                 mode = MAIN_BLOCKING; /* it ran no Python code since the request */
             else if (st == MAIN_CANCELLED)
                 mode = MAIN_BLOCKED; /* nor since the previous tick's */
-            else if (sp->main_request_failed)
-                mode = MAIN_BLOCKING;
+            else if (!sp->main_requested_now)
+                mode = MAIN_BLOCKING; /* not asked this tick (the last request was
+                                       * pending, or refused): sampled here */
             else
                 continue; /* it sampled itself */
             sp->main_blocked_now = 1;
