@@ -26,6 +26,23 @@ def _flag(name):
     return (os.environ.get(name) or "").lower() in ("1", "true", "yes", "on")
 
 
+def _url_like(text):
+    return "://" in text or text.startswith("unix:")
+
+
+def _datadog_default():
+    """PPROFKIT_DATADOG: an agent URL, or a boolean; else DD_PROFILING_ENABLED."""
+    v = os.environ.get("PPROFKIT_DATADOG") or ""
+    if _url_like(v):
+        return v
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v and v.lower() not in ("0", "false", "no", "off"):
+        sys.exit("python -m pprofkit: PPROFKIT_DATADOG must be an agent URL or a boolean,"
+                 " not %r" % v)
+    return True if _flag("DD_PROFILING_ENABLED") else None
+
+
 def _size(text):
     """A byte count: 1048576, 64M, 512K, 1G."""
     t = text.strip().upper().rstrip("B")
@@ -61,12 +78,11 @@ def _parser():
                    help="(PPROFKIT_VERSION, DD_VERSION)")
     r.add_argument("--tags", default=_env("PPROFKIT_TAGS", "DD_TAGS"),
                    help="k:v,k:v for uploads (PPROFKIT_TAGS, DD_TAGS)")
-    r.add_argument("--datadog", nargs="?", const=True,
-                   default=_env("PPROFKIT_DATADOG") or (True if _flag(
-                       "DD_PROFILING_ENABLED") else None),
+    r.add_argument("--datadog", nargs="?", const=True, default=_datadog_default(),
                    metavar="AGENT_URL",
-                   help="upload to a Datadog agent: its URL, or none for DD_TRACE_AGENT_URL"
-                        " / DD_AGENT_HOST (PPROFKIT_DATADOG, DD_PROFILING_ENABLED)")
+                   help="upload to a Datadog agent: its URL (http://, https://, unix://), "
+                        "or none for DD_TRACE_AGENT_URL / DD_AGENT_HOST (PPROFKIT_DATADOG, "
+                        "DD_PROFILING_ENABLED)")
     r.add_argument("--pyroscope", metavar="URL",
                    default=_env("PPROFKIT_PYROSCOPE", "PYROSCOPE_SERVER_ADDRESS"),
                    help="upload to Pyroscope / Grafana (PPROFKIT_PYROSCOPE, "
@@ -103,6 +119,7 @@ def run(ns):
         target, argv = ns.args[0], ns.args
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
+    sys.argv = argv  # before start: the program's name is the default service name
     p = profiler.start(
         rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
         codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
@@ -110,8 +127,8 @@ def run(ns):
         version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope)
     if not ns.quiet:
         p.on_stop = lambda s: print(summary_line(s), file=sys.stderr, flush=True)
-    sys.argv = argv
-    code = 0
+    # The profiler stops at exit (pprofkit.profiler's atexit handler): after the
+    # program's non-daemon threads have ended and its own atexit handlers have run.
     try:
         if ns.module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -119,16 +136,18 @@ def run(ns):
             sys.path[0] = os.path.dirname(os.path.abspath(target))
             runpy.run_path(target, run_name="__main__")
     except SystemExit as e:
-        code = e.code
+        return e.code
+    except KeyboardInterrupt:
+        import traceback
+
+        traceback.print_exc()
+        return 130  # as python does
     except BaseException:
         import traceback
 
         traceback.print_exc()
-        code = 1
-    finally:
-        if profiler.current() is p:
-            profiler.stop()
-    return code
+        return 1
+    return 0
 
 
 def _program_start(run_parser, args):
@@ -149,8 +168,8 @@ def _program_start(run_parser, args):
         action = options.get(a.split("=", 1)[0])
         if "=" in a or action is None or action.nargs == 0:
             i += 1
-        elif action.nargs == "?":  # --datadog [AGENT_URL]
-            i += 2 if i + 1 < len(args) and not args[i + 1].startswith("-") else 1
+        elif action.nargs == "?":  # --datadog [AGENT_URL]: a URL, else the script
+            i += 2 if i + 1 < len(args) and _url_like(args[i + 1]) else 1
         else:
             i += 2
     return i
@@ -159,17 +178,15 @@ def _program_start(run_parser, args):
 def main(argv=None):
     parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    program = []
+    program = None
     if argv[:1] == ["run"]:
+        # run's own options end where the program begins; the rest is the program's.
         k = 1 + _program_start(parser._subparsers._group_actions[0].choices["run"],
                                argv[1:])
-        if any(a == "-m" or (a.startswith("-m") and not a.startswith("--"))
-               for a in argv[1:k]):
-            argv, program = argv[:k], argv[k:]
+        argv, program = argv[:k], argv[k:]
     ns = parser.parse_args(argv)
-    if ns.command == "run" and program:
-        ns.args = program
     if ns.command == "run":
+        ns.args = program
         return run(ns)
     return 2
 

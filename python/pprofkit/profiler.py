@@ -17,6 +17,8 @@ import contextlib
 import os
 import sys
 import threading
+import time
+import weakref
 
 from . import _native
 
@@ -31,7 +33,8 @@ _tags_thread = {}
 _tags_task = {}
 
 _lock = threading.Lock()
-_current = None  # the running Profiler
+_current = None  # the running Profiler (start() / stop())
+_started = weakref.WeakSet()  # every Profiler started and not stopped, for exit
 _real_os_exit = os._exit
 
 
@@ -100,14 +103,22 @@ class Profiler:
         self.on_stop = None
 
     def start(self):
-        self.recorder.start()
-        self.sampler.start()
+        self._start_ns = time.time_ns()
+        try:
+            self.recorder.start()
+            self.sampler.start()
+        except BaseException:
+            self.sampler.stop()
+            self.recorder.close()
+            raise
+        _started.add(self)
 
     def stop(self):
         """Stops sampling, writes the last window, closes the recorder; returns (and
         keeps as .summary) a dict of what was recorded. Idempotent."""
         if self.summary is not None:
             return self.summary
+        _started.discard(self)
         self.sampler.stop()
         sampler = self.sampler.stats()
         # The exporter's last export sends the last window to the sinks now, so that
@@ -122,9 +133,15 @@ class Profiler:
         self.recorder.close()
         files = []
         if self.out_dir and os.path.isdir(self.out_dir):
+            # This process's files: its pid in the name, written since it started (an
+            # earlier process may have had the same pid).
             prefix = "%s.%d." % (self.name, os.getpid())
-            files = sorted(os.path.join(self.out_dir, f) for f in os.listdir(self.out_dir)
-                           if f.startswith(prefix))
+            since = getattr(self, "_start_ns", 0) - 1_000_000_000
+            for f in sorted(os.listdir(self.out_dir)):
+                path = os.path.join(self.out_dir, f)
+                with contextlib.suppress(OSError):
+                    if f.startswith(prefix) and os.stat(path).st_mtime_ns >= since:
+                        files.append(path)
         self.summary = {
             "pid": os.getpid(), "samples": stats["samples_flushed"],
             "exports": stats["windows_exported"], "files": files,
@@ -181,7 +198,7 @@ def start(**options):
         if _current is not None:
             raise RuntimeError("pprofkit: a profiler is already running")
         p = Profiler(**options)
-        p.start()
+        p.start()  # closes what it made if it fails
         _current = p
         os._exit = _exit_after_stop
     return p
@@ -226,7 +243,7 @@ def tag(labels=None, /, **kw):
     table, key = (_tags_task, id(task)) if task is not None else (
         _tags_thread, threading.get_ident())
     old = table.get(key)
-    table[key] = (old or ()) + tuple(items.items())
+    table[key] = tuple(dict(old or (), **items).items())  # an inner value wins
     try:
         yield
     finally:
@@ -254,16 +271,30 @@ def _exit_after_stop(code):
 
 def _at_exit():
     stop()
+    for p in list(_started):  # Profilers started without start(), still running
+        p.stop()
+    _native._stop_samplers()  # Samplers used directly
+
+
+def _before_fork():
+    _lock.acquire()
+
+
+def _after_fork_parent():
+    _lock.release()
 
 
 def _after_fork_child():
+    global _lock
+    _lock = threading.Lock()  # the parent's, held by this thread across the fork
     # The library empties a forked child's recorders itself; the extension forgets the
-    # calls other threads of the parent had in progress, then the sampler starts again.
+    # calls other threads of the parent had in progress and the samplers' threads; then
+    # every profiler's sampler starts again.
     _native._after_fork_child()
-    p = _current
-    if p is not None:
+    for p in list(_started):
         p._after_fork_child()
 
 
 atexit.register(_at_exit)
-os.register_at_fork(after_in_child=_after_fork_child)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+                    after_in_child=_after_fork_child)

@@ -1,0 +1,226 @@
+"""test_lifecycle.py - the profiler's and the Sampler's life: exit without stop,
+concurrent start and stop, fork of a Sampler used directly, the CLI's end of run, nested
+tags, and the CLI's argument and exit-code rules.
+
+Programs run in subprocesses (a crash or a hang must not take the suite with it); what
+they write is read with protoc (support.decode).
+"""
+
+import glob
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+import pprofkit
+import support
+from pprofkit import profiler
+
+GUARD = 120  # seconds before a program counts as hung (a hang guard, not a timing)
+
+
+def run_python(code_or_args, cwd, env_extra=None, expect_rc=0, testcase=None):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("PPROFKIT_", "DD_", "PYROSCOPE_")):
+            del env[k]
+    env.update(env_extra or {})
+    args = code_or_args
+    if isinstance(code_or_args, str):
+        path = os.path.join(cwd, "prog.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(code_or_args))
+        args = [path]
+    out = subprocess.run([sys.executable] + args, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=GUARD)
+    if testcase is not None:
+        testcase.assertEqual(out.returncode, expect_rc, out.stderr.decode())
+    return out
+
+
+def profiles(directory):
+    found = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.pb.gz"))):
+        with open(path, "rb") as f:
+            found.append(support.decode(f.read()))
+    return found
+
+
+def cpu_by_function(profs):
+    out = {}
+    for p in profs:
+        for fn, v in p.by("cpu-time", lambda stack, labels: stack[0][0]).items():
+            out[fn] = out.get(fn, 0) + v
+    return out
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SPIN = """
+import time
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+"""
+
+
+class ExitTest(unittest.TestCase):
+    def test_profiler_left_running_at_exit(self):
+        # A Profiler started without pprofkit.start() and never stopped: the exit
+        # handler stops it (its thread must end before the interpreter finalizes) and
+        # its last window is written.
+        with tempfile.TemporaryDirectory() as tmp:
+            run_python(SPIN + """
+import pprofkit
+p = pprofkit.Profiler(out_dir="out")
+p.start()
+spin(0.3)
+""", tmp, testcase=self)
+            cpu = cpu_by_function(profiles(os.path.join(tmp, "out")))
+            self.assertGreater(cpu.get("spin", 0), 0.1e9, cpu)
+
+    def test_sampler_left_running_at_exit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_python(SPIN + """
+import pprofkit
+rec = pprofkit.Recorder([pprofkit.WALL_TIME, pprofkit.CPU_TIME], out_dir="out")
+s = pprofkit.Sampler(rec, wall_index=0, cpu_index=1)
+s.start()
+spin(0.2)
+""", tmp, testcase=self)
+
+    def test_cli_profiles_threads_that_outlive_the_script(self):
+        # The program's top level returns at once; its non-daemon thread works on, and
+        # the interpreter waits for it before exiting: it is profiled to its end.
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "late.py"), "w") as f:
+                f.write(SPIN + """
+import threading
+def late_work():
+    spin(0.4)
+threading.Thread(target=late_work).start()
+""")
+            run_python(["-m", "pprofkit", "run", "--out", "out", "late.py"], tmp,
+                       testcase=self)
+            cpu = cpu_by_function(profiles(os.path.join(tmp, "out")))
+            self.assertGreater(cpu.get("spin", 0), 0.3e9, cpu)
+
+
+class SamplerRaceTest(unittest.TestCase):
+    def test_concurrent_start_and_stop(self):
+        # Four threads start and stop one Sampler at once, with the GIL changing hands
+        # as often as it can: never two sampling threads, no hang, no crash; at the end
+        # no thread is left over.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python("""
+import os, sys, threading, pprofkit
+sys.setswitchinterval(1e-6)
+rec = pprofkit.Recorder([pprofkit.WALL_TIME], out_dir=None)
+s = pprofkit.Sampler(rec, rate_hz=1000, wall_index=0)
+tasks = lambda: len(os.listdir("/proc/self/task"))
+before = tasks()
+most = [0]
+def hammer():
+    for i in range(40):
+        s.start()
+        most[0] = max(most[0], tasks() - before)
+        if i % 3 == 0:
+            s.stop()
+workers = [threading.Thread(target=hammer) for _ in range(4)]
+for w in workers: w.start()
+for w in workers: w.join()
+s.stop()
+print(s.running, tasks() - before, most[0])
+""", tmp, testcase=self)
+            running, left, most = out.stdout.decode().split()
+            self.assertEqual(running, "False")
+            self.assertEqual(int(left), 0)
+            # At most the four hammering threads and one sampling thread.
+            self.assertLessEqual(int(most), 5)
+
+    def test_sampler_used_directly_across_fork(self):
+        # A Sampler used without the Profiler: in a forked child it has no thread (the
+        # package's fork handler forgets the parent's), stop() is harmless, and it
+        # starts again.
+        with tempfile.TemporaryDirectory() as tmp:
+            run_python(SPIN + """
+import os, pprofkit
+rec = pprofkit.Recorder([pprofkit.WALL_TIME, pprofkit.CPU_TIME], out_dir=None)
+s = pprofkit.Sampler(rec, wall_index=0, cpu_index=1)
+s.start()
+spin(0.05)
+pid = os.fork()
+if pid == 0:
+    ok = not s.running
+    s.stop()
+    s.start()
+    spin(0.1)
+    s.stop()
+    e = rec.export()
+    os._exit(0 if ok and e.stats["samples_added"] > 0 else 1)
+_, status = os.waitpid(pid, 0)
+s.stop()
+raise SystemExit(os.waitstatus_to_exitcode(status))
+""", tmp, testcase=self)
+
+
+class TagTest(unittest.TestCase):
+    def test_nested_tags_with_the_same_key(self):
+        ident = threading.get_ident()
+        # What the sampler reads: each key once (a second pair with the same key would
+        # be refused by the library as a duplicate label), the inner value winning.
+        with pprofkit.tag(a="outer", b=1):
+            self.assertEqual(profiler._tags_thread[ident], (("a", "outer"), ("b", 1)))
+            with pprofkit.tag(a="inner"):
+                self.assertEqual(profiler._tags_thread[ident], (("a", "inner"), ("b", 1)))
+            self.assertEqual(profiler._tags_thread[ident], (("a", "outer"), ("b", 1)))
+        self.assertNotIn(ident, profiler._tags_thread)
+
+
+class CliArgumentsTest(unittest.TestCase):
+    def test_datadog_without_url_before_the_script(self):
+        # `--datadog app.py`: app.py is the script, not an agent URL; the agent comes from
+        # the environment (here a closed port: the upload fails and is counted, the
+        # program runs).
+        for env in ({}, {"PPROFKIT_DATADOG": "1"}):
+            with self.subTest(env=env), tempfile.TemporaryDirectory() as tmp:
+                with open(os.path.join(tmp, "app.py"), "w") as f:
+                    f.write("print('app ran')\n")
+                args = ["-m", "pprofkit", "run", "--out", "out"]
+                args += ["app.py"] if env else ["--datadog", "app.py"]
+                env = dict(env, DD_TRACE_AGENT_URL="http://127.0.0.1:%d" % closed_port())
+                out = run_python(args, tmp, env_extra=env, testcase=self)
+                self.assertEqual(out.stdout.decode().strip(), "app ran")
+                self.assertRegex(out.stderr.decode(), r"datadog: 0 sent, 1 dropped")
+
+    def test_bad_datadog_variable(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "app.py"), "w") as f:
+                f.write("print('app ran')\n")
+            out = run_python(["-m", "pprofkit", "run", "app.py"], tmp,
+                             env_extra={"PPROFKIT_DATADOG": "maybe"})
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn("PPROFKIT_DATADOG", out.stderr.decode())
+            self.assertNotIn("Traceback", out.stderr.decode())
+            self.assertEqual(out.stdout, b"")
+
+    def test_keyboard_interrupt_exits_130(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "app.py"), "w") as f:
+                f.write("raise KeyboardInterrupt\n")
+            out = run_python(["-m", "pprofkit", "run", "--out", "out", "app.py"], tmp,
+                             expect_rc=130, testcase=self)
+            self.assertIn("KeyboardInterrupt", out.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()
