@@ -563,80 +563,97 @@ static int want_env(PyObject *kwds) {
 
 static PyObject *upload_handle(RecorderObject *self, const ppk_sink *sink, const char *kind);
 
-static PyObject *Recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
-                                           PyObject *kwds) {
+/* A kind of upload sink: its configuration's keywords, defaults (with the Python
+ * profiler's family or spy name), environment and constructor. */
+typedef union upload_config {
+    ppk_datadog_config datadog;
+    ppk_pyroscope_config pyroscope;
+} upload_config;
+
+typedef struct upload_kind {
+    const char *name;   /* "datadog", "pyroscope" */
+    const char *method; /* "add_datadog_sink", ... */
+    const cfg_field *fields;
+    void (*init)(upload_config *cfg);
+    int (*from_env)(upload_config *cfg, char *err, size_t err_len);
+    int (*make)(const upload_config *cfg, ppk_sink *out, char *err, size_t err_len);
+} upload_kind;
+
+static void datadog_init(upload_config *cfg) {
+    ppk_datadog_config_init(&cfg->datadog);
+    cfg->datadog.family = PPK_STR("python");
+}
+static int datadog_env(upload_config *cfg, char *err, size_t n) {
+    return ppk_datadog_config_from_env(&cfg->datadog, err, n);
+}
+static int datadog_make(const upload_config *cfg, ppk_sink *out, char *err, size_t n) {
+    return ppk_sink_datadog(&cfg->datadog, out, err, n);
+}
+static void pyroscope_init(upload_config *cfg) {
+    ppk_pyroscope_config_init(&cfg->pyroscope);
+    cfg->pyroscope.spy_name = PPK_STR("pprofkit-python");
+}
+static int pyroscope_env(upload_config *cfg, char *err, size_t n) {
+    return ppk_pyroscope_config_from_env(&cfg->pyroscope, err, n);
+}
+static int pyroscope_make(const upload_config *cfg, ppk_sink *out, char *err, size_t n) {
+    return ppk_sink_pyroscope(&cfg->pyroscope, out, err, n);
+}
+
+static const upload_kind datadog_kind = {"datadog", "add_datadog_sink", datadog_fields,
+                                         datadog_init, datadog_env, datadog_make};
+static const upload_kind pyroscope_kind = {"pyroscope", "add_pyroscope_sink",
+                                           pyroscope_fields, pyroscope_init, pyroscope_env,
+                                           pyroscope_make};
+
+/* The room for one more upload sink; ClosedError or InvalidArgumentError otherwise. */
+static int upload_room(RecorderObject *self, const char *what) {
+    if (ppk_py_recorder_check_open(self)) return -1;
+    if (self->n_uploads < PPK_PY_MAX_UPLOADS) return 0;
+    ppk_py_error(PPK_EINVAL, what, "too many upload sinks");
+    return -1;
+}
+
+static PyObject *add_upload(RecorderObject *self, PyObject *args, PyObject *kwds,
+                            const upload_kind *k) {
+    char what[64];
+    PyOS_snprintf(what, sizeof what, "Recorder.%s", k->method);
     if (PyTuple_GET_SIZE(args)) {
-        PyErr_SetString(PyExc_TypeError, "add_datadog_sink takes keyword arguments only");
+        PyErr_Format(PyExc_TypeError, "%s takes keyword arguments only", k->method);
         return NULL;
     }
-    if (ppk_py_recorder_check_open(self)) return NULL;
-    if (self->n_uploads == PPK_PY_MAX_UPLOADS)
-        return ppk_py_error(PPK_EINVAL, "Recorder.add_datadog_sink", "too many upload sinks");
-    ppk_datadog_config cfg;
-    ppk_datadog_config_init(&cfg);
-    cfg.family = PPK_STR("python");
+    if (upload_room(self, what)) return NULL;
+    upload_config cfg;
+    k->init(&cfg);
     char err[256] = "";
     int env = want_env(kwds);
     if (env < 0) return NULL;
-    int rc = env ? ppk_datadog_config_from_env(&cfg, err, sizeof err) : 0;
-    if (rc) return ppk_py_error(rc, "Recorder.add_datadog_sink", err);
+    int rc = env ? k->from_env(&cfg, err, sizeof err) : 0;
+    if (rc) return ppk_py_error(rc, what, err);
     PyObject *keeps = PyList_New(0);
     if (!keeps) return NULL;
     /* Checked again after the conversions: __index__ or __bool__ may have closed the
      * recorder or added sinks meanwhile. */
-    if (apply_fields(&cfg, datadog_fields, kwds, keeps, "add_datadog_sink") ||
-        ppk_py_recorder_check_open(self)) {
+    if (apply_fields(&cfg, k->fields, kwds, keeps, k->method) || upload_room(self, what)) {
         Py_DECREF(keeps);
         return NULL;
     }
-    if (self->n_uploads == PPK_PY_MAX_UPLOADS) {
-        Py_DECREF(keeps);
-        return ppk_py_error(PPK_EINVAL, "Recorder.add_datadog_sink", "too many upload sinks");
-    }
     ppk_sink sink;
-    rc = ppk_sink_datadog(&cfg, &sink, err, sizeof err);
+    rc = k->make(&cfg, &sink, err, sizeof err);
     Py_DECREF(keeps);
-    if (rc) return ppk_py_error(rc, "Recorder.add_datadog_sink", err);
-    if (add_sink(self, &sink, "Recorder.add_datadog_sink")) return NULL;
-    return upload_handle(self, &sink, "datadog");
+    if (rc) return ppk_py_error(rc, what, err);
+    if (add_sink(self, &sink, what)) return NULL;
+    return upload_handle(self, &sink, k->name);
+}
+
+static PyObject *Recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
+                                           PyObject *kwds) {
+    return add_upload(self, args, kwds, &datadog_kind);
 }
 
 static PyObject *Recorder_add_pyroscope_sink(RecorderObject *self, PyObject *args,
                                              PyObject *kwds) {
-    if (PyTuple_GET_SIZE(args)) {
-        PyErr_SetString(PyExc_TypeError, "add_pyroscope_sink takes keyword arguments only");
-        return NULL;
-    }
-    if (ppk_py_recorder_check_open(self)) return NULL;
-    if (self->n_uploads == PPK_PY_MAX_UPLOADS)
-        return ppk_py_error(PPK_EINVAL, "Recorder.add_pyroscope_sink", "too many upload sinks");
-    ppk_pyroscope_config cfg;
-    ppk_pyroscope_config_init(&cfg);
-    cfg.spy_name = PPK_STR("pprofkit-python");
-    char err[256] = "";
-    int env = want_env(kwds);
-    if (env < 0) return NULL;
-    int rc = env ? ppk_pyroscope_config_from_env(&cfg, err, sizeof err) : 0;
-    if (rc) return ppk_py_error(rc, "Recorder.add_pyroscope_sink", err);
-    PyObject *keeps = PyList_New(0);
-    if (!keeps) return NULL;
-    /* Checked again after the conversions: __index__ or __bool__ may have closed the
-     * recorder or added sinks meanwhile. */
-    if (apply_fields(&cfg, pyroscope_fields, kwds, keeps, "add_pyroscope_sink") ||
-        ppk_py_recorder_check_open(self)) {
-        Py_DECREF(keeps);
-        return NULL;
-    }
-    if (self->n_uploads == PPK_PY_MAX_UPLOADS) {
-        Py_DECREF(keeps);
-        return ppk_py_error(PPK_EINVAL, "Recorder.add_pyroscope_sink", "too many upload sinks");
-    }
-    ppk_sink sink;
-    rc = ppk_sink_pyroscope(&cfg, &sink, err, sizeof err);
-    Py_DECREF(keeps);
-    if (rc) return ppk_py_error(rc, "Recorder.add_pyroscope_sink", err);
-    if (add_sink(self, &sink, "Recorder.add_pyroscope_sink")) return NULL;
-    return upload_handle(self, &sink, "pyroscope");
+    return add_upload(self, args, kwds, &pyroscope_kind);
 }
 
 /* ---- Attributes -------------------------------------------------------------------- */

@@ -297,21 +297,26 @@ static void nap(void) {
     PyEval_RestoreThread(save);
 }
 
-/* Frees what start() set up for the thread (with the GIL; the thread is not running).
- * During finalization the interpreter has deleted the thread state itself. */
+/* Frees the builders and buffers start() set up (with the GIL, after Recorder.close
+ * too; the thread is not running) and gives up sampling the main thread. */
+static void release_builders(SamplerObject *sp) {
+    if (main_sampler == sp) main_sampler = NULL;
+    atomic_store(&sp->main_state, MAIN_IDLE);
+    ppk_sample_free(sp->builder);
+    ppk_sample_free(sp->cb_builder);
+    sp->builder = sp->cb_builder = NULL;
+    free_buffers(sp);
+}
+
+/* Frees what start() set up for the thread. During finalization the interpreter has
+ * deleted the thread state itself. */
 static void release_thread_state(SamplerObject *sp) {
     if (sp->ts && !finalizing()) {
         PyThreadState_Clear(sp->ts);
         PyThreadState_Delete(sp->ts);
     }
     sp->ts = NULL;
-    if (main_sampler == sp) main_sampler = NULL;
-    atomic_store(&sp->main_state, MAIN_IDLE);
-    /* After Recorder.close too: the GIL is held. */
-    ppk_sample_free(sp->builder);
-    ppk_sample_free(sp->cb_builder);
-    sp->builder = sp->cb_builder = NULL;
-    free_buffers(sp);
+    release_builders(sp);
 }
 
 /* Starts the thread. Another thread's start or stop of the same sampler in progress
@@ -387,12 +392,7 @@ static void after_fork_child(SamplerObject *sp) {
     sp->ts = NULL;
     init_sync(sp);
     memset(&sp->st, 0, sizeof sp->st); /* the child's figures are its own */
-    if (main_sampler == sp) main_sampler = NULL;
-    atomic_store(&sp->main_state, MAIN_IDLE);
-    ppk_sample_free(sp->builder);
-    ppk_sample_free(sp->cb_builder);
-    sp->builder = sp->cb_builder = NULL;
-    free_buffers(sp);
+    release_builders(sp);
 }
 
 void ppk_py_samplers_after_fork_child(void) {
