@@ -87,10 +87,30 @@ PyObject *ppk_py_recorder_stats(const ppk_recorder_stats *st);
 PyObject *ppk_py_profile_stats(const ppk_profile_stats *st);
 PyObject *ppk_py_upload_stats(const ppk_upload_stats *st);
 
+/* Runs `stmt` with the GIL released, counted in r->busy so that Recorder.close() waits
+ * for it (recorder.c). */
+#define PPK_PY_NOGIL(r, stmt)                                                              \
+    do {                                                                                   \
+        atomic_fetch_add(&(r)->busy, 1);                                                   \
+        PyThreadState *ts_ = PyEval_SaveThread();                                          \
+        stmt;                                                                              \
+        PyEval_RestoreThread(ts_);                                                         \
+        atomic_fetch_sub(&(r)->busy, 1);                                                   \
+    } while (0)
+
 /* recorder.c */
+/* 0 if the recorder is open (not closed, not closing); ClosedError and -1 otherwise. */
 int ppk_py_recorder_check_open(RecorderObject *r);
 void ppk_py_after_fork_child(void);
 int ppk_py_recorder_ready(void);
+
+/* sinks.c: the Recorder's sink methods. */
+PyObject *ppk_py_recorder_add_file_sink(RecorderObject *self, PyObject *args,
+                                        PyObject *kwds);
+PyObject *ppk_py_recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
+                                           PyObject *kwds);
+PyObject *ppk_py_recorder_add_pyroscope_sink(RecorderObject *self, PyObject *args,
+                                             PyObject *kwds);
 
 /* sample.c */
 int ppk_py_sample_ready(void);
