@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 
-/* ---- UploadSink handles ---------------------------------------------------------- */
+/* ---- UploadSink handles ------------------------------------------------------------ */
 
 static PyObject *upload_handle(RecorderObject *self, const ppk_sink *sink, const char *kind) {
     self->uploads[self->n_uploads++] = *sink;
@@ -23,7 +23,6 @@ static PyObject *upload_handle(RecorderObject *self, const ppk_sink *sink, const
     u->kind = kind;
     return (PyObject *)u;
 }
-
 
 /* ---- Adding sinks ------------------------------------------------------------------ */
 
