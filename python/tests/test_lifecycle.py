@@ -122,7 +122,7 @@ class SamplerRaceTest(unittest.TestCase):
         # no thread is left over.
         with tempfile.TemporaryDirectory() as tmp:
             out = run_python("""
-import os, sys, threading, pprofkit
+import os, sys, threading, time, pprofkit
 sys.setswitchinterval(1e-6)
 rec = pprofkit.Recorder([pprofkit.WALL_TIME], out_dir=None)
 s = pprofkit.Sampler(rec, rate_hz=1000, wall_index=0)
@@ -139,6 +139,13 @@ workers = [threading.Thread(target=hammer) for _ in range(4)]
 for w in workers: w.start()
 for w in workers: w.join()
 s.stop()
+# A thread can stay listed in /proc a moment after it was joined (Thread.join returns
+# when the thread's Python part is done, before its OS thread has exited): wait for the
+# list to settle.
+for _ in range(500):
+    if tasks() == before:
+        break
+    time.sleep(0.01)
 print(s.running, tasks() - before, most[0])
 """, tmp, testcase=self)
             running, left, most = out.stdout.decode().split()
