@@ -1,6 +1,6 @@
 """CPU work at the bottom of a recursion: `work.py [--seconds S] [--depth D] [args...]`.
 Prints a JSON line with sys.argv and __name__ (run as a script or with -m) at the start,
-and one with what progutil reports about the profiler at the end."""
+and one with what progutil reports about the profiler and the time (time_ns) at the end."""
 
 import json
 import sys
@@ -33,7 +33,7 @@ def main():
         depth = int(args[args.index("--depth") + 1])
     print(json.dumps({"argv": sys.argv, "name": __name__}), flush=True)
     recurse(depth, seconds)
-    print(json.dumps(progutil.sampler_info()), flush=True)
+    print(json.dumps(dict(progutil.sampler_info(), time_ns=time.time_ns())), flush=True)
 
 
 if __name__ == "__main__":
