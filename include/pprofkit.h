@@ -83,7 +83,9 @@ PPK_API ppk_str ppk_cstr(const char *s);
     X(PPK_ECOMPRESS, -10, "compression failed")                                          \
     X(PPK_ESTATE, -11, "call out of order (e.g. push before start, flush twice)")          \
     X(PPK_ECLOSED, -12, "the recorder was freed or is shutting down")                     \
-    X(PPK_ESYS, -13, "a system call failed (thread, file or directory; see errno)")
+    X(PPK_ESYS, -13, "a system call failed (thread, file or directory; see errno)")       \
+    X(PPK_ESTALE, -14, "unknown or evicted function id: intern the function again")       \
+    X(PPK_EFULL, -15, "the function dictionary is full (max_functions, max_function_bytes)")
 
 #define PPK_ERROR_ENUM_(name, value, msg) name = (value),
 enum ppk_error { PPK_ERROR_LIST(PPK_ERROR_ENUM_) };
@@ -485,6 +487,14 @@ typedef struct ppk_recorder_config {
      * time wait for each other's insert; set it to the number of threads that flush
      * concurrently and often. Default 1. */
     size_t shards;
+    /* The function dictionary (ppk_recorder_intern_function): at most max_functions
+     * entries (default 65,536; at most 16,777,215) holding at most max_function_bytes
+     * (default 8 MiB: their strings plus 64 bytes each). A function no sample pushed
+     * during function_ttl_exports exports in a row (default 4, at least 1) is evicted at
+     * the export that ends that stretch. */
+    size_t max_functions;
+    size_t max_function_bytes;
+    uint32_t function_ttl_exports;
 } ppk_recorder_config;
 
 /* Defaults, as documented above, and no sample types. */
@@ -568,6 +578,13 @@ typedef struct ppk_recorder_stats {
     uint64_t samples_lost_export;     /* in windows whose encoding failed */
     uint64_t export_failures;         /* encodings that failed */
     uint64_t sink_failures;           /* sink writes that returned an error */
+    /* The function dictionary: entries and bytes now, evictions and refused interns
+     * (PPK_EFULL) so far, and flushes refused with PPK_ESTALE (the sample is dropped). */
+    uint64_t functions;
+    uint64_t function_bytes;
+    uint64_t functions_evicted;
+    uint64_t functions_refused;
+    uint64_t samples_dropped_stale;
 } ppk_recorder_stats;
 
 /* Fills `st`. Thread safe; the figures are each exact, taken under the lock. */
@@ -596,6 +613,47 @@ PPK_API int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename,
 /* The same with every field of ppk_frame (system name, start line, mapping). */
 PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
 
+/*
+ * The function dictionary: a profiler that meets the same functions sample after sample
+ * (a code object, a method, a symbolized address) names each one once and then pushes
+ * frames by id. A pushed id costs the same whatever the strings' length: the builder
+ * stores 24 bytes, and the window resolves the id to the function's strings only the
+ * first time the window sees the frame.
+ *
+ * ppk_recorder_intern_function() copies the function (its strings repaired and cut as
+ * ppk_profile_add does) into the recorder's dictionary, shared by its builders and
+ * shards, and returns its id; interning the same function again returns the same id
+ * while it lives. An id is never reused for another function: a function evicted (unused
+ * for function_ttl_exports exports) or from another recorder is refused with PPK_ESTALE
+ * by ppk_sample_push_frame_id(), or, when eviction happened between that push and the
+ * flush, by ppk_sample_flush() (the sample is dropped and counted in
+ * samples_dropped_stale). On PPK_ESTALE intern the function again and use the new id.
+ * The dictionary is bounded (max_functions, max_function_bytes): past either bound,
+ * interning a new function returns PPK_EFULL (counted in functions_refused) and the
+ * caller pushes that frame with its strings; entries come free as they are evicted.
+ * Thread safe: intern from any thread; a push by id takes no lock.
+ * Fork: the child keeps the dictionary; its ids stay valid there.
+ */
+typedef uint64_t ppk_function_id;
+
+typedef struct ppk_function {
+    ppk_str name;
+    ppk_str system_name;
+    ppk_str filename;
+    int64_t start_line;
+} ppk_function;
+
+/* @return 0, PPK_EINVAL (NULL recorder, function or id), PPK_ENULL, PPK_EFULL,
+ *         PPK_ENOMEM, PPK_ECLOSED. On error *id is 0, which is never an id. */
+PPK_API int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,
+                                         ppk_function_id *id);
+
+/* Pushes the next frame, leaf first, as the function `id` at `line` (and `address`).
+ * @return 0, PPK_EINVAL, PPK_ESTATE, PPK_ECLOSED, PPK_ESTALE, PPK_ENOMEM. */
+PPK_API int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line);
+PPK_API int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id,
+                                          uint64_t address, int64_t line);
+
 /* Pushes a label. PPK_EDUPLABEL if the key was pushed already in this sample,
  * PPK_ETOOMANY past max_labels, and the checks of ppk_profile_add. */
 PPK_API int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value);
@@ -614,7 +672,8 @@ PPK_API int ppk_sample_set_timestamp(ppk_sample *s, int64_t timestamp_ns);
  * Inserts the sample into the recorder's active window (under the recorder's lock,
  * for the in-memory insert only) and ends it; the builder is then ready for the next
  * ppk_sample_start(). On PPK_ENOMEM or PPK_ECLOSED the sample is dropped and counted.
- * @return 0, PPK_ESTATE (no sample begun), PPK_ENOMEM, PPK_ECLOSED.
+ * @return 0, PPK_ESTATE (no sample begun), PPK_ENOMEM, PPK_ECLOSED, PPK_ESTALE (a
+ * function id pushed was evicted since; the sample is dropped and counted).
  */
 PPK_API int ppk_sample_flush(ppk_sample *s);
 

@@ -4,7 +4,9 @@
  *
  * A sample arrives as the hashed records of a ppk__sbuf. Each frame record is looked up
  * in the window's frame cache (one probe and one compare when known); an unknown one is
- * decoded and interned field by field: strings, mapping, function, location. Labels go
+ * decoded and interned field by field: strings, mapping, function, location (a frame
+ * pushed by function id takes its strings from the recorder's dictionary, fdict.h, and
+ * fails with PPK_ESTALE if the id was evicted since its push). Labels go
  * the same way through the label cache. Then the stack (location ids), the label set
  * (sorted label ids) and the sample (stack, label set) are interned, and the values
  * added (saturating).
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fdict.h"
 #include "profile.h"
 
 static const char END_TS_KEY[] = "end_timestamp_ns";
@@ -130,8 +133,19 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
     }
     ppk_frame f;
     ppk_mapping m;
-    ppk__sbuf_read_frame(rec, &f, &m);
-    int rc = frame_id(p, dg, &f, loc);
+    uint64_t fid;
+    ppk__sbuf_read_frame(rec, &f, &m, &fid);
+    int rc;
+    if (fid) {
+        /* The function's strings are the dictionary's while its lock is held. */
+        if (!p->fdict) return PPK_ESTALE;
+        ppk__fdict_lock(p->fdict);
+        rc = ppk__fdict_get_locked(p->fdict, fid, &f);
+        if (!rc) rc = frame_id(p, dg, &f, loc);
+        ppk__fdict_unlock(p->fdict);
+    } else {
+        rc = frame_id(p, dg, &f, loc);
+    }
     return rc ? rc
               : cache(p, &p->frame_recs, &p->frame_loc, &p->frame_loc_cap, rec, len, hash,
                       *loc, rid);

@@ -154,6 +154,10 @@ struct ppk_profile {
     int64_t *endpoint_counts; /* by endpoint_names id */
     size_t endpoint_counts_cap;
 
+    /* The recorder's function dictionary (fdict.h), for frames pushed by id; NULL in a
+     * profile of its own. */
+    struct ppk__fdict *fdict;
+
     /* Configuration. */
     size_t n_types;
     char *cfg_text;           /* owned copies of the config strings */

@@ -12,8 +12,9 @@
  * serializes exports: the spares are the one export's to use. The exporter thread
  * exports every period_ms; it stops when thread_gen moves.
  *
- * Fork (G6): the prepare handler takes every recorder's lock and every shard's, so no
- * flush or swap is halfway; the child resets its active windows (the parent exports
+ * Fork (G6): the prepare handler takes every recorder's lock, every shard's and the
+ * function dictionary's, so no flush, swap or intern is halfway; the child keeps the
+ * dictionary (its ids stay valid there); the child resets its active windows (the parent exports
  * those samples), gives up windows the parent was exporting (they are the parent's),
  * re-creates the condition variables other threads may have been waiting on, and
  * restarts the exporter thread lazily, on the next flush or export.
@@ -44,9 +45,11 @@ static void init_conds(ppk_recorder *r) {
 static void lock_all(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
     for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_lock(&r->shards[i].lock);
+    ppk__fdict_lock(&r->fdict);
 }
 
 static void unlock_all(ppk_recorder *r) {
+    ppk__fdict_unlock(&r->fdict);
     for (size_t i = r->n_shards; i-- > 0;) pthread_mutex_unlock(&r->shards[i].lock);
     pthread_mutex_unlock(&r->lock);
 }
@@ -82,12 +85,13 @@ static void atfork_child(void) {
              * a reset frees memory, and a user allocator's lock may be held by a thread
              * that no longer exists. */
             sh->reset_pending = 1;
-            sh->flushed = sh->dropped_nomem = sh->dropped_closed = 0;
+            sh->flushed = sh->dropped_nomem = sh->dropped_closed = sh->dropped_stale = 0;
         }
         r->thread_running = 0;
         r->thread_gen++;
         r->seq = 0;
         memset(&r->totals, 0, sizeof r->totals);
+        r->fdict.evicted = r->fdict.refused = 0;
         atomic_store(&r->settle_pending, 1);
         unlock_all(r);
     }
@@ -106,6 +110,9 @@ void ppk_recorder_config_init(ppk_recorder_config *cfg) {
     cfg->export_period_ms = 60000;
     cfg->builder_keep_bytes = 64 * 1024;
     cfg->builder_max_bytes = 1024 * 1024;
+    cfg->max_functions = 65536;
+    cfg->max_function_bytes = 8 << 20;
+    cfg->function_ttl_exports = 4;
 }
 
 static int add_sink_locked(ppk_recorder *r, const ppk_sink *sink) {
@@ -126,6 +133,13 @@ static void init_flush_lock(pthread_mutex_t *m) {
     pthread_mutexattr_destroy(&ma);
 }
 
+/* A window of the recorder: resolves ids in its dictionary. */
+static int window_create(ppk_recorder *r, const ppk_profile_config *cfg, ppk_profile **out) {
+    int rc = ppk_profile_create(cfg, out);
+    if (!rc) (*out)->fdict = &r->fdict;
+    return rc;
+}
+
 static void free_shards(ppk_recorder *r) {
     for (size_t i = 0; i < r->n_shards; i++) {
         ppk_profile_free(r->shards[i].active);
@@ -139,7 +153,9 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (!out) return PPK_EINVAL;
     *out = NULL;
     if (!cfg || cfg->export_period_ms <= 0 || cfg->builder_max_bytes < 4096 ||
-        cfg->builder_keep_bytes > cfg->builder_max_bytes || cfg->shards > PPK__MAX_SHARDS)
+        cfg->builder_keep_bytes > cfg->builder_max_bytes || cfg->shards > PPK__MAX_SHARDS ||
+        cfg->max_functions == 0 || cfg->max_functions > PPK__FD_MAX_ENTRIES ||
+        cfg->function_ttl_exports == 0)
         return PPK_EINVAL;
     int rc = ppk__compress_check(cfg->codec, cfg->level);
     if (rc) return rc;
@@ -168,10 +184,12 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     }
     memset(r->shards, 0, n * sizeof *r->shards);
     r->n_shards = n;
-    rc = 0;
+    rc = ppk__fdict_init(&r->fdict, &cfg->profile.allocator, cfg->max_functions,
+                         cfg->max_function_bytes, cfg->profile.max_string_len,
+                         cfg->function_ttl_exports);
     for (size_t i = 0; !rc && i < n; i++)
-        if (!(rc = ppk_profile_create(&cfg->profile, &r->shards[i].active)))
-            rc = ppk_profile_create(&cfg->profile, &r->shards[i].spare);
+        if (!(rc = window_create(r, &cfg->profile, &r->shards[i].active)))
+            rc = window_create(r, &cfg->profile, &r->shards[i].spare);
     if (!rc && cfg->out_dir.len) {
         ppk_sink file;
         ppk_str name = cfg->name.len ? cfg->name : PPK_STR("profile");
@@ -179,6 +197,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     }
     if (rc) {
         free_shards(r);
+        ppk__fdict_destroy(&r->fdict);
         mem = r->mem;
         ppk__mem_free(&mem, r, sizeof *r);
         return rc;
@@ -262,7 +281,7 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
         const ppk_profile_config *cfg = &sh->active->cfg; /* never changes */
         pthread_mutex_unlock(&sh->lock);
         /* After a fork, the spare may have been the parent's. */
-        if (!fresh[i] && !rc) rc = ppk_profile_create(cfg, &fresh[i]) ? PPK_ENOMEM : 0;
+        if (!fresh[i] && !rc) rc = window_create(r, cfg, &fresh[i]) ? PPK_ENOMEM : 0;
     }
     if (rc) {
         pthread_mutex_lock(&r->lock);
@@ -288,6 +307,8 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
         sh->active = fresh[i];
         pthread_mutex_unlock(&sh->lock);
     }
+    /* The retired windows hold copies of their functions' strings. */
+    ppk__fdict_end_epoch(&r->fdict);
     pthread_mutex_lock(&r->lock);
     uint64_t seq = ++r->seq;
     ppk_sink sinks[PPK_MAX_SINKS];
@@ -511,6 +532,7 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
         st->samples_flushed += sh->flushed;
         st->samples_dropped_nomem += sh->dropped_nomem;
         st->samples_dropped_closed += sh->dropped_closed;
+        st->samples_dropped_stale += sh->dropped_stale;
         pthread_mutex_unlock(&sh->lock);
         st->strings += w.strings;
         st->window_bytes += w.memory_bytes;
@@ -519,6 +541,16 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
         add_degradations(st, &w);
     }
     pthread_mutex_unlock(&r->lock);
+    ppk__fdict_stats(&r->fdict, st);
+}
+
+int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,
+                                 ppk_function_id *id) {
+    if (!r) {
+        if (id) *id = 0;
+        return PPK_EINVAL;
+    }
+    return ppk__fdict_intern(&r->fdict, f, id);
 }
 
 void ppk_recorder_free(ppk_recorder *r) {
@@ -561,6 +593,7 @@ void ppk_recorder_free(ppk_recorder *r) {
         if (r->sinks[i].destroy) r->sinks[i].destroy(r->sinks[i].opaque);
     for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_destroy(&r->shards[i].lock);
     free_shards(r);
+    ppk__fdict_destroy(&r->fdict);
     ppk__pb_destroy(&r->pb);
     pthread_cond_destroy(&r->wake);
     pthread_cond_destroy(&r->export_done);

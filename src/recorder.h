@@ -6,7 +6,7 @@
  * lock for one ppk__profile_add_sbuf(); an export takes each shard's lock briefly to
  * swap its windows, and the recorder's lock, then each shard's, to hand the reset
  * windows back as spares. Order: the recorder's lock before any shard's, shards in
- * index order.
+ * index order, the function dictionary's last.
  */
 #ifndef PPK_RECORDER_H
 #define PPK_RECORDER_H
@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "fdict.h"
 #include "profile.h"
 #include "sbuf.h"
 
@@ -26,7 +27,7 @@ typedef struct ppk__shard {
     ppk_profile *spare;   /* NULL while an export holds it */
     int reset_pending;    /* a forked child's active window is to be emptied */
     int closed;           /* the recorder is being freed */
-    uint64_t flushed, dropped_nomem, dropped_closed;
+    uint64_t flushed, dropped_nomem, dropped_closed, dropped_stale;
     char pad_[64];        /* another shard's lock is on another cache line */
 } ppk__shard;
 
@@ -60,6 +61,8 @@ struct ppk_recorder {
     ppk_sink sinks[PPK_MAX_SINKS];
     size_t n_sinks;
     ppk_sample *builders;
+    ppk__fdict fdict;          /* functions interned by id: a lock of its own, taken */
+                               /* after a shard's (a flush resolving an id) */
 
     /* The background exporter. */
     int64_t period_ms;

@@ -97,6 +97,18 @@ int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename, uint64_
     return rc ? rc : ppk__sbuf_push_simple_frame(&s->sb, name, filename, address, line);
 }
 
+int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id, uint64_t address,
+                                  int64_t line) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    rc = ppk__fdict_check(&atomic_load(&s->rec)->fdict, id);
+    return rc ? rc : ppk__sbuf_push_id(&s->sb, id, address, line);
+}
+
+int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line) {
+    return ppk_sample_push_frame_id_addr(s, id, 0, line);
+}
+
 int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value) {
     int rc = check(s, 1);
     if (rc) return rc;
@@ -176,6 +188,8 @@ int ppk_sample_flush(ppk_sample *s) {
         rc = ppk__profile_add_sbuf(sh->active, &s->sb);
         if (rc == 0)
             sh->flushed++;
+        else if (rc == PPK_ESTALE)
+            sh->dropped_stale++;
         else
             sh->dropped_nomem++;
     }

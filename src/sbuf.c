@@ -151,6 +151,18 @@ int ppk__sbuf_push_simple_slow(ppk__sbuf *sb, ppk_str name, ppk_str filename,
     return 0;
 }
 
+int ppk__sbuf_push_id_slow(ppk__sbuf *sb, uint64_t id, uint64_t address, int64_t line) {
+    if (over_limit(sb)) return 0;
+    size_t off;
+    int rc = reserve(sb, PPK__FREC_ID_BYTES, &off);
+    if (rc) return rc == FULL ? scratch_full(sb) : rc;
+    ppk__frec h = {PPK__FREC_ID, 0, line, address};
+    memcpy(sb->buf + off, &h, sizeof h);
+    memcpy(sb->buf + off + sizeof h, &id, sizeof id);
+    commit_frame(sb, off, PPK__FREC_ID_BYTES);
+    return 0;
+}
+
 int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f) {
     if (!f) return PPK_EINVAL;
     const ppk_mapping *m = f->mapping;
@@ -281,13 +293,20 @@ void ppk__sbuf_seal(ppk__sbuf *sb) {
                                : ppk__hash(sb->buf + start, len);
 }
 
-void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m) {
+void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m, uint64_t *id) {
     ppk__frec h;
     ppk__frec_ext x;
     ppk__mrec mr;
     memcpy(&h, rec, sizeof h);
     const char *p = (const char *)rec + sizeof h;
     memset(f, 0, sizeof *f);
+    *id = 0;
+    if (h.name_len == PPK__FREC_ID) {
+        memcpy(id, p, sizeof *id);
+        f->line = h.line;
+        f->address = h.address;
+        return;
+    }
     memset(&x, 0, sizeof x);
     int full = (h.name_len & PPK__FREC_FULL) != 0;
     if (full) {

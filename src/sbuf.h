@@ -18,7 +18,9 @@
  * a system name, a start line or a mapping has the PPK__FREC_FULL bit in name_len and
  * a ppk__frec_ext (and a ppk__mrec when mapped) after the header, and its system name,
  * mapping filename and build id after the filename. A label record is a ppk__lrec
- * header, then the key and the value (or the unit). Records start 8-byte aligned in
+ * header, then the key and the value (or the unit). A frame pushed by function id
+ * (fdict.h) is a ppk__frec whose name_len is PPK__FREC_ID and filename_len 0, then the
+ * 8-byte id: 32 bytes whatever the function's strings. Records start 8-byte aligned in
  * `buf`; they are read with memcpy. Kept small: a record is hashed at push and compared
  * at every lookup.
  *
@@ -38,6 +40,10 @@
 #include "pprofkit.h"
 
 #define PPK__FREC_FULL 0x80000000u
+/* name_len of a frame record by function id (strings are shorter: max_string_len is
+ * at most 2^24). */
+#define PPK__FREC_ID 0x40000000u
+#define PPK__FREC_ID_BYTES (sizeof(ppk__frec) + sizeof(uint64_t))
 
 typedef struct ppk__frec {
     uint32_t name_len; /* | PPK__FREC_FULL */
@@ -165,6 +171,28 @@ static inline int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_s
     }
     return ppk__sbuf_push_simple_slow(sb, name, filename, address, line);
 }
+int ppk__sbuf_push_id_slow(ppk__sbuf *sb, uint64_t id, uint64_t address, int64_t line);
+
+/* A frame by function id (checked by the caller): 0 or PPK_ENOMEM. Inline for the
+ * common case, like ppk__sbuf_push_simple_frame(). */
+static inline int ppk__sbuf_push_id(ppk__sbuf *sb, uint64_t id, uint64_t address,
+                                    int64_t line) {
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    if (sb->n_frames < sb->max_frames && !sb->omitted && off <= sb->cap &&
+        PPK__FREC_ID_BYTES <= sb->cap - off) {
+        memset(sb->buf + sb->len, 0, 8); /* padding, as above */
+        ppk__frec h = {PPK__FREC_ID, 0, line, address};
+        memcpy(sb->buf + off, &h, sizeof h);
+        memcpy(sb->buf + off + sizeof h, &id, sizeof id);
+        ppk__rec *r = &sb->frames[sb->n_frames++];
+        r->off = off;
+        r->len = PPK__FREC_ID_BYTES;
+        sb->len = off + PPK__FREC_ID_BYTES;
+        return 0;
+    }
+    return ppk__sbuf_push_id_slow(sb, id, address, line);
+}
+
 /* 0, PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID, PPK_EDUPLABEL, PPK_ETOOMANY,
  * PPK_ENOMEM. */
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);
@@ -174,8 +202,10 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);
  * included). */
 void ppk__sbuf_seal(ppk__sbuf *sb);
 
-/* Decodes a frame record into views of its strings (valid while the record is). */
-void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m);
+/* Decodes a frame record into views of its strings (valid while the record is). A
+ * record by function id gives only its line and address, and its id in *id (0 for the
+ * others). */
+void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m, uint64_t *id);
 /* Decodes a label record likewise. */
 void ppk__sbuf_read_label(const uint8_t *rec, ppk_label *l);
 

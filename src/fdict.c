@@ -1,0 +1,314 @@
+/*
+ * fdict.c - the recorder's function dictionary: see fdict.h.
+ */
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
+#include "fdict.h"
+
+#include <string.h>
+
+#include "dict.h"
+#include "sbuf.h"
+#include "utf8.h"
+
+#define GEN_MAX 0xffffffu
+
+/* Tags of successive dictionaries: consecutive values, so two live recorders differ
+ * unless 65,536 were created in between. */
+static atomic_uint g_next_tag;
+
+int ppk__fdict_init(ppk__fdict *d, const ppk_allocator *a, size_t max_entries,
+                    size_t max_bytes, size_t max_string_len, uint32_t ttl) {
+    memset(d, 0, sizeof *d);
+    if (max_entries == 0 || max_entries > PPK__FD_MAX_ENTRIES || ttl == 0) return PPK_EINVAL;
+    ppk__mem_init(&d->mem, a);
+    d->n_chunks = (max_entries + PPK__FD_CHUNK - 1) / PPK__FD_CHUNK;
+    d->chunks = ppk__mem_alloc_array(&d->mem, d->n_chunks, sizeof *d->chunks);
+    if (!d->chunks) return PPK_ENOMEM;
+    for (size_t i = 0; i < d->n_chunks; i++) atomic_init(&d->chunks[i], NULL);
+    d->max_entries = max_entries;
+    d->max_bytes = max_bytes;
+    d->max_string_len = max_string_len;
+    d->ttl = ttl;
+    d->tag = (uint64_t)(atomic_fetch_add(&g_next_tag, 1) & 0xffffu) << 48;
+    atomic_init(&d->epoch, 0);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    int rc = pthread_mutex_init(&d->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    if (rc) {
+        ppk__mem_free(&d->mem, d->chunks, d->n_chunks * sizeof *d->chunks);
+        d->chunks = NULL;
+        return PPK_ENOMEM;
+    }
+    return 0;
+}
+
+static size_t entry_strs(const ppk__fentry *e) {
+    return (size_t)e->name_len + e->system_name_len + e->filename_len;
+}
+
+/* An entry's strings take one block, of at least a byte. */
+static size_t alloc_size(size_t strs) { return strs ? strs : 1; }
+
+void ppk__fdict_destroy(ppk__fdict *d) {
+    if (!d->chunks) return;
+    for (size_t c = 0; c < d->n_chunks; c++) {
+        ppk__fentry *chunk = atomic_load(&d->chunks[c]);
+        if (!chunk) continue;
+        for (size_t i = 0; i < PPK__FD_CHUNK; i++)
+            if (atomic_load(&chunk[i].id))
+                ppk__mem_free(&d->mem, chunk[i].strs, alloc_size(entry_strs(&chunk[i])));
+        ppk__mem_free(&d->mem, chunk, PPK__FD_CHUNK * sizeof *chunk);
+    }
+    ppk__mem_free(&d->mem, d->chunks, d->n_chunks * sizeof *d->chunks);
+    ppk__mem_free(&d->mem, d->index, d->index_cap * sizeof *d->index);
+    pthread_mutex_destroy(&d->lock);
+    memset(d, 0, sizeof *d);
+}
+
+void ppk__fdict_lock(ppk__fdict *d) { pthread_mutex_lock(&d->lock); }
+void ppk__fdict_unlock(ppk__fdict *d) { pthread_mutex_unlock(&d->lock); }
+
+/* The entry in `slot`, which exists (under the lock, or once checked). */
+static ppk__fentry *entry(ppk__fdict *d, size_t slot) {
+    return &atomic_load_explicit(&d->chunks[slot / PPK__FD_CHUNK],
+                                 memory_order_relaxed)[slot % PPK__FD_CHUNK];
+}
+
+/* ---- interning ------------------------------------------------------------------- */
+
+/* A function's strings as they are stored: fitted for pprof. `buf` receives those that
+ * need a repair or a cut (room for 3 * max_string_len bytes when given; NULL when the
+ * caller only wants to know whether one does). Returns 1 if one needs it. */
+static int fit(const ppk__fdict *d, const ppk_function *f, ppk_str out[3], char *buf) {
+    const ppk_str in[3] = {f->name, f->system_name, f->filename};
+    int needs = 0;
+    for (int i = 0; i < 3; i++) {
+        out[i] = in[i];
+        const uint8_t *s = (const uint8_t *)in[i].ptr;
+        if (in[i].len <= d->max_string_len && ppk__utf8_valid(s, in[i].len)) continue;
+        needs = 1;
+        if (!buf) continue;
+        int repaired, truncated;
+        size_t n = ppk__utf8_repair(s, in[i].len, (uint8_t *)buf, d->max_string_len,
+                                    &repaired, &truncated);
+        out[i] = (ppk_str){buf, n};
+        buf += n;
+    }
+    return needs;
+}
+
+static uint64_t fn_hash(const ppk_str s[3], int64_t start_line) {
+    uint64_t h = ppk__hash(s[0].ptr, s[0].len);
+    h ^= ppk__hash(s[1].ptr, s[1].len) * 0x9e3779b97f4a7c15u;
+    h ^= ppk__hash(s[2].ptr, s[2].len) * 0xc2b2ae3d27d4eb4fu;
+    h ^= (uint64_t)start_line * 0x165667b19e3779f9u;
+    return h ^ (h >> 29);
+}
+
+static int same(const ppk__fentry *e, const ppk_str s[3], int64_t start_line) {
+    return e->start_line == start_line && e->name_len == s[0].len &&
+           e->system_name_len == s[1].len && e->filename_len == s[2].len &&
+           memcmp(e->strs, s[0].ptr, s[0].len) == 0 &&
+           memcmp(e->strs + s[0].len, s[1].ptr, s[1].len) == 0 &&
+           memcmp(e->strs + s[0].len + s[1].len, s[2].ptr, s[2].len) == 0;
+}
+
+/* An index bucket whose entry was evicted: probes go on past it. */
+#define TOMB UINT32_MAX
+
+/* The index bucket holding the entry equal to s, or the empty one where it would go. */
+static uint32_t *bucket(ppk__fdict *d, uint64_t hash, const ppk_str s[3], int64_t start_line) {
+    size_t mask = d->index_cap - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t *b = &d->index[i];
+        if (!*b) return b;
+        if (*b == TOMB) continue;
+        const ppk__fentry *e = entry(d, *b - 1);
+        if (e->hash == hash && same(e, s, start_line)) return b;
+    }
+}
+
+/* Rebuilds the index with `cap` buckets (a power of two above 2 * n), without
+ * tombstones: 0 or PPK_ENOMEM (the old one stays). */
+static int reindex(ppk__fdict *d, size_t cap) {
+    uint32_t *fresh = ppk__mem_alloc_array(&d->mem, cap, sizeof *fresh);
+    if (!fresh) return PPK_ENOMEM;
+    memset(fresh, 0, cap * sizeof *fresh);
+    for (size_t slot = 0; slot < d->slots_used; slot++) {
+        const ppk__fentry *e = entry(d, slot);
+        if (!atomic_load_explicit(&e->id, memory_order_relaxed)) continue;
+        size_t i = e->hash & (cap - 1);
+        while (fresh[i]) i = (i + 1) & (cap - 1);
+        fresh[i] = (uint32_t)slot + 1;
+    }
+    ppk__mem_free(&d->mem, d->index, d->index_cap * sizeof *d->index);
+    d->index = fresh;
+    d->index_cap = cap;
+    d->tombs = 0;
+    return 0;
+}
+
+/* Buckets for n entries: a power of two, at least 256, at least twice n. */
+static size_t index_cap_for(size_t n) {
+    size_t cap = 256;
+    while (cap < 2 * n) cap *= 2;
+    return cap;
+}
+
+/* A free slot: a freed one, or the next untouched one (allocating its chunk).
+ * Returns slot + 1, or 0 (PPK_ENOMEM). */
+static uint32_t take_slot(ppk__fdict *d) {
+    if (d->free_head) {
+        uint32_t s = d->free_head;
+        d->free_head = entry(d, s - 1)->next_free;
+        return s;
+    }
+    if (d->slots_used == d->n_chunks * PPK__FD_CHUNK) return 0;
+    size_t c = d->slots_used / PPK__FD_CHUNK;
+    if (!atomic_load_explicit(&d->chunks[c], memory_order_relaxed)) {
+        ppk__fentry *chunk = ppk__mem_alloc_array(&d->mem, PPK__FD_CHUNK, sizeof *chunk);
+        if (!chunk) return 0;
+        memset(chunk, 0, PPK__FD_CHUNK * sizeof *chunk);
+        for (size_t i = 0; i < PPK__FD_CHUNK; i++) {
+            atomic_init(&chunk[i].id, 0);
+            atomic_init(&chunk[i].last_used, 0);
+        }
+        atomic_store_explicit(&d->chunks[c], chunk, memory_order_release);
+    }
+    return (uint32_t)++d->slots_used;
+}
+
+/* Adds the fitted function s; the lock held. */
+static int add_locked(ppk__fdict *d, const ppk_str s[3], int64_t start_line, uint64_t hash,
+                      uint32_t *b, ppk_function_id *id) {
+    size_t strs = s[0].len + s[1].len + s[2].len;
+    if (d->n >= d->max_entries || strs + PPK__FD_ENTRY_BYTES > d->max_bytes - d->bytes) {
+        d->refused++;
+        return PPK_EFULL;
+    }
+    if ((d->n + d->tombs + 1) * 2 > d->index_cap) {
+        if (reindex(d, index_cap_for(d->n + 1))) return PPK_ENOMEM;
+        b = bucket(d, hash, s, start_line);
+    }
+    char *copy = ppk__mem_alloc(&d->mem, alloc_size(strs));
+    if (!copy) return PPK_ENOMEM;
+    uint32_t slot = take_slot(d);
+    if (!slot) {
+        ppk__mem_free(&d->mem, copy, alloc_size(strs));
+        return PPK_ENOMEM;
+    }
+    ppk__fentry *e = entry(d, slot - 1);
+    memcpy(copy, s[0].ptr, s[0].len);
+    memcpy(copy + s[0].len, s[1].ptr, s[1].len);
+    memcpy(copy + s[0].len + s[1].len, s[2].ptr, s[2].len);
+    e->strs = copy;
+    e->name_len = (uint32_t)s[0].len;
+    e->system_name_len = (uint32_t)s[1].len;
+    e->filename_len = (uint32_t)s[2].len;
+    e->start_line = start_line;
+    e->hash = hash;
+    e->gen++;
+    atomic_store_explicit(&e->last_used, atomic_load(&d->epoch), memory_order_relaxed);
+    *id = d->tag | (uint64_t)e->gen << 24 | slot;
+    atomic_store_explicit(&e->id, *id, memory_order_relaxed);
+    *b = slot;
+    d->n++;
+    d->bytes += strs + PPK__FD_ENTRY_BYTES;
+    return 0;
+}
+
+int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id) {
+    if (id) *id = 0;
+    if (!f || !id) return PPK_EINVAL;
+    if ((!f->name.ptr && f->name.len) || (!f->system_name.ptr && f->system_name.len) ||
+        (!f->filename.ptr && f->filename.len))
+        return PPK_ENULL;
+    ppk_str s[3];
+    char *buf = NULL;
+    size_t buf_len = 3 * d->max_string_len;
+    pthread_mutex_lock(&d->lock);
+    if (fit(d, f, s, NULL)) {
+        buf = ppk__mem_alloc(&d->mem, buf_len);
+        if (!buf) {
+            pthread_mutex_unlock(&d->lock);
+            return PPK_ENOMEM;
+        }
+        fit(d, f, s, buf);
+    }
+    uint64_t hash = fn_hash(s, f->start_line);
+    int rc = 0;
+    uint32_t *b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
+    if (b && *b) {
+        ppk__fentry *e = entry(d, *b - 1);
+        *id = atomic_load_explicit(&e->id, memory_order_relaxed);
+        uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
+        if (atomic_load_explicit(&e->last_used, memory_order_relaxed) != epoch)
+            atomic_store_explicit(&e->last_used, epoch, memory_order_relaxed);
+    } else {
+        rc = add_locked(d, s, f->start_line, hash, b, id);
+    }
+    if (buf) ppk__mem_free(&d->mem, buf, buf_len);
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+/* ---- resolution, eviction, figures ----------------------------------------------- */
+
+int ppk__fdict_get_locked(ppk__fdict *d, ppk_function_id id, ppk_frame *f) {
+    ppk__fentry *e = ppk__fdict_slot(d, id);
+    if (!e || atomic_load_explicit(&e->id, memory_order_relaxed) != id) return PPK_ESTALE;
+    f->name = (ppk_str){e->strs, e->name_len};
+    f->system_name = (ppk_str){e->strs + e->name_len, e->system_name_len};
+    f->filename = (ppk_str){e->strs + e->name_len + e->system_name_len, e->filename_len};
+    f->start_line = e->start_line;
+    return 0;
+}
+
+/* Frees the live entry in `slot`; the lock held. */
+static void evict(ppk__fdict *d, size_t slot) {
+    ppk__fentry *e = entry(d, slot);
+    size_t mask = d->index_cap - 1;
+    size_t i = e->hash & mask;
+    while (d->index[i] != slot + 1) i = (i + 1) & mask;
+    d->index[i] = TOMB;
+    d->tombs++;
+    atomic_store_explicit(&e->id, 0, memory_order_relaxed);
+    ppk__mem_free(&d->mem, e->strs, alloc_size(entry_strs(e)));
+    e->strs = NULL;
+    d->bytes -= entry_strs(e) + PPK__FD_ENTRY_BYTES;
+    d->n--;
+    d->evicted++;
+    if (e->gen == GEN_MAX) return; /* every id of this slot was given: retired */
+    e->next_free = d->free_head;
+    d->free_head = (uint32_t)slot + 1;
+}
+
+void ppk__fdict_end_epoch(ppk__fdict *d) {
+    pthread_mutex_lock(&d->lock);
+    uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
+    for (size_t slot = 0; slot < d->slots_used; slot++) {
+        ppk__fentry *e = entry(d, slot);
+        /* Evicted when unused during epochs last_used + 1 .. epoch (which ends now). */
+        if (atomic_load_explicit(&e->id, memory_order_relaxed) &&
+            epoch - atomic_load_explicit(&e->last_used, memory_order_relaxed) >= d->ttl)
+            evict(d, slot);
+    }
+    atomic_store_explicit(&d->epoch, epoch + 1, memory_order_relaxed);
+    /* Without tombstones, and smaller when most entries went (if that fails, the
+     * tombstones stay: they cost probes, not correctness). */
+    if (d->tombs && index_cap_for(d->n) * 4 <= d->index_cap) reindex(d, index_cap_for(d->n));
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ppk__fdict_stats(ppk__fdict *d, ppk_recorder_stats *st) {
+    pthread_mutex_lock(&d->lock);
+    st->functions += d->n;
+    st->function_bytes += d->bytes;
+    st->functions_evicted += d->evicted;
+    st->functions_refused += d->refused;
+    pthread_mutex_unlock(&d->lock);
+}

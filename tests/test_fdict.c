@@ -1,0 +1,616 @@
+/*
+ * test_fdict.c - the function dictionary (ppk_recorder_intern_function,
+ * ppk_sample_push_frame_id): frames by id give the profile that the same frames by
+ * strings give, ids are refused once evicted (never a wrong name), the dictionary stays
+ * within its bounds, and interning, pushing and exporting from several threads keep
+ * every sample and every name right (run under ThreadSanitizer in the TSan build).
+ *
+ * Exports are read back with tests/pprof_read.h, a decoder that shares no code with the
+ * library. Cases:
+ *   - equivalence: samples pushed by id (mixed with frames by strings) export exactly as
+ *     the same samples pushed with ppk_sample_push_frame_ex, in another recorder;
+ *   - identity: the same function gives the same id, another start line or string
+ *     another id; strings that need a repair are stored repaired and match again;
+ *   - errors: NULL arguments, NULL strings, id 0, ids of another recorder, made up ids;
+ *   - eviction: a function unused for function_ttl_exports exports is evicted, its id
+ *     refused at push, and, when evicted between a push and the flush, the flush is
+ *     refused and counted (samples_dropped_stale); interning again gives a new id;
+ *   - bounds: max_functions and max_function_bytes refuse new functions (PPK_EFULL,
+ *     counted) and accept them again once entries are evicted; 1,000 exports of ever
+ *     new names keep the dictionary's entries and bytes flat;
+ *   - threads: four threads intern (known and new names), push by id and flush while
+ *     another exports back to back with a TTL of one export; every sample flushed is in
+ *     exactly one export, every refused flush is counted, and each sample's leaf
+ *     function is the one its label names;
+ *   - fork: a child keeps the dictionary: ids interned before fork() work there.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pprof_read.h"
+#include "pprofkit.h"
+
+static void config(ppk_recorder_config *cfg) {
+    ppk_recorder_config_init(cfg);
+    cfg->profile.sample_types[0] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    cfg->profile.n_sample_types = 1;
+    cfg->codec = PPK_CODEC_NONE;
+}
+
+static ppk_recorder *recorder_ttl(uint32_t ttl) {
+    ppk_recorder_config cfg;
+    config(&cfg);
+    cfg.function_ttl_exports = ttl;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    return r;
+}
+
+static int export_parse(ppk_recorder *r, pr_profile *pp) {
+    ppk_export e;
+    memset(pp, 0, sizeof *pp);
+    int rc = ppk_recorder_export(r, &e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) return rc;
+    rc = pr_parse(e.data.data, e.data.len, pp);
+    CHECK_EQ_INT(rc, 0);
+    ppk_export_free(&e);
+    return rc;
+}
+
+static char *export_describe(ppk_recorder *r) {
+    pr_profile pp;
+    if (export_parse(r, &pp)) return NULL;
+    char *d = pr_describe(&pp);
+    pr_free(&pp);
+    return d;
+}
+
+static int64_t total(const pr_profile *pp) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < pp->nsamples; i++) sum += pp->samples[i].val[0];
+    return sum;
+}
+
+static ppk_function fn(const char *name, const char *sys, const char *file, int64_t start) {
+    ppk_function f = {ppk_cstr(name), ppk_cstr(sys), ppk_cstr(file), start};
+    return f;
+}
+
+static ppk_function_id intern(ppk_recorder *r, ppk_function f) {
+    ppk_function_id id = 0;
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &f, &id), 0);
+    CHECK(id != 0);
+    return id;
+}
+
+/* One sample of value `v` with the single frame `id` at `line`. */
+static int one_frame(ppk_sample *s, ppk_function_id id, int64_t line, int64_t v) {
+    int rc = ppk_sample_start(s);
+    if (!rc) rc = ppk_sample_push_frame_id(s, id, line);
+    if (!rc) rc = ppk_sample_set_value(s, 0, v);
+    if (rc) {
+        ppk_sample_drop(s);
+        return rc;
+    }
+    return ppk_sample_flush(s);
+}
+
+/* ---------------------------------------------------------------------------------- */
+
+#define N_FNS 6
+static const ppk_function *fns(void) {
+    static ppk_function f[N_FNS];
+    f[0] = fn("leaf", "", "a.py", 0);
+    f[1] = fn("Klass.method", "_ZN5Klass6methodEv", "/src/klass.cc", 40);
+    f[2] = fn("main", "", "a.py", 1);
+    f[3] = fn("", "", "", 0); /* all empty */
+    f[4] = fn("caf\xc3\xa9", "", "caf\xc3\xa9.py", 7);
+    f[5] = fn("leaf", "", "a.py", 3); /* another start line: another function */
+    return f;
+}
+
+/* Sample k of the equivalence test, pushed by strings or by ids. */
+static int equiv_sample(ppk_sample *s, int k, const ppk_function_id *ids) {
+    const ppk_function *f = fns();
+    int rc = ppk_sample_start(s);
+    for (int i = 0; !rc && i < 4; i++) {
+        int j = (k + i * 5) % N_FNS;
+        int64_t line = 10 * i + k % 3;
+        uint64_t addr = i == 2 ? 0x1000u + (uint64_t)k : 0;
+        if (ids && i != 1) {
+            rc = addr ? ppk_sample_push_frame_id_addr(s, ids[j], addr, line)
+                      : ppk_sample_push_frame_id(s, ids[j], line);
+        } else {
+            ppk_frame fr = {.name = f[j].name, .system_name = f[j].system_name,
+                            .filename = f[j].filename, .start_line = f[j].start_line,
+                            .line = line, .address = addr};
+            rc = ppk_sample_push_frame_ex(s, &fr);
+        }
+    }
+    if (!rc) rc = ppk_sample_push_label_num(s, PPK_STR("k"), k % 4, PPK_STR(""));
+    if (!rc) rc = ppk_sample_set_value(s, 0, k + 1);
+    return rc ? rc : ppk_sample_flush(s);
+}
+
+static void test_equivalence(void) {
+    ppk_recorder *by_str = recorder_ttl(4), *by_id = recorder_ttl(4);
+    ppk_sample *s1 = NULL, *s2 = NULL;
+    CHECK_EQ_INT(ppk_sample_create(by_str, &s1), 0);
+    CHECK_EQ_INT(ppk_sample_create(by_id, &s2), 0);
+    ppk_function_id ids[N_FNS];
+    for (int i = 0; i < N_FNS; i++) ids[i] = intern(by_id, fns()[i]);
+    for (int round = 0; round < 2; round++) { /* the second: a window meeting ids anew */
+        for (int k = 0; k < 60; k++) {
+            CHECK_EQ_INT(equiv_sample(s1, k, NULL), 0);
+            CHECK_EQ_INT(equiv_sample(s2, k, ids), 0);
+        }
+        char *a = export_describe(by_str), *b = export_describe(by_id);
+        CHECK(a && b && strlen(a) > 0);
+        if (a && b && strcmp(a, b) != 0)
+            fprintf(stderr, "by strings:\n%s\nby ids:\n%s\n", a, b);
+        CHECK(a && b && strcmp(a, b) == 0);
+        free(a);
+        free(b);
+    }
+    ppk_sample_free(s1);
+    ppk_sample_free(s2);
+    ppk_recorder_free(by_str);
+    ppk_recorder_free(by_id);
+}
+
+static void test_identity(void) {
+    ppk_recorder *r = recorder_ttl(4);
+    ppk_function_id ids[N_FNS];
+    for (int i = 0; i < N_FNS; i++) ids[i] = intern(r, fns()[i]);
+    for (int i = 0; i < N_FNS; i++) {
+        CHECK_EQ_U64(intern(r, fns()[i]), ids[i]);
+        for (int j = 0; j < i; j++) CHECK(ids[i] != ids[j]);
+    }
+    /* Transient strings: a copy that is then overwritten finds the same id. */
+    char name[] = "Klass.method", sys[] = "_ZN5Klass6methodEv", file[] = "/src/klass.cc";
+    CHECK_EQ_U64(intern(r, fn(name, sys, file, 40)), ids[1]);
+    memset(name, 'x', sizeof name - 1);
+    CHECK(intern(r, fn(name, sys, file, 40)) != ids[1]);
+
+    /* Strings that need a repair (a lone continuation byte, a surrogate) or a cut are
+     * stored fitted: interning them again finds the entry, and the profile shows what
+     * the string API shows. */
+    char longname[5000];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    ppk_function bad = fn("bad\x80name", "\xed\xa0\x80", longname, 0);
+    ppk_function_id b1 = intern(r, bad), b2 = intern(r, bad);
+    CHECK_EQ_U64(b1, b2);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.functions, N_FNS + 2);
+
+    ppk_recorder *by_str = recorder_ttl(4);
+    ppk_sample *s = NULL, *s2 = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_sample_create(by_str, &s2), 0);
+    CHECK_EQ_INT(one_frame(s, b1, 5, 1), 0);
+    ppk_frame fr = {.name = bad.name, .system_name = bad.system_name,
+                    .filename = bad.filename, .line = 5};
+    CHECK_EQ_INT(ppk_sample_start(s2), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame_ex(s2, &fr), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s2, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s2), 0);
+    char *a = export_describe(r), *b = export_describe(by_str);
+    CHECK(a && b && strcmp(a, b) == 0);
+    CHECK(a && strstr(a, "bad\xef\xbf\xbdname") != NULL);
+    free(a);
+    free(b);
+    ppk_sample_free(s);
+    ppk_sample_free(s2);
+    ppk_recorder_free(by_str);
+    ppk_recorder_free(r);
+}
+
+static void test_errors(void) {
+    ppk_recorder *r = recorder_ttl(4), *other = recorder_ttl(4);
+    ppk_function f = fn("f", "", "f.py", 0);
+    ppk_function_id id = 99;
+    CHECK_EQ_INT(ppk_recorder_intern_function(NULL, &f, &id), PPK_EINVAL);
+    CHECK_EQ_U64(id, 0);
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, NULL, &id), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &f, NULL), PPK_EINVAL);
+    ppk_function nul = {{NULL, 3}, PPK_STR(""), PPK_STR(""), 0};
+    id = 99;
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &nul, &id), PPK_ENULL);
+    CHECK_EQ_U64(id, 0);
+    nul = (ppk_function){PPK_STR("f"), PPK_STR(""), {NULL, 1}, 0};
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &nul, &id), PPK_ENULL);
+
+    ppk_function_id mine = intern(r, f), theirs = intern(other, f);
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, mine, 1), PPK_ESTATE); /* not begun */
+    CHECK_EQ_INT(ppk_sample_push_frame_id(NULL, mine, 1), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, 0, 1), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, theirs, 1), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, mine + 1, 1), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, mine + ((uint64_t)1 << 24), 1), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, ~(uint64_t)0, 1), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, mine, 1), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    pr_profile pp;
+    if (!export_parse(r, &pp)) {
+        /* The refused pushes left nothing: one sample of one frame. */
+        CHECK_EQ_U64(pp.nsamples, 1);
+        CHECK(pp.nsamples == 1 && pp.samples[0].nloc == 1 &&
+              pr_streq(pr_string(&pp, pr_frame_fn(&pp, &pp.samples[0], 0)->name), "f"));
+        pr_free(&pp);
+    }
+    ppk_recorder_config cfg;
+    config(&cfg);
+    ppk_recorder *bad = NULL;
+    cfg.max_functions = 0;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &bad), PPK_EINVAL);
+    cfg.max_functions = (size_t)1 << 24;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &bad), PPK_EINVAL);
+    config(&cfg);
+    cfg.function_ttl_exports = 0;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &bad), PPK_EINVAL);
+    CHECK(strstr(ppk_strerror(PPK_ESTALE), "intern") != NULL);
+
+    /* After the recorder is freed, the builder says so (and reads no dictionary). */
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    ppk_recorder_free(r);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, mine, 1), PPK_ECLOSED);
+    ppk_sample_free(s);
+    ppk_recorder_free(other);
+}
+
+static void test_eviction(void) {
+    ppk_recorder *r = recorder_ttl(2);
+    ppk_sample *s = NULL, *held = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_sample_create(r, &held), 0);
+    ppk_function_id a = intern(r, fn("a", "", "a.py", 0));
+    ppk_function_id b = intern(r, fn("b", "", "b.py", 0));
+    /* Every window uses a. Window 1 uses b, and window 2 begins a sample with b that is
+     * flushed only after b's eviction, at the export of window 4 (b unused during
+     * windows 3 and 4). */
+    CHECK_EQ_INT(one_frame(s, b, 1, 1), 0);
+    for (int w = 1; w <= 3; w++) {
+        CHECK_EQ_INT(one_frame(s, a, 1, 1), 0);
+        if (w == 2) {
+            /* A sample begun with b before b's eviction, flushed after it. */
+            CHECK_EQ_INT(ppk_sample_start(held), 0);
+            CHECK_EQ_INT(ppk_sample_push_frame_id(held, a, 2), 0);
+            CHECK_EQ_INT(ppk_sample_push_frame_id(held, b, 2), 0);
+            CHECK_EQ_INT(ppk_sample_set_value(held, 0, 100), 0);
+        }
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        CHECK_EQ_U64(st.functions_evicted, 0);
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    }
+    /* b was pushed (by `held`) during window 2, so it lives one more export. */
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.functions_evicted, 0);
+    CHECK_EQ_INT(one_frame(s, a, 1, 1), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.functions_evicted, 1);
+    CHECK_EQ_U64(st.functions, 1);
+
+    CHECK_EQ_INT(ppk_sample_flush(held), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, b, 1), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_drop(s), 0);
+    ppk_function_id b2 = intern(r, fn("b", "", "b.py", 0));
+    CHECK(b2 != b);
+    CHECK_EQ_INT(one_frame(s, b2, 7, 5), 0);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame_id(s, b, 1), PPK_ESTALE); /* the old id stays dead */
+    CHECK_EQ_INT(ppk_sample_drop(s), 0);
+    pr_profile pp;
+    if (!export_parse(r, &pp)) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        CHECK_EQ_INT(total(&pp), 5);
+        const pr_function *f = pp.nsamples ? pr_frame_fn(&pp, &pp.samples[0], 0) : NULL;
+        CHECK(f && pr_streq(pr_string(&pp, f->name), "b"));
+        pr_free(&pp);
+    }
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_dropped_stale, 1);
+    CHECK_EQ_U64(st.samples_flushed, 6); /* 1 + 3 + 1 + 1; the refused one is not */
+    CHECK_EQ_U64(st.samples_exported, 6);
+    ppk_sample_free(s);
+    ppk_sample_free(held);
+    ppk_recorder_free(r);
+}
+
+static void test_bounds(void) {
+    ppk_recorder_config cfg;
+    config(&cfg);
+    cfg.max_functions = 4;
+    cfg.function_ttl_exports = 1;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    char name[32];
+    ppk_function_id ids[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "f%d", i);
+        ids[i] = intern(r, fn(name, "", "x.py", 0));
+    }
+    ppk_function f = fn("f4", "", "x.py", 0);
+    ppk_function_id id = 1;
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &f, &id), PPK_EFULL);
+    CHECK_EQ_U64(id, 0);
+    CHECK_EQ_U64(intern(r, fn("f2", "", "x.py", 0)), ids[2]); /* known: still found */
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.functions_refused, 1);
+    CHECK_EQ_U64(st.functions, 4);
+    CHECK_EQ_U64(st.function_bytes, 4 * (64 + 2 + 4));
+    /* Two exports with no use: all four go, and room is made. */
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.functions, 0);
+    CHECK_EQ_U64(st.function_bytes, 0);
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &f, &id), 0);
+    ppk_recorder_free(r);
+
+    /* The byte bound: a function whose strings do not fit is refused, smaller ones not. */
+    config(&cfg);
+    cfg.max_function_bytes = 1000;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    char big[1000];
+    memset(big, 'b', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    f = fn(big, "", "", 0);
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &f, &id), PPK_EFULL);
+    int n = 0;
+    for (; n < 100; n++) {
+        snprintf(name, sizeof name, "function_%03d", n);
+        f = fn(name, "", "file.py", 0);
+        if (ppk_recorder_intern_function(r, &f, &id)) break;
+    }
+    CHECK_EQ_INT(n, 1000 / (64 + 12 + 7));
+    ppk_recorder_stats_get(r, &st);
+    CHECK(st.function_bytes <= 1000);
+    CHECK_EQ_U64(st.functions_refused, 2);
+    ppk_recorder_free(r);
+}
+
+/* 1,000 exports, each window with 50 functions never seen before: the dictionary holds
+ * at most the last two windows' (TTL 1: a window's functions go at the export after
+ * the one that ends it). */
+static void test_flat_over_exports(void) {
+    ppk_recorder *r = recorder_ttl(1);
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    char name[64];
+    uint64_t max_functions = 0, max_bytes = 0;
+    for (int w = 0; w < 1000; w++) {
+        for (int i = 0; i < 50; i++) {
+            snprintf(name, sizeof name, "<lambda_%d_%d>", w, i);
+            CHECK_EQ_INT(one_frame(s, intern(r, fn(name, "", "<string>", 0)), i, 1), 0);
+        }
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        if (st.functions > max_functions) max_functions = st.functions;
+        if (st.function_bytes > max_bytes) max_bytes = st.function_bytes;
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    }
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK(max_functions <= 100);
+    CHECK(max_bytes <= 100 * (64 + 20 + 8));
+    CHECK_EQ_U64(st.functions_evicted + st.functions, 50000);
+    CHECK_EQ_U64(st.samples_exported, 50000);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* threads                                                                            */
+
+#define THREADS 4
+#define PER_THREAD 3000
+#define POOL 64
+
+typedef struct worker {
+    ppk_recorder *r;
+    int index;
+    uint64_t flushed_value, stale_flushes, stale_pushes;
+    int errors;
+} worker;
+
+static atomic_int g_stop;
+
+/* The function of name number k: "t<k>" for the shared pool, unique ones above it. */
+static void *work(void *arg) {
+    worker *w = arg;
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(w->r, &s)) {
+        w->errors++;
+        return NULL;
+    }
+    ppk_function_id cache[POOL] = {0};
+    char name[48];
+    for (int i = 0; i < PER_THREAD; i++) {
+        int k = (i * 7 + w->index * 13) % (POOL + 8);
+        if (k >= POOL) k = POOL + w->index * 1000000 + i; /* new every time */
+        snprintf(name, sizeof name, "t%d", k);
+        ppk_function f = fn(name, "", "t.py", 0);
+        ppk_function_id *id = k < POOL ? &cache[k] : NULL, fresh = 0;
+        for (;;) {
+            ppk_function_id use = id ? *id : fresh;
+            if (!use) {
+                if (ppk_recorder_intern_function(w->r, &f, &use)) {
+                    w->errors++;
+                    break;
+                }
+                if (id) *id = use;
+            }
+            int rc = ppk_sample_start(s);
+            if (!rc) rc = ppk_sample_push_frame_id(s, use, 1);
+            if (rc == PPK_ESTALE) {
+                w->stale_pushes++;
+                ppk_sample_drop(s);
+                if (id) *id = 0;
+                fresh = 0;
+                continue;
+            }
+            if (!rc) rc = ppk_sample_push_label_str(s, PPK_STR("fn"), ppk_cstr(name));
+            if (!rc) rc = ppk_sample_set_value(s, 0, i + 1);
+            if (!rc) rc = ppk_sample_flush(s);
+            if (rc == PPK_ESTALE) {
+                w->stale_flushes++;
+                if (id) *id = 0;
+                fresh = 0;
+                continue;
+            }
+            if (rc) w->errors++;
+            else w->flushed_value += (uint64_t)(i + 1);
+            break;
+        }
+    }
+    ppk_sample_free(s);
+    return NULL;
+}
+
+static void check_names(const pr_profile *pp, int *wrong) {
+    for (size_t i = 0; i < pp->nsamples; i++) {
+        const pr_sample *smp = &pp->samples[i];
+        const pr_function *f = pr_frame_fn(pp, smp, 0);
+        pr_str label = pr_label_str(pp, smp, "fn");
+        pr_str name = f ? pr_string(pp, f->name) : (pr_str){"", 0};
+        if (!f || label.len != name.len || memcmp(label.ptr, name.ptr, name.len) != 0)
+            (*wrong)++;
+    }
+}
+
+static void *exporter(void *arg) {
+    ppk_recorder *r = arg;
+    int64_t *sum = calloc(1, sizeof *sum);
+    int wrong = 0;
+    while (!atomic_load(&g_stop)) {
+        pr_profile pp;
+        if (export_parse(r, &pp)) break;
+        *sum += total(&pp);
+        check_names(&pp, &wrong);
+        pr_free(&pp);
+    }
+    CHECK_EQ_INT(wrong, 0);
+    return sum;
+}
+
+static void test_threads(void) {
+    ppk_recorder_config cfg;
+    config(&cfg);
+    cfg.function_ttl_exports = 1;
+    cfg.shards = 2;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    atomic_store(&g_stop, 0);
+    pthread_t ex, th[THREADS];
+    worker w[THREADS];
+    CHECK_EQ_INT(pthread_create(&ex, NULL, exporter, r), 0);
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.r = r, .index = i};
+        CHECK_EQ_INT(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    uint64_t expected = 0, stale = 0, pushes = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(w[i].errors, 0);
+        expected += w[i].flushed_value;
+        stale += w[i].stale_flushes;
+        pushes += w[i].stale_pushes;
+    }
+    atomic_store(&g_stop, 1);
+    void *res = NULL;
+    pthread_join(ex, &res);
+    int64_t got = res ? *(int64_t *)res : -1;
+    free(res);
+    pr_profile pp;
+    if (!export_parse(r, &pp)) {
+        int wrong = 0;
+        check_names(&pp, &wrong);
+        CHECK_EQ_INT(wrong, 0);
+        got += total(&pp);
+        pr_free(&pp);
+    }
+    CHECK_EQ_U64((uint64_t)got, expected);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0); /* what the last window used goes */
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_dropped_stale, stale);
+    CHECK_EQ_U64(st.samples_flushed, st.samples_exported);
+    CHECK(st.functions_evicted > 0);
+    printf("threads: %" PRIu64 " exports, %" PRIu64 " evicted, %" PRIu64 " stale pushes, %"
+           PRIu64 " stale flushes\n", st.windows_exported, st.functions_evicted, pushes, stale);
+    ppk_recorder_free(r);
+}
+
+static void test_fork(void) {
+    ppk_recorder *r = recorder_ttl(4);
+    ppk_function_id id = intern(r, fn("before_fork", "", "p.py", 0));
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int ok = 1;
+        ppk_sample *s = NULL;
+        ok &= ppk_sample_create(r, &s) == 0;
+        ok &= one_frame(s, id, 3, 9) == 0;
+        ok &= one_frame(s, intern(r, fn("in_child", "", "c.py", 0)), 1, 1) == 0;
+        ppk_function again = fn("before_fork", "", "p.py", 0);
+        ppk_function_id same = 0;
+        ok &= ppk_recorder_intern_function(r, &again, &same) == 0 && same == id;
+        pr_profile pp;
+        ok &= export_parse(r, &pp) == 0;
+        if (ok) {
+            ok &= pp.nsamples == 2 && total(&pp) == 10;
+            for (size_t i = 0; i < pp.nsamples; i++) {
+                const pr_function *f = pr_frame_fn(&pp, &pp.samples[i], 0);
+                pr_str n = pr_string(&pp, f->name);
+                ok &= pp.samples[i].val[0] == 9 ? pr_streq(n, "before_fork")
+                                                : pr_streq(n, "in_child");
+            }
+            pr_free(&pp);
+        }
+        ppk_sample_free(s);
+        _exit(ok && check_failures_ == 0 ? 0 : 1);
+    }
+    int status = 0;
+    CHECK_EQ_INT(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(one_frame(s, id, 3, 1), 0); /* the parent's id is as it was */
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
+int main(void) {
+    RUN(test_equivalence);
+    RUN(test_identity);
+    RUN(test_errors);
+    RUN(test_eviction);
+    RUN(test_bounds);
+    RUN(test_flat_over_exports);
+    RUN(test_threads);
+    RUN(test_fork);
+    return check_summary();
+}
