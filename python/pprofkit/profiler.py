@@ -47,13 +47,14 @@ class Profiler:
     max_frames: deepest stack kept (None: 512). wall, cpu: record wall / CPU time.
     service, env, version, tags: for uploads (tags: "k:v,k:v" or a dict). datadog:
     True (agent from the DD_* environment), or an agent URL. pyroscope: the server URL.
-    name: the file name prefix (default "python").
+    name: the file name prefix (default "python"). function_ids: push frames by function
+    id (the recorder's function dictionary; False pushes their strings, for comparison).
     """
 
     def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
                  codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
                  service=None, env=None, version=None, tags=None, datadog=None,
-                 pyroscope=None, name="python"):
+                 pyroscope=None, name="python", function_ids=True):
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
         rate = float(rate)
@@ -93,7 +94,7 @@ class Profiler:
             self.sampler = _native.Sampler(
                 self.recorder, rate_hz=rate, wall_index=index.get(WALL_TIME),
                 cpu_index=index.get(CPU_TIME), count_index=index[SAMPLES],
-                tags_thread=_tags_thread, tags_task=_tags_task)
+                tags_thread=_tags_thread, tags_task=_tags_task, function_ids=function_ids)
         except BaseException:
             self.recorder.close()
             raise

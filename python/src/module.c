@@ -204,6 +204,11 @@ static const stat_field recorder_fields[] = {
     U64(ppk_recorder_stats, samples_lost_export),
     U64(ppk_recorder_stats, export_failures),
     U64(ppk_recorder_stats, sink_failures),
+    U64(ppk_recorder_stats, functions),
+    U64(ppk_recorder_stats, function_bytes),
+    U64(ppk_recorder_stats, functions_evicted),
+    U64(ppk_recorder_stats, functions_refused),
+    U64(ppk_recorder_stats, samples_dropped_stale),
 };
 
 static const stat_field profile_fields[] = {

@@ -100,6 +100,7 @@ static int main_callback(void *unused) {
         gt->main_mode = MAIN_RUNNING;
         int64_t cpu = ppk_py_main_deltas(sp, gt, now);
         ppk_py_record_thread(sp, sp->cb_builder, b, gt, cpu, &c);
+        ppk_py_apply_fixups(sp, b); /* the GIL is held here */
     }
     /* The gathered strings were copied by the pushes: the references can go with the
      * sampler's next pass. */
@@ -428,11 +429,12 @@ static int index_arg(PyObject *o, const char *what, size_t n_values, int *out) {
 
 static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"recorder",  "rate_hz",     "wall_index", "cpu_index",
-                             "count_index", "tags_thread", "tags_task", NULL};
+                             "count_index", "tags_thread", "tags_task", "function_ids", NULL};
     PyObject *rec_obj, *wall = NULL, *cpu = NULL, *count = NULL, *tt = NULL, *tk = NULL;
     double rate = 100.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOO", kwlist, &ppk_py_RecorderType,
-                                     &rec_obj, &rate, &wall, &cpu, &count, &tt, &tk))
+    int ids = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOp", kwlist, &ppk_py_RecorderType,
+                                     &rec_obj, &rate, &wall, &cpu, &count, &tt, &tk, &ids))
         return NULL;
     RecorderObject *r = (RecorderObject *)rec_obj;
     if (ppk_py_recorder_check_open(r)) return NULL;
@@ -462,6 +464,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sp->wall_idx = wi;
     sp->cpu_idx = ci;
     sp->count_idx = ki;
+    sp->function_ids = ids;
     gbuf_init(&sp->tick);
     gbuf_init(&sp->cb);
     sp->refs = VEC(PyObject *);
@@ -552,10 +555,12 @@ PyTypeObject ppk_py_SamplerType = {
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Sampler(recorder, *, rate_hz=100.0, wall_index=None, cpu_index=None, "
-              "count_index=None, tags_thread=None, tags_task=None)\n\n"
+              "count_index=None, tags_thread=None, tags_task=None, function_ids=True)\n\n"
               "A native thread that samples every Python thread rate_hz times a second into "
               "the recorder: frames, thread and asyncio task labels, wall and CPU time "
-              "(ns) and a count at the given sample type indices (None: not recorded).",
+              "(ns) and a count at the given sample type indices (None: not recorded). "
+              "function_ids: frames are pushed by function id (the recorder's function "
+              "dictionary), else by their strings.",
     .tp_methods = Sampler_methods,
     .tp_getset = Sampler_getset,
     .tp_new = Sampler_new,

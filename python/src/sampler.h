@@ -18,6 +18,10 @@
 typedef struct gframe {
     ppk_str name, file;
     int64_t start_line, line;
+    ppk_function_id fid; /* the function in the recorder's dictionary; 0: not known */
+    PyCodeObject *code;  /* and instruction offset: the frame cache's key (below) */
+    int lasti;
+    uint32_t slot;       /* of the frame cache entry it came from */
 } gframe;
 
 typedef struct glabel {
@@ -38,19 +42,14 @@ typedef struct gthread {
     int main_mode; /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
 } gthread;
 
-/* The frame cache: what a frame shows (its code's names and the line) by code object
- * and instruction offset, so that a frame seen at an earlier tick costs a lookup
- * instead of a line-table walk. Direct-mapped, FCACHE_SIZE entries; an entry holds a
- * reference to its code object (so the address cannot be reused by another code while
- * it is cached); an evicted code is released at the next tick, since strings of the
- * tick being gathered may point into it. */
+/* The frame cache: what a frame shows (its code's names and the line, and the
+ * function's id once phase 2 learnt it) by code object and instruction offset, so that
+ * a frame seen at an earlier tick costs a lookup instead of a line-table walk.
+ * Direct-mapped, FCACHE_SIZE gframes (code NULL: empty); an entry holds a reference to
+ * its code object (so the address cannot be reused by another code while it is
+ * cached); an evicted code is released at the next tick, since strings of the tick
+ * being gathered may point into it. */
 #define FCACHE_SIZE 4096
-
-typedef struct fentry {
-    PyCodeObject *code; /* NULL: empty */
-    int lasti;
-    gframe frame;
-} fentry;
 
 /* What a thread had at its previous sample, for the deltas. */
 typedef struct tslot {
@@ -97,21 +96,32 @@ static inline void vec_free(vec *v) {
 #define VEC(T) ((vec){NULL, 0, 0, sizeof(T)})
 #define AT(v, T, i) (((T *)(v).items)[i])
 
-/* What one pass gathered: threads, their frames and labels. */
+/* A function id phase 2 learnt for a frame cache entry, for the entry (with the GIL). */
+typedef struct fixup {
+    uint32_t slot;
+    int lasti;
+    PyCodeObject *code; /* only compared: the entry may have changed since */
+    ppk_function_id fid;
+} fixup;
+
+/* What one pass gathered: threads, their frames and labels; and the ids its phase 2
+ * learnt. */
 typedef struct gbuf {
-    vec frames, labels, threads;
+    vec frames, labels, threads, fixups;
 } gbuf;
 
 static inline void gbuf_init(gbuf *b) {
     b->frames = VEC(gframe);
     b->labels = VEC(glabel);
     b->threads = VEC(gthread);
+    b->fixups = VEC(fixup);
 }
 
 static inline void gbuf_free(gbuf *b) {
     vec_free(&b->frames);
     vec_free(&b->labels);
     vec_free(&b->threads);
+    vec_free(&b->fixups);
 }
 
 /* ---- The object -------------------------------------------------------------------- */
@@ -146,6 +156,7 @@ typedef struct SamplerObject {
     PyObject *tags_task;   /* dict: id(task) -> ((key, value), ...), or NULL */
     int64_t period_ns;
     int wall_idx, cpu_idx, count_idx; /* -1: not recorded */
+    int function_ids; /* frames pushed by function id (else by their strings) */
 
     PyInterpreterState *interp;
     pthread_t thread;
@@ -167,7 +178,7 @@ typedef struct SamplerObject {
 
     /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
      * that keep what the gathered frames point to alive until the next phase 1. */
-    fentry *fcache; /* FCACHE_SIZE entries, allocated at start */
+    gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
     vec refs;
 
     /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
@@ -229,6 +240,8 @@ void ppk_py_release_refs(SamplerObject *sp);
 /* The sampler's pass: every thread but its own; the main thread only when it is
  * blocked. -1: no memory (the tick is skipped). */
 int ppk_py_gather(SamplerObject *sp);
+/* Gives the frame cache the function ids b's phase 2 learnt (with the GIL). */
+void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b);
 /* Gathers thread t into b. -1: no memory. */
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
                          const running_task *tasks, size_t n_tasks);
@@ -251,7 +264,7 @@ tslot *ppk_py_slot_find(tslot *slots, size_t cap, unsigned long ident, unsigned 
 /* Makes room for `n` threads in both slot tables. -1: no memory. */
 int ppk_py_slots_reserve(SamplerObject *sp, size_t n);
 /* Pushes one gathered thread as a sample with builder s, and flushes it. */
-void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const gthread *gt,
+void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
                           int64_t cpu, rec_counts *c);
 /* The main thread's wall time (into gt) and the CPU time charged to this sample. */
 int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now);

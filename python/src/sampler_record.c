@@ -51,18 +51,39 @@ static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thr
                      L_THREAD_NAME = PPK_STR("thread name"), L_TASK_NAME = PPK_STR("task name"),
                      L_TASK_ID = PPK_STR("task id");
 
-void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const gthread *gt,
-                          int64_t cpu, rec_counts *c) {
-    if (ppk_sample_start(s)) { /* the recorder is gone */
-        c->failed++;
-        return;
+/* The function id of g, interned now if the frame cache did not know it (the entry
+ * learns it with the GIL: a fixup in b). 0 if the dictionary refuses it (full). */
+static ppk_function_id function_id(SamplerObject *sp, gbuf *b, gframe *g) {
+    if (g->fid) return g->fid;
+    ppk_function fn = {g->name, {NULL, 0}, g->file, g->start_line};
+    if (ppk_recorder_intern_function(sp->recorder->rec, &fn, &g->fid)) return 0;
+    fixup *x = vec_push(&b->fixups);
+    if (x) *x = (fixup){g->slot, g->lasti, g->code, g->fid};
+    return g->fid;
+}
+
+/* Pushes frame g: by function id, or by its strings when the dictionary refuses it. */
+static void push_frame(SamplerObject *sp, ppk_sample *s, gbuf *b, gframe *g, int by_id) {
+    /* An id evicted since the cache learnt it (unused for the recorder's
+     * function_ttl_exports exports) is interned again, once. */
+    for (int attempt = 0; by_id && attempt < 2; attempt++) {
+        ppk_function_id id = function_id(sp, b, g);
+        if (!id) break;
+        if (ppk_sample_push_frame_id(s, id, g->line) != PPK_ESTALE) return;
+        g->fid = 0;
     }
-    for (size_t i = 0; i < gt->n_frames; i++) {
-        const gframe *g = &AT(b->frames, gframe, gt->first_frame + i);
-        ppk_frame f = {.name = g->name, .filename = g->file, .start_line = g->start_line,
-                       .line = g->line};
-        ppk_sample_push_frame_ex(s, &f);
-    }
+    ppk_frame f = {.name = g->name, .filename = g->file, .start_line = g->start_line,
+                   .line = g->line};
+    ppk_sample_push_frame_ex(s, &f);
+}
+
+/* One sample of gt, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused:
+ * 1 if a label was refused. */
+static int record(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt, int64_t cpu,
+                  int by_id, uint64_t *labels_refused) {
+    if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
+    for (size_t i = 0; i < gt->n_frames; i++)
+        push_frame(sp, s, b, &AT(b->frames, gframe, gt->first_frame + i), by_id);
     int refused = 0;
     refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
     refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
@@ -76,13 +97,24 @@ void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, const gbuf *b, const
         const glabel *l = &AT(b->labels, glabel, gt->first_label + i);
         int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})
                            : ppk_sample_push_label_str(s, l->key, l->str);
-        if (rc) c->labels_refused++; /* e.g. a tag with the key of a built-in label */
+        refused |= rc; /* e.g. a tag with the key of a built-in label */
     }
-    if (refused) c->labels_refused++;
+    *labels_refused = refused != 0;
     if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
     if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, cpu);
     if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, 1);
-    if (ppk_sample_flush(s))
+    return ppk_sample_flush(s);
+}
+
+void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
+                          int64_t cpu, rec_counts *c) {
+    uint64_t refused = 0;
+    int rc = record(sp, s, b, gt, cpu, sp->function_ids, &refused);
+    /* A function evicted between its push and the flush: the sample again, by strings
+     * (the refused flush is counted by the recorder, in samples_dropped_stale). */
+    if (rc == PPK_ESTALE) rc = record(sp, s, b, gt, cpu, 0, &refused);
+    c->labels_refused += refused;
+    if (rc)
         c->failed++;
     else
         c->samples++;

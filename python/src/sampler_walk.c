@@ -164,10 +164,10 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
     PyCodeObject *code = PyFrame_GetCode(f);
     int lasti = PyFrame_GetLasti(f);
     uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
-    fentry *e = &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
+    gframe *e = &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
     if (e->code == code && e->lasti == lasti) {
         Py_DECREF(code);
-        *out = e->frame;
+        *out = *e;
         return 0;
     }
     /* The evicted code is released at the next pass: strings gathered before in this
@@ -179,12 +179,22 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
     }
     if (e->code) keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
     int line = PyFrame_GetLineNumber(f);
-    e->code = code; /* the entry takes the reference */
-    e->lasti = lasti;
-    e->frame = (gframe){utf8_of(code->co_qualname), utf8_of(code->co_filename),
-                        code->co_firstlineno, line > 0 ? line : 0};
-    *out = e->frame;
+    /* The entry takes the reference to code. */
+    *e = (gframe){utf8_of(code->co_qualname), utf8_of(code->co_filename), code->co_firstlineno,
+                  line > 0 ? line : 0, 0, code, lasti, (uint32_t)(e - sp->fcache)};
+    *out = *e;
     return 0;
+}
+
+void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b) {
+    for (size_t i = 0; i < b->fixups.n; i++) {
+        const fixup *x = &AT(b->fixups, fixup, i);
+        gframe *e = &sp->fcache[x->slot];
+        /* A code the entry held since the fixup's pass is alive (the entry or the kept
+         * references hold it), so an equal address is the same code. */
+        if (e->code == x->code && e->lasti == x->lasti) e->fid = x->fid;
+    }
+    b->fixups.n = 0;
 }
 
 int ppk_py_gc_pause(void) { return PyGC_Disable(); }
@@ -259,6 +269,7 @@ void ppk_py_release_refs(SamplerObject *sp) {
 /* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
  * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
+    ppk_py_apply_fixups(sp, &sp->tick); /* before the codes they name may go */
     ppk_py_release_refs(sp);
     sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
     int gc = ppk_py_gc_pause();

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import pprofkit
@@ -545,6 +546,65 @@ class TestUploads(ProfilerTest):
             "DD_TAGS": "team:env zone:a", "PPROFKIT_PYROSCOPE": py.url})
         self.check(run, [dd, py])
 
+
+
+class TestFunctionIds(ProfilerTest):
+    """Issue 13: the sampler pushes frames by function id (the recorder's dictionary),
+    learning each function's id once per frame cache entry; an id evicted meanwhile is
+    interned again, and the names in the profile are right throughout."""
+
+    def test_evicted_and_interned_again(self):
+        # phase_a runs, then phase_b for 1 s (10 exports at 0.1 s: phase_a's functions,
+        # unused for the dictionary's 4 exports, are evicted), then phase_a again: its
+        # cached ids are stale and the sampler interns them again.
+        run = self.cli(["--export-period", "0.1", "--rate", "200", "phases.py",
+                        "0.3", "1.0", "0.4"])
+        info = run.json()[-1]
+        rec, smp = info["recorder"], info["sampler"]
+        self.assertGreater(rec["functions_evicted"], 0, rec)
+        self.assertGreater(rec["functions"], 0, rec)
+        self.assertEqual(rec["functions_refused"], 0, rec)
+        self.assertEqual(smp["samples_failed"], 0, smp)
+        self.check_summary(run)
+        profiles = load(run.files)
+        phases = []  # per file: the phases its spin() samples ran in
+        for p in profiles:
+            seen = set()
+            for stack, _, _ in p.samples:
+                names = [f[0] for f in stack]
+                if "spin" not in names:
+                    continue
+                i = names.index("spin")
+                self.assertEqual(os.path.basename(stack[i][1]), "phases.py")
+                self.assertIn(names[i + 1], ("phase_a", "phase_b"), names)
+                self.assertEqual(names[i + 2], "main", names)
+                seen.add(names[i + 1])
+            phases.append(seen)
+        first_b = next(i for i, s in enumerate(phases) if "phase_b" in s)
+        last_b = max(i for i, s in enumerate(phases) if "phase_b" in s)
+        self.assertTrue(any("phase_a" in s for s in phases[:first_b + 1]), phases)
+        self.assertGreaterEqual(last_b - first_b, 5, phases)  # the eviction's time
+        self.assertTrue(any("phase_a" in s for s in phases[last_b:]), phases)
+
+    def test_by_strings(self):
+        # function_ids=False: the same profile content, and the dictionary unused.
+        for ids in (True, False):
+            with self.subTest(function_ids=ids):
+                out = self.tmpdir()
+                p = pprofkit.Profiler(rate=500, out_dir=out, function_ids=ids)
+                p.start()
+                end = time.monotonic() + 0.3
+                while time.monotonic() < end:
+                    sum(range(100))
+                summary = p.stop()
+                self.assertEqual(summary["stats"]["functions"] > 0, ids, summary["stats"])
+                (prof,) = load(summary["files"])
+                me = [stack for stack, labels, _ in prof.samples
+                      if labels.get("thread name") == "MainThread"]
+                self.assertTrue(me)
+                for stack in me:
+                    self.assertIn(("TestFunctionIds.test_by_strings", __file__),
+                                  [f[:2] for f in stack])
 
 
 class TestCLI(ProfilerTest):
