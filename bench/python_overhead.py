@@ -21,9 +21,11 @@ work), of the whole process's wall time (start-up, import and the last export in
 and of CPU time (user + sys of the process tree).
 
 Part 2, the sampler itself (in this process, pprofkit.Profiler at 100 Hz with no files):
-N threads each N x 50 frames deep, idle (blocked in Event.wait) or busy (a pure-Python
-loop), for --sampler-seconds each; from Sampler.stats(): ticks, GIL hold per tick (mean,
-max), GIL wait per tick, tick time, the sampler thread's CPU time as % of one core.
+N threads each 50 frames deep, idle (blocked in Event.wait) or busy (a pure-Python
+loop), for --sampler-seconds each, frames pushed by function id and (the next case) by
+their strings; from Sampler.stats(): ticks, GIL hold per tick (phase 1: mean, max), GIL
+wait per tick, phase 2 per tick (recording, without the GIL: tick - hold), the sampler
+thread's CPU time as % of one core.
 
 Prints tables; writes bench/results/python_overhead.json (rounds' raw times and the
 summaries). Asserts nothing about time.
@@ -234,7 +236,7 @@ def deep(depth, fn):
     return deep(depth - 1, fn)
 
 
-def sampler_case(threads, frames, busy, seconds):
+def sampler_case(threads, frames, busy, seconds, function_ids):
     import pprofkit
 
     stop = threading.Event()
@@ -258,7 +260,7 @@ def sampler_case(threads, frames, busy, seconds):
     for t in ts:
         t.start()
     ready.wait()
-    p = pprofkit.Profiler(rate=100, out_dir=None)
+    p = pprofkit.Profiler(rate=100, out_dir=None, function_ids=function_ids)
     p.start()
     t0 = time.perf_counter()
     time.sleep(seconds)
@@ -271,6 +273,7 @@ def sampler_case(threads, frames, busy, seconds):
     ticks = max(1, s["ticks"])
     return {
         "threads": threads, "frames": frames, "state": "busy" if busy else "idle",
+        "push": "id" if function_ids else "string",
         "seconds": round(dt, 2), "ticks": s["ticks"], "samples": s["samples"],
         "samples_flushed": summary["samples"],
         "gil_hold_us_mean": round(s["gil_hold_ns_total"] / ticks / 1e3, 1),
@@ -278,6 +281,7 @@ def sampler_case(threads, frames, busy, seconds):
         "gil_wait_us_mean": round(s["gil_wait_ns_total"] / ticks / 1e3, 1),
         "gil_wait_us_max": round(s["gil_wait_ns_max"] / 1e3, 1),
         "tick_us_mean": round(s["tick_ns_total"] / ticks / 1e3, 1),
+        "phase2_us_mean": round((s["tick_ns_total"] - s["gil_hold_ns_total"]) / ticks / 1e3, 1),
         "sampler_cpu_pct": round(s["cpu_ns"] / (dt * 1e9) * 100, 3),
         "ticks_late": s["ticks_late"], "samples_failed": s["samples_failed"],
         "main_callbacks": s["main_callbacks"],
@@ -291,17 +295,19 @@ def sampler(a):
     print()
     print("the sampler at 100 Hz, in process (Python %s), %.0f s a case; GIL hold, wait and "
           "tick in us" % (platform.python_version(), a.sampler_seconds))
-    print("%3s %6s %5s %6s %8s %10s %9s %10s %9s %8s %10s %5s" % (
-        "thr", "frames", "state", "ticks", "samples", "hold mean", "hold max", "wait mean",
-        "wait max", "tick", "CPU %core", "late"))
+    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %10s %5s" % (
+        "thr", "frames", "state", "push", "ticks", "samples", "hold mean", "hold max",
+        "wait mean", "wait max", "phase 2", "CPU %core", "late"))
     for threads, frames, busy in cases:
-        r = sampler_case(threads, frames, busy, a.sampler_seconds)
-        r["python"] = platform.python_version()
-        rows.append(r)
-        print("%3d %6d %5s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %10.3f %5d" % (
-            threads, frames, r["state"], r["ticks"], r["samples"], r["gil_hold_us_mean"],
-            r["gil_hold_us_max"], r["gil_wait_us_mean"], r["gil_wait_us_max"],
-            r["tick_us_mean"], r["sampler_cpu_pct"], r["ticks_late"]), flush=True)
+        for ids in (True, False):
+            r = sampler_case(threads, frames, busy, a.sampler_seconds, ids)
+            r["python"] = platform.python_version()
+            rows.append(r)
+            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %10.3f %5d" % (
+                threads, frames, r["state"], r["push"], r["ticks"], r["samples"],
+                r["gil_hold_us_mean"], r["gil_hold_us_max"], r["gil_wait_us_mean"],
+                r["gil_wait_us_max"], r["phase2_us_mean"], r["sampler_cpu_pct"],
+                r["ticks_late"]), flush=True)
         if r["samples"] != r["samples_flushed"]:
             print("  note: the sampler counted %d samples, the recorder %d"
                   % (r["samples"], r["samples_flushed"]))

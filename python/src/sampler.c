@@ -93,7 +93,7 @@ static int main_callback(void *unused) {
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     rec_counts c = {0, 0, 0};
     PyThreadState *t = PyThreadState_Get();
-    int rc = ppk_py_gather_thread(sp, b, t, ppk_py_threads_by_ident(), tasks, n_tasks);
+    int rc = ppk_py_gather_thread(sp, b, t, NULL, ppk_py_threads_by_ident(), tasks, n_tasks);
     ppk_py_gc_resume(gc);
     if (rc == 0 && b->threads.n && AT(b->threads, gthread, 0).n_frames) {
         gthread *gt = &AT(b->threads, gthread, 0);
@@ -180,6 +180,7 @@ static void *sampler_main(void *arg) {
         pthread_mutex_lock(&sp->lock);
         sp->st.ticks++;
         sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
+        sp->st.stacks_reused += ok ? sp->pass_reused : 0;
         sp->st.samples += c.samples;
         sp->st.samples_failed += c.failed;
         sp->st.labels_refused += c.labels_refused;
@@ -225,6 +226,7 @@ static void free_buffers(SamplerObject *sp) {
         sp->fcache = NULL;
     }
     gbuf_free(&sp->tick);
+    gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
     vec_free(&sp->refs);
     free(sp->slots);
@@ -245,8 +247,7 @@ static int baseline(SamplerObject *sp, int64_t now) {
          t = PyThreadState_Next(t)) {
         unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
         tslot *s = ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
-        *s = (tslot){t->thread_id, native, now,
-                     sp->cpu_idx >= 0 ? thread_cpu_ns(t->native_thread_id) : 0};
+        *s = (tslot){t->thread_id, native, now, thread_cpu_ns(t->native_thread_id), 0, 0};
         if (t->thread_id == sp->main_ident) {
             sp->main_wall_ns = now;
             sp->main_cpu_ns = s->cpu_ns;
@@ -466,6 +467,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sp->count_idx = ki;
     sp->function_ids = ids;
     gbuf_init(&sp->tick);
+    gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
     sp->refs = VEC(PyObject *);
     return (PyObject *)sp;

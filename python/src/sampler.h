@@ -39,7 +39,8 @@ typedef struct gthread {
     size_t first_frame, n_frames;
     size_t first_label, n_labels;
     int64_t wall_ns;
-    int main_mode; /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
+    int64_t cpu_now; /* its CPU clock, read with the GIL in phase 1 (-1: none) */
+    int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
 } gthread;
 
 /* The frame cache: what a frame shows (its code's names and the line, and the
@@ -51,11 +52,13 @@ typedef struct gthread {
  * being gathered may point into it. */
 #define FCACHE_SIZE 4096
 
-/* What a thread had at its previous sample, for the deltas. */
+/* What a thread had at its previous sample, for the deltas; and its frames then, which
+ * are still its frames if its CPU clock has not moved since (ppk_py_gather_thread). */
 typedef struct tslot {
     unsigned long ident, native_id; /* native_id 0: empty slot */
     int64_t wall_ns;                /* CLOCK_MONOTONIC at the previous sample */
-    int64_t cpu_ns;                 /* its CPU clock then */
+    int64_t cpu_ns;                 /* its CPU clock then (-1: none) */
+    size_t first_frame, n_frames;   /* in SamplerObject.prev */
 } tslot;
 
 /* A growable array of `size`-byte items (malloc: phase 2 runs without the GIL). */
@@ -141,7 +144,8 @@ static inline void gbuf_free(gbuf *b) {
     X(cpu_ns)                 /* the sampler thread's own CPU time */                      \
     X(main_callbacks)         /* samples the main thread took of itself */                 \
     X(main_callback_ns_total) /* their time, in the main thread */                         \
-    X(main_blocked)           /* ticks that sampled the main thread where it blocked */
+    X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
+    X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */
 
 #define PPK_PY_STAT_FIELD_(name) uint64_t name;
 typedef struct sampler_stats {
@@ -171,7 +175,8 @@ typedef struct SamplerObject {
      * stopped). */
     PyThreadState *ts;
     ppk_sample *builder;
-    gbuf tick;
+    gbuf tick, prev; /* this pass's and the previous one's (recorded) */
+    uint64_t pass_reused; /* threads of this pass whose frames were copied from prev */
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;
     int64_t prev_tick_ns; /* CLOCK_MONOTONIC of the previous phase 1 */
@@ -242,9 +247,10 @@ void ppk_py_release_refs(SamplerObject *sp);
 int ppk_py_gather(SamplerObject *sp);
 /* Gives the frame cache the function ids b's phase 2 learnt (with the GIL). */
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b);
-/* Gathers thread t into b. -1: no memory. */
-int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
-                         const running_task *tasks, size_t n_tasks);
+/* Gathers thread t into b; its frames are those of `prev` (its slot, or NULL) when
+ * they cannot have changed. -1: no memory. */
+int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
+                         PyObject *active, const running_task *tasks, size_t n_tasks);
 /* Disables the cyclic GC for a walk (returns whether it was enabled); resume restores. */
 int ppk_py_gc_pause(void);
 void ppk_py_gc_resume(int was_enabled);

@@ -129,7 +129,7 @@ void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthre
  * (What is carried when sampling stops is not recorded: at most the CPU time of one
  * run between two blocking calls.) */
 int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
-    int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
+    int64_t cpu_now = gt->cpu_now;
     int64_t d = cpu_now >= 0 && sp->main_cpu_ns >= 0 ? cpu_now - sp->main_cpu_ns : 0;
     if (d < 0) d = 0;
     gt->wall_ns = now > sp->main_wall_ns ? now - sp->main_wall_ns : 0;
@@ -157,7 +157,7 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
         }
         unsigned long native = gt->native_id ? gt->native_id : 1;
         tslot *prev = ppk_py_slot_find(sp->slots, sp->slot_cap, gt->ident, native);
-        int64_t cpu_now = sp->cpu_idx >= 0 ? thread_cpu_ns(gt->native_id) : 0;
+        int64_t cpu_now = gt->cpu_now;
         int64_t cpu = 0;
         if (prev->native_id) {
             gt->wall_ns = now - prev->wall_ns;
@@ -173,12 +173,15 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
         if (cpu < 0) cpu = 0;
         if (gt->wall_ns < 0) gt->wall_ns = 0;
         tslot *next = ppk_py_slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
-        *next = (tslot){gt->ident, native, now, cpu_now};
+        *next = (tslot){gt->ident, native, now, cpu_now, gt->first_frame, gt->n_frames};
         if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */
         ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
     }
     tslot *t = sp->slots;
     sp->slots = sp->next_slots;
     sp->next_slots = t;
+    gbuf g = sp->prev; /* the slots' frames are this pass's now */
+    sp->prev = sp->tick;
+    sp->tick = g;
     sp->prev_tick_ns = now;
 }

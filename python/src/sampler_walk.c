@@ -203,23 +203,38 @@ void ppk_py_gc_resume(int was_enabled) {
     if (was_enabled) PyGC_Enable();
 }
 
-/* Gathers thread t into b. -1: no memory. */
-int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject *active,
-                         const running_task *tasks, size_t n_tasks) {
+/* A thread whose CPU clock has not moved since its previous sample has run no code
+ * since: its frames are the ones gathered then (`prev`, its slot), copied instead of
+ * walked. Their strings are still valid: they belong to the code objects of its frames,
+ * which only the thread itself could have popped. 1 if copied. */
+static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *prev) {
+    if (!prev || !prev->native_id || !prev->n_frames || gt->cpu_now < 0 ||
+        gt->cpu_now != prev->cpu_ns || vec_reserve(&b->frames, prev->n_frames))
+        return 0;
+    memcpy(&AT(b->frames, gframe, b->frames.n), &AT(sp->prev.frames, gframe, prev->first_frame),
+           prev->n_frames * sizeof(gframe));
+    b->frames.n += prev->n_frames;
+    gt->n_frames = prev->n_frames;
+    return 1;
+}
+
+int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
+                         PyObject *active, const running_task *tasks, size_t n_tasks) {
     /* A thread running no Python code (a C thread holding a thread state) gets no
      * sample, but an entry all the same: its time goes on from its previous sample. */
-    PyFrameObject *f = PyThreadState_GetFrame(t);
     gthread *gt = vec_push(&b->threads);
-    if (!gt) {
-        Py_DECREF(f);
-        return -1;
-    }
+    if (!gt) return -1;
     memset(gt, 0, sizeof *gt);
     gt->ident = t->thread_id;
     gt->native_id = t->native_thread_id;
+    gt->cpu_now = thread_cpu_ns(gt->native_id);
     gt->first_frame = b->frames.n;
     gt->first_label = b->labels.n;
-    if (!f) return 0;
+    PyFrameObject *f = NULL;
+    if (reuse_frames(sp, b, gt, prev))
+        sp->pass_reused++;
+    else
+        f = PyThreadState_GetFrame(t);
     while (f) {
         gframe *gf = vec_push(&b->frames);
         if (!gf || frame_of(sp, f, gf)) {
@@ -231,6 +246,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, PyObject 
         Py_DECREF(f);
         f = back;
     }
+    if (!gt->n_frames) return 0;
 
     PyObject *ident = PyLong_FromUnsignedLong(gt->ident);
     if (!ident) PyErr_Clear();
@@ -269,9 +285,10 @@ void ppk_py_release_refs(SamplerObject *sp) {
 /* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
  * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
-    ppk_py_apply_fixups(sp, &sp->tick); /* before the codes they name may go */
+    ppk_py_apply_fixups(sp, &sp->prev); /* before the codes they name may go */
     ppk_py_release_refs(sp);
     sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
+    sp->pass_reused = 0;
     int gc = ppk_py_gc_pause();
     int rc = 0;
     PyObject *active = ppk_py_threads_by_ident();
@@ -297,7 +314,10 @@ int ppk_py_gather(SamplerObject *sp) {
             sp->main_blocked_now = 1;
         }
         size_t n = sp->tick.threads.n;
-        rc = ppk_py_gather_thread(sp, &sp->tick, t, active, tasks, n_tasks);
+        const tslot *prev =
+            mode ? NULL : ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id,
+                                           t->native_thread_id ? t->native_thread_id : 1);
+        rc = ppk_py_gather_thread(sp, &sp->tick, t, prev, active, tasks, n_tasks);
         if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
     }
     ppk_py_gc_resume(gc);

@@ -257,6 +257,31 @@ class TestThreads(ProfilerTest):
                   gil_wait / MS), file=sys.stderr)
 
 
+    def test_idle_stack_reused(self):
+        # A thread that has not run since its previous sample keeps its stack, copied
+        # instead of walked (stacks_reused); once it runs, its new stack is sampled.
+        # Each phase's wall time is what the thread measured of it, give or take an
+        # INTERVAL at each of its two ends (a sample charges the interval before it to
+        # the stack it finds), and the GIL waits of the thread's wake-ups.
+        run = self.cli(["blocking.py", "0.6", "0.4", "0.6"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["sampler"]["stacks_reused"], 20, me["sampler"])
+        profiles = load(run.files)
+
+        def phase(stack, labels):
+            if labels.get("thread name") != "phased":
+                return None
+            names = [f[0] for f in stack]
+            return next((n for n in me["phases"] if n in names), None)
+
+        wall = merged_by(profiles, "wall-time", phase)
+        gil_wait = me["sampler"]["gil_wait_ns_max"]
+        tol = 2 * longest_interval(me["rate"], gil_wait) + gil_wait
+        for name, measured in me["phases"].items():
+            self.assert_near(wall[name], measured, tol, "%s: wall %r, measured %r" % (
+                name, dict(wall), me["phases"]))
+
 
 class TestAsyncio(ProfilerTest):
     """Issue 11: an asyncio program's profile has the names of the tasks that ran, with
