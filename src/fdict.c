@@ -88,7 +88,8 @@ static int fit(const ppk__fdict *d, const ppk_function *f, ppk_str out[3], char 
     int needs = 0;
     for (int i = 0; i < 3; i++) {
         out[i] = in[i];
-        const uint8_t *s = (const uint8_t *)in[i].ptr;
+        if (!out[i].ptr) out[i].ptr = ""; /* empty (checked by the caller) */
+        const uint8_t *s = (const uint8_t *)out[i].ptr;
         if (in[i].len <= d->max_string_len && ppk__utf8_valid(s, in[i].len)) continue;
         needs = 1;
         if (!buf) continue;

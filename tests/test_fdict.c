@@ -174,6 +174,15 @@ static void test_identity(void) {
         CHECK_EQ_U64(intern(r, fns()[i]), ids[i]);
         for (int j = 0; j < i; j++) CHECK(ids[i] != ids[j]);
     }
+    /* An empty string may be given as NULL with length 0. */
+    ppk_function nulls = {PPK_STR("leaf"), {NULL, 0}, PPK_STR("a.py"), 0};
+    ppk_function_id nid = 0;
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &nulls, &nid), 0);
+    CHECK_EQ_U64(nid, ids[0]);
+    nulls = (ppk_function){{NULL, 0}, {NULL, 0}, {NULL, 0}, 0};
+    CHECK_EQ_INT(ppk_recorder_intern_function(r, &nulls, &nid), 0);
+    CHECK_EQ_U64(nid, ids[3]);
+
     /* Transient strings: a copy that is then overwritten finds the same id. */
     char name[] = "Klass.method", sys[] = "_ZN5Klass6methodEv", file[] = "/src/klass.cc";
     CHECK_EQ_U64(intern(r, fn(name, sys, file, 40)), ids[1]);
