@@ -10,8 +10,10 @@
 #     decodes every file: the "samples" values sum to samples_flushed, and every task name
 #     is in exactly one sample of one file;
 #   - go tool pprof reads the last file and shows W1's functions;
-# then a steady-tasks run (every sample in the files, at most 100 task names), a run as
-# fast as possible with zstd (conserved, one valid file per export), and bad arguments.
+# then a steady-tasks run (every sample in the files, at most 100 task names), a run
+# pushing frames by function id (conserved, the same checks of the files, the dictionary
+# within W1's 2,000 functions), a run as fast as possible with zstd (conserved, one valid
+# file per export), and bad arguments.
 set -euo pipefail
 
 BUILD_DIR=$(cd "${1:?usage: test_taskstorm.sh BUILD_DIR SOURCE_DIR}" && pwd)
@@ -77,6 +79,24 @@ python3 "$CHECK" --tally --count-label "task name" --expect-samples "$flushed" \
 distinct=$(json "$WORK/st" 'j["distinct"]')
 [ "$distinct" -ge 1 ] && [ "$distinct" -le 100 ] || fail "steady: $distinct task names, expected 1..100"
 echo "ok   $flushed samples, $distinct task names"
+
+echo "== frames by function id, 2 threads on 2 shards, 1.5 s, export every 100 ms"
+"$TS" --threads 2 --shards 2 --seconds 1.5 --export-ms 100 --function-ids \
+    --out "$WORK/ids" > "$WORK/ids.log" || { cat "$WORK/ids.log"; fail "function-ids run"; }
+tail -n 1 "$WORK/ids.log"
+flushed=$(json "$WORK/ids.log" 'j["samples_flushed"]')
+[ "$(json "$WORK/ids.log" 'j["ok"] and j["function_ids"] and j["samples_exported"] == j["samples_flushed"] > 0')" = True ] ||
+    fail "function-ids: not conserved"
+[ "$(json "$WORK/ids.log" '0 < j["functions"] <= 2000 and j["interns"] >= j["functions"]')" = True ] ||
+    fail "function-ids: the dictionary's figures"
+[ "$(json "$WORK/ids.log" 'sum(j["degraded"].values())')" = 0 ] || fail "function-ids: degradations"
+mapfile -t files < <(ls "$WORK"/ids/taskstorm.*.pb.gz | sort -V)
+python3 "$CHECK" --tally --unique-label "task name" --expect-samples "$flushed" "${files[@]}" \
+    > "$WORK/ids.tally" || fail "function-ids: check_conservation.py --tally"
+go tool pprof -symbolize=none -top "${files[-1]}" > "$WORK/ids.top" 2>/dev/null ||
+    fail "function-ids: go tool pprof -top"
+grep -q "pkg.*handler_" "$WORK/ids.top" || fail "function-ids: no W1 function in the top"
+echo "ok   $flushed samples, $(json "$WORK/ids.log" 'j["interns"]') interns"
 
 echo "== as fast as possible, 0.3 s, zstd"
 "$TS" --threads 2 --seconds 0.3 --rate 0 --export-ms 100 --codec zstd --out "$WORK/fast" \

@@ -24,9 +24,11 @@
  * Usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M] [--out DIR]
  *                  [--unique-tasks|--steady-tasks] [--codec gzip|zstd|none]
  *                  [--agent-url URL] [--pyroscope-url URL] [--memory-limit BYTES]
- *                  [--shards N]
+ *                  [--shards N] [--function-ids]
  * --memory-limit sets each window's memory budget (see docs/memory.md); --shards the
- * recorder's shards (ppk_recorder_config.shards; default 1).
+ * recorder's shards (ppk_recorder_config.shards; default 1). --function-ids pushes frames
+ * by function id (ppk_sample_push_frame_id): each thread interns a function the first
+ * time it pushes it and keeps the id, interning again when an id comes back stale.
  * --agent-url also sends each export to a Datadog agent (http://host:port or
  * unix:///path; DD_SERVICE, DD_ENV, DD_TAGS... apply), --pyroscope-url to a Pyroscope
  * server (application "taskstorm"); their upload counters go to stderr at the end.
@@ -62,7 +64,8 @@ static struct {
     const char *agent_url, *pyroscope_url;
     double memory_limit; /* bytes; 0: the library's default */
     int shards;
-} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, 0, 1};
+    int function_ids;
+} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, 0, 1, 0};
 
 static struct w1 w;                 /* read-only once built: shared by the threads */
 static atomic_uint_fast64_t task_counter;
@@ -127,17 +130,43 @@ typedef struct worker {
     int idx;
     uint64_t flushed;   /* flushes that returned 0 */
     uint64_t refused;   /* flushes that returned an error (counted by the recorder) */
+    uint64_t interns;   /* with --function-ids: functions interned (again when stale) */
     uint64_t errors;    /* any other call that failed */
     int first_error;
 } worker;
 
+/* Pushes W1 function `fn` at its line: by id (interned on first use, and again when
+ * stale; `ids` is the thread's cache) or by strings. */
+static int push_frame(worker *wk, ppk_sample *s, ppk_function_id *ids, uint16_t fn) {
+    if (!ids)
+        return ppk_sample_push_frame(s, w.fn_name[fn], w.fn_file[fn], 0, w.fn_line[fn]);
+    for (;;) {
+        if (!ids[fn]) {
+            ppk_function f = {w.fn_name[fn], PPK_STR(""), w.fn_file[fn], 0};
+            int rc = ppk_recorder_intern_function(wk->r, &f, &ids[fn]);
+            if (rc) return rc;
+            wk->interns++;
+        }
+        int rc = ppk_sample_push_frame_id(s, ids[fn], w.fn_line[fn]);
+        if (rc != PPK_ESTALE) return rc;
+        ids[fn] = 0;
+    }
+}
+
 static void *work(void *arg) {
     worker *wk = arg;
+    ppk_function_id *ids = opt.function_ids ? calloc(W1_FUNCTIONS, sizeof *ids) : NULL;
+    if (opt.function_ids && !ids) {
+        wk->errors++;
+        wk->first_error = PPK_ENOMEM;
+        return NULL;
+    }
     ppk_sample *s = NULL;
     int rc = ppk_sample_create(wk->r, &s);
     if (rc != 0) {
         wk->errors++;
         wk->first_error = rc;
+        free(ids);
         return NULL;
     }
     uint64_t rng = W1_SEED + 0x1000u * (uint64_t)(wk->idx + 1);
@@ -172,9 +201,7 @@ static void *work(void *arg) {
                                 opt.unique ? k + 1 : k % W1_STEADY_TASKS + 1);
 
         CALL(ppk_sample_start(s));
-        for (uint32_t f = 0; f < w.stack_depth[j]; f++)
-            CALL(ppk_sample_push_frame(s, w.fn_name[fn[f]], w.fn_file[fn[f]], 0,
-                                       w.fn_line[fn[f]]));
+        for (uint32_t f = 0; f < w.stack_depth[j]; f++) CALL(push_frame(wk, s, ids, fn[f]));
         CALL(ppk_sample_push_label_num(s, PPK_STR("thread id"), tid, PPK_STR("")));
         CALL(ppk_sample_push_label_str(s, PPK_STR("thread name"),
                                        (ppk_str){thread_name, (size_t)tn_len}));
@@ -190,6 +217,7 @@ static void *work(void *arg) {
     }
 #undef CALL
     ppk_sample_free(s);
+    free(ids);
     return NULL;
 }
 
@@ -200,7 +228,7 @@ static void usage(FILE *f) {
             "usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M]\n"
             "                 [--out DIR] [--unique-tasks|--steady-tasks]\n"
             "                 [--codec gzip|zstd|none] [--agent-url URL] [--pyroscope-url URL]\n"
-            "                 [--memory-limit BYTES] [--shards N]\n"
+            "                 [--memory-limit BYTES] [--shards N] [--function-ids]\n"
             "  --rate HZ: samples per second per thread, 0 = as fast as possible\n"
             "Defaults: --threads 4 --seconds 10 --rate 1000 --export-ms 1000 "
             "--out taskstorm-out --unique-tasks --codec gzip\n");
@@ -263,6 +291,8 @@ int main(int argc, char **argv) {
             opt.unique = 1;
         } else if (!strcmp(a, "--steady-tasks")) {
             opt.unique = 0;
+        } else if (!strcmp(a, "--function-ids")) {
+            opt.function_ids = 1;
         } else if (!strcmp(a, "--threads") && v) {
             if (parse_double(v, 1, MAX_THREADS, &x) || x != (int)x) goto bad;
             opt.threads = (int)x;
@@ -406,12 +436,13 @@ int main(int argc, char **argv) {
         }
         started++;
     }
-    uint64_t flushed = 0, refused = 0, errors = 0;
+    uint64_t flushed = 0, refused = 0, errors = 0, interns = 0;
     for (int i = 0; i < started; i++) {
         pthread_join(workers[i].tid, NULL);
         flushed += workers[i].flushed;
         refused += workers[i].refused;
         errors += workers[i].errors;
+        interns += workers[i].interns;
         if (workers[i].errors)
             fprintf(stderr, "taskstorm: thread %d: %" PRIu64 " calls failed, the first: %s\n",
                     i, workers[i].errors, ppk_strerror(workers[i].first_error));
@@ -473,9 +504,10 @@ int main(int argc, char **argv) {
            "%" PRIu64 " exports failed, %" PRIu64 " samples lost", st.export_failures,
            st.samples_lost_export);
     EXPECT(st.sink_failures == 0, "%" PRIu64 " sink writes failed", st.sink_failures);
-    EXPECT(refused == st.samples_dropped_nomem + st.samples_dropped_closed,
+    EXPECT(refused == st.samples_dropped_nomem + st.samples_dropped_closed +
+                          st.samples_dropped_stale,
            "%" PRIu64 " flushes refused, the recorder counted %" PRIu64, refused,
-           st.samples_dropped_nomem + st.samples_dropped_closed);
+           st.samples_dropped_nomem + st.samples_dropped_closed + st.samples_dropped_stale);
     EXPECT(flushed > 0, "no sample was flushed");
 #undef EXPECT
 
@@ -487,6 +519,8 @@ int main(int argc, char **argv) {
            (double)st.window_bytes_peak / 1048576.0, st.export_ms_max,
            status ? "FAILED" : "all checks passed");
     printf("{\"threads\": %d, \"seconds\": %.3f, \"rate\": %.0f, \"unique_tasks\": %s, "
+           "\"function_ids\": %s, \"interns\": %" PRIu64 ", \"functions\": %" PRIu64
+           ", \"functions_evicted\": %" PRIu64 ", \"samples_dropped_stale\": %" PRIu64 ", "
            "\"samples_flushed\": %" PRIu64 ", \"samples_exported\": %" PRIu64
            ", \"flushes_ok\": %" PRIu64 ", \"flushes_refused\": %" PRIu64
            ", \"windows\": %" PRIu64 ", \"exports_to_sinks\": %" PRIu64 ", \"files\": %ld"
@@ -504,7 +538,9 @@ int main(int argc, char **argv) {
            ", \"export_ms_max\": %.3f, \"export_ms_total\": %.3f"
            ", \"rss_kb_start\": %ld, \"rss_kb_end\": %ld, \"rss_kb_peak\": %ld"
            ", \"pid\": %ld, \"out\": \"%s\", \"ok\": %s}\n",
-           opt.threads, run_s, opt.rate, opt.unique ? "true" : "false", st.samples_flushed,
+           opt.threads, run_s, opt.rate, opt.unique ? "true" : "false",
+           opt.function_ids ? "true" : "false", interns, st.functions, st.functions_evicted,
+           st.samples_dropped_stale, st.samples_flushed,
            st.samples_exported, flushed, refused, st.windows_exported, rep.exports, files,
            rep.bytes, st.strings_utf8_repaired, st.strings_truncated, st.stacks_truncated,
            st.values_saturated, st.samples_dropped_nomem, st.samples_dropped_closed,
