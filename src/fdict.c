@@ -118,17 +118,22 @@ static int same(const ppk__fentry *e, const ppk_str s[3], int64_t start_line) {
            memcmp(e->strs + s[0].len + s[1].len, s[2].ptr, s[2].len) == 0;
 }
 
-/* An index bucket whose entry was evicted: probes go on past it. */
+/* An index bucket is the entry's slot + 1 (0: empty; TOMB: its entry was evicted, and
+ * probes go on past it) and, above, the high half of its hash: a probe compares that
+ * before it reads an entry (a cache miss once the dictionary outgrows the cache). */
 #define TOMB UINT32_MAX
+#define BUCKET(slot, hash) ((uint64_t)(slot) | ((hash) & 0xffffffff00000000u))
+#define B_SLOT(b) ((uint32_t)(b))
 
 /* The index bucket holding the entry equal to s, or the empty one where it would go. */
-static uint32_t *bucket(ppk__fdict *d, uint64_t hash, const ppk_str s[3], int64_t start_line) {
+static uint64_t *bucket(ppk__fdict *d, uint64_t hash, const ppk_str s[3], int64_t start_line) {
     size_t mask = d->index_cap - 1;
+    uint64_t tag = hash & 0xffffffff00000000u;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        uint32_t *b = &d->index[i];
+        uint64_t *b = &d->index[i];
         if (!*b) return b;
-        if (*b == TOMB) continue;
-        const ppk__fentry *e = entry(d, *b - 1);
+        if (B_SLOT(*b) == TOMB || (*b & 0xffffffff00000000u) != tag) continue;
+        const ppk__fentry *e = entry(d, B_SLOT(*b) - 1);
         if (e->hash == hash && same(e, s, start_line)) return b;
     }
 }
@@ -136,7 +141,7 @@ static uint32_t *bucket(ppk__fdict *d, uint64_t hash, const ppk_str s[3], int64_
 /* Rebuilds the index with `cap` buckets (a power of two above 2 * n), without
  * tombstones: 0 or PPK_ENOMEM (the old one stays). */
 static int reindex(ppk__fdict *d, size_t cap) {
-    uint32_t *fresh = ppk__mem_alloc_array(&d->mem, cap, sizeof *fresh);
+    uint64_t *fresh = ppk__mem_alloc_array(&d->mem, cap, sizeof *fresh);
     if (!fresh) return PPK_ENOMEM;
     memset(fresh, 0, cap * sizeof *fresh);
     for (size_t slot = 0; slot < d->slots_used; slot++) {
@@ -144,7 +149,7 @@ static int reindex(ppk__fdict *d, size_t cap) {
         if (!atomic_load_explicit(&e->id, memory_order_relaxed)) continue;
         size_t i = e->hash & (cap - 1);
         while (fresh[i]) i = (i + 1) & (cap - 1);
-        fresh[i] = (uint32_t)slot + 1;
+        fresh[i] = BUCKET(slot + 1, e->hash);
     }
     ppk__mem_free(&d->mem, d->index, d->index_cap * sizeof *d->index);
     d->index = fresh;
@@ -185,7 +190,7 @@ static uint32_t take_slot(ppk__fdict *d) {
 
 /* Adds the fitted function s; the lock held. */
 static int add_locked(ppk__fdict *d, const ppk_str s[3], int64_t start_line, uint64_t hash,
-                      uint32_t *b, ppk_function_id *id) {
+                      uint64_t *b, ppk_function_id *id) {
     size_t strs = s[0].len + s[1].len + s[2].len;
     if (d->n >= d->max_entries || strs + PPK__FD_ENTRY_BYTES > d->max_bytes - d->bytes) {
         d->refused++;
@@ -216,7 +221,7 @@ static int add_locked(ppk__fdict *d, const ppk_str s[3], int64_t start_line, uin
     atomic_store_explicit(&e->last_used, atomic_load(&d->epoch), memory_order_relaxed);
     *id = d->tag | (uint64_t)e->gen << 24 | slot;
     atomic_store_explicit(&e->id, *id, memory_order_relaxed);
-    *b = slot;
+    *b = BUCKET(slot, hash);
     d->n++;
     d->bytes += strs + PPK__FD_ENTRY_BYTES;
     return 0;
@@ -231,20 +236,24 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
     ppk_str s[3];
     char *buf = NULL;
     size_t buf_len = 3 * d->max_string_len;
+    /* Checked and hashed outside the lock, unless a string needs a repair or a cut
+     * (into memory of the dictionary's, under the lock). */
+    int repair = fit(d, f, s, NULL);
+    uint64_t hash = repair ? 0 : fn_hash(s, f->start_line);
     pthread_mutex_lock(&d->lock);
-    if (fit(d, f, s, NULL)) {
+    if (repair) {
         buf = ppk__mem_alloc(&d->mem, buf_len);
         if (!buf) {
             pthread_mutex_unlock(&d->lock);
             return PPK_ENOMEM;
         }
         fit(d, f, s, buf);
+        hash = fn_hash(s, f->start_line);
     }
-    uint64_t hash = fn_hash(s, f->start_line);
     int rc = 0;
-    uint32_t *b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
+    uint64_t *b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
     if (b && *b) {
-        ppk__fentry *e = entry(d, *b - 1);
+        ppk__fentry *e = entry(d, B_SLOT(*b) - 1);
         *id = atomic_load_explicit(&e->id, memory_order_relaxed);
         uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
         if (atomic_load_explicit(&e->last_used, memory_order_relaxed) != epoch)
@@ -274,7 +283,7 @@ static void evict(ppk__fdict *d, size_t slot) {
     ppk__fentry *e = entry(d, slot);
     size_t mask = d->index_cap - 1;
     size_t i = e->hash & mask;
-    while (d->index[i] != slot + 1) i = (i + 1) & mask;
+    while (B_SLOT(d->index[i]) != slot + 1) i = (i + 1) & mask;
     d->index[i] = TOMB;
     d->tombs++;
     atomic_store_explicit(&e->id, 0, memory_order_relaxed);

@@ -61,7 +61,7 @@ typedef struct ppk__fdict {
     uint32_t free_head;               /* slot + 1, or 0 */
     size_t slots_used;                /* slots ever handed out: the rest are untouched */
     size_t n, bytes;                  /* live entries, their bytes */
-    uint32_t *index;                  /* slot + 1 by hash, linear probing; 0 empty */
+    uint64_t *index;                  /* slot + 1 by hash, linear probing (fdict.c) */
     size_t index_cap;                 /* a power of two, or 0 */
     size_t tombs;                     /* buckets of evicted entries (fdict.c) */
     uint64_t evicted, refused;
