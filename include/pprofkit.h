@@ -15,6 +15,10 @@
  *      that swap windows, a background exporter, sinks;
  *   5. uploads: sinks that send exports to Datadog and to Pyroscope / Grafana.
  *
+ * The promises G1-G7 cited below (transient input, no dangling references, conservation,
+ * bounded memory, flush never waits for I/O, fork safety, bad input is an error) are
+ * stated in docs/contract.md.
+ *
  * Conventions that hold for every function:
  *   - Strings are pointer + length (ppk_str), never NUL-terminated. A NULL pointer with
  *     a zero length is the empty string; NULL with a non-zero length is PPK_ENULL.
