@@ -461,8 +461,11 @@ typedef struct ppk_sink {
  * so a reader never sees a partial file. An existing file is never replaced (another
  * recorder with the same DIR and NAME, or an earlier process with the same pid, as in
  * containers): the export takes the first free name of NAME.PID.SEQ-2.pb.gz, -3, ...
- * DIR must exist. The strings are copied.
- * @return 0, PPK_EINVAL, PPK_ENULL, PPK_ENOMEM.
+ * The file is synced before the rename and DIR after it, so that after a power loss a
+ * profile's name never holds a partial file. DIR must be an existing directory this
+ * process can write to (checked here: PPK_ESYS, errno ENOENT, ENOTDIR or EACCES). The
+ * strings are copied.
+ * @return 0, PPK_EINVAL, PPK_ENULL, PPK_ENOMEM, PPK_ESYS.
  */
 PPK_API int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out);
 
@@ -471,8 +474,8 @@ typedef struct ppk_recorder_config {
     ppk_codec codec;            /* of exports; default gzip */
     int level;                  /* 0: the codec's default */
     int64_t export_period_ms;   /* background exporter period; default 60000 */
-    /* When out_dir is not empty, a file sink (ppk_sink_file(out_dir, name)) is added.
-     * name defaults to "profile". */
+    /* When out_dir is not empty, a file sink (ppk_sink_file(out_dir, name)) is added:
+     * out_dir must be a writable directory (else PPK_ESYS). name defaults to "profile". */
     ppk_str out_dir;
     ppk_str name;
     /* A builder's scratch memory: it keeps builder_keep_bytes between samples (default

@@ -2,7 +2,10 @@
  * sink_file.c - the file sink: each export becomes DIR/NAME.PID.SEQ.pb.gz.
  *
  * The bytes are written to a temporary name in DIR (a dot file, so globs for profiles
- * skip it), then renamed: a reader sees a whole profile or none. The pid is read at each
+ * skip it), synced, then renamed, and DIR synced: a reader sees a whole profile or none,
+ * and after a power loss a profile's name never holds an empty or partial file (the
+ * rename is made durable too, where the file system can sync a directory). DIR must be
+ * a directory this process can write to when the sink is made. The pid is read at each
  * write, so a forked child writes under its own. Called by one exporting thread at a
  * time per recorder (exports are serialized); recorders may share DIR and NAME.
  *
@@ -16,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -90,7 +94,7 @@ static int file_write(void *opaque, const ppk_export *e) {
     }
     int rc = PPK_ESYS;
     if (fd >= 0) {
-        int ok = write_all(fd, e->data.data, e->data.len) == 0;
+        int ok = write_all(fd, e->data.data, e->data.len) == 0 && fsync(fd) == 0;
         if (close(fd) != 0) ok = 0;
         for (int k = 1; ok && rc != 0 && k <= NAME_TRIES; k++) {
             int len = snprintf(path, n, "%s/%s.%ld.%llu", fs->dir, fs->name, pid,
@@ -103,6 +107,15 @@ static int file_write(void *opaque, const ppk_export *e) {
                 ok = 0;
         }
         if (rc != 0) unlink(tmp);
+    }
+    if (rc == 0) {
+        /* The rename's durability: a file system that cannot sync a directory says so
+         * (EINVAL); the profile is written either way. */
+        int dfd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
     }
     ppk__mem_free(&fs->mem, path, 2 * n);
     return rc;
@@ -143,6 +156,17 @@ int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out) {
     if (!fs->dir || !fs->name) {
         file_destroy(fs);
         return PPK_ENOMEM;
+    }
+    /* A directory that is not there or not writable would fail every export. */
+    struct stat st;
+    int e = stat(fs->dir, &st) != 0              ? errno
+            : !S_ISDIR(st.st_mode)               ? ENOTDIR
+            : access(fs->dir, W_OK | X_OK) != 0 ? errno
+                                                 : 0;
+    if (e) {
+        file_destroy(fs);
+        errno = e;
+        return PPK_ESYS;
     }
     out->write = file_write;
     out->destroy = file_destroy;

@@ -22,6 +22,7 @@
  *   - statistics: UTF-8 repairs, truncated strings and stacks, saturated values, flushes
  *     refused for memory, sink failures, each counted.
  */
+#define _GNU_SOURCE /* syscall() */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -916,6 +918,66 @@ static void test_sink_file_shared_name(void) {
     pr_rm_dir(dir);
 }
 
+/* fsync() as the library calls it (this definition takes the place of libc's in the
+ * test binary): the path of each descriptor synced while g_sync_trace is set. */
+static int g_sync_trace;
+static char g_synced[4][4096];
+static int g_n_synced;
+
+int fsync(int fd) {
+    if (g_sync_trace && g_n_synced < 4) {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, g_synced[g_n_synced], sizeof g_synced[0] - 1);
+        g_synced[g_n_synced++][n > 0 ? n : 0] = 0;
+    }
+    return (int)syscall(SYS_fsync, fd);
+}
+
+/* A file sink syncs the temporary file before renaming it (so a power loss cannot leave
+ * a partial profile under the final name), then the directory; a directory that does
+ * not exist, or is a file, is refused when the sink is made. */
+static void test_sink_file_sync_and_dir(void) {
+    char dir[] = "/tmp/ppk-sync.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    ppk_recorder *r = recorder(PPK_CODEC_GZIP);
+    ppk_sample *s = NULL;
+    ppk_sink sink;
+    CHECK_EQ_INT(ppk_sink_file(ppk_cstr(dir), PPK_STR("synced"), &sink), 0);
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(simple_sample(s, "x", 1), 0);
+    g_n_synced = 0;
+    g_sync_trace = 1;
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    g_sync_trace = 0;
+    CHECK_EQ_INT(g_n_synced, 2);
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "%s/.synced.", dir); /* the temporary name */
+    CHECK(strncmp(g_synced[0], prefix, strlen(prefix)) == 0);
+    CHECK(strcmp(g_synced[1], dir) == 0);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.sink_failures, 0);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+    pr_rm_dir(dir);
+
+    /* Not there, or not a directory: refused now, not at every export. */
+    errno = 0;
+    CHECK_EQ_INT(ppk_sink_file(ppk_cstr(dir), PPK_STR("x"), &sink), PPK_ESYS);
+    CHECK_EQ_INT(errno, ENOENT);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.out_dir = ppk_cstr(dir);
+    r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), PPK_ESYS);
+    CHECK(r == NULL);
+    errno = 0;
+    CHECK_EQ_INT(ppk_sink_file(PPK_STR("/proc/self/status"), PPK_STR("x"), &sink), PPK_ESYS);
+    CHECK_EQ_INT(errno, ENOTDIR);
+}
+
 /* cfg.out_dir adds a file sink; the codec picks the extension; a sink whose directory
  * vanished fails its writes, counted. */
 static void test_sink_file_config_and_failure(void) {
@@ -1259,6 +1321,7 @@ int main(void) {
     RUN(test_blocking_sink_background);
     RUN(test_sink_file);
     RUN(test_sink_file_config_and_failure);
+    RUN(test_sink_file_sync_and_dir);
     RUN(test_sink_file_shared_name);
     RUN(test_stats_degradations);
     RUN(test_export_fields);

@@ -9,7 +9,9 @@
  */
 #include "binding.h"
 
+#include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 /* ---- Errors ------------------------------------------------------------------------ */
 
@@ -43,6 +45,8 @@ static PyObject *error_type(int code) {
 }
 
 PyObject *ppk_py_error(int code, const char *what, const char *detail) {
+    /* A failed system call says which (errno, as the library left it). */
+    if (code == PPK_ESYS && !detail && errno) detail = strerror(errno);
     PyObject *msg;
     if (detail && *detail)
         msg = PyUnicode_FromFormat("%s: %s (%s)", what, ppk_strerror(code), detail);

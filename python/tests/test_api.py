@@ -539,10 +539,18 @@ class FileSinkTest(unittest.TestCase):
             with open(os.path.join(self.dir, name), "rb") as f:
                 self.assertEqual(support.decode(f.read()).total("samples"), 1)
 
-    def test_missing_directory_is_counted(self):
+    def test_missing_directory(self):
+        # Refused when the recorder is made; a directory that goes away later makes
+        # the sink's writes fail, counted.
         missing = os.path.join(self.dir, "missing")
+        with self.assertRaises(pprofkit.SystemCallError) as cm:
+            pprofkit.Recorder(TYPES, out_dir=missing)
+        self.assertIsInstance(cm.exception, OSError)
+        self.assertIn("No such file or directory", str(cm.exception))
+        os.mkdir(missing)
         rec = pprofkit.Recorder(TYPES, out_dir=missing)
         try:
+            os.rmdir(missing)
             pprofkit.Sample(rec).record([("f",)], [1, 1])
             rec.export_to_sinks()
             self.assertEqual(rec.stats()["sink_failures"], 1)

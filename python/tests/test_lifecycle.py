@@ -91,7 +91,8 @@ spin(0.3)
     def test_sampler_left_running_at_exit(self):
         with tempfile.TemporaryDirectory() as tmp:
             run_python(SPIN + """
-import pprofkit
+import os, pprofkit
+os.mkdir("out")
 rec = pprofkit.Recorder([pprofkit.WALL_TIME, pprofkit.CPU_TIME], out_dir="out")
 s = pprofkit.Sampler(rec, wall_index=0, cpu_index=1)
 s.start()
