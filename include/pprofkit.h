@@ -550,6 +550,17 @@ PPK_API int ppk_recorder_start(ppk_recorder *r);
  * exported): use ppk_recorder_export(r, &e) to get them instead. */
 PPK_API void ppk_recorder_stop(ppk_recorder *r);
 
+/*
+ * Seals the recorder: it ends recording, and only that. From now on ppk_sample_flush returns PPK_ECLOSED (the
+ * sample is dropped and counted in samples_dropped_closed) and ppk_sample_create too,
+ * while exports, the background exporter, statistics and sinks go on. Every sample
+ * accepted before is then in the active window or already exported, so a caller that
+ * pulls exports with ppk_recorder_export(r, &e) takes the last window after this call
+ * and before ppk_recorder_free (which, for a recorder without sinks, drops what the
+ * active window holds). Idempotent; thread safe; accepts NULL.
+ */
+PPK_API void ppk_recorder_seal(ppk_recorder *r);
+
 /* Registers an endpoint in the active window (see ppk_profile_set_endpoint), or adds
  * to an endpoint count. Thread safe. */
 PPK_API int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id,

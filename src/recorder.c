@@ -466,6 +466,18 @@ void ppk_recorder_stop(ppk_recorder *r) {
     if (running) pthread_join(t, NULL);
 }
 
+void ppk_recorder_seal(ppk_recorder *r) {
+    if (!r) return;
+    pthread_mutex_lock(&r->lock);
+    r->sealed = 1;
+    for (size_t i = 0; i < r->n_shards; i++) {
+        pthread_mutex_lock(&r->shards[i].lock);
+        r->shards[i].closed = 1; /* a flush now refuses, counted (sample.c) */
+        pthread_mutex_unlock(&r->shards[i].lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
 void ppk__recorder_settle_locked(ppk_recorder *r) {
     atomic_store(&r->settle_pending, 0);
     if (r->want_thread && !r->thread_running) start_thread_locked(r);

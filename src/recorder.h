@@ -54,6 +54,7 @@ struct ppk_recorder {
     int exporting;             /* an export is between its swap and its hand-back */
     pthread_cond_t export_done;
     int closed;
+    int sealed;                /* ppk_recorder_seal: no more builders or flushes */
     uint64_t seq;
     ppk_codec codec;
     int level;

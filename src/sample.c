@@ -36,7 +36,7 @@ int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
     }
     s->sb.max_bytes = r->builder_max_bytes;
     pthread_mutex_lock(&r->lock);
-    int closed = r->closed;
+    int closed = r->closed || r->sealed;
     if (!closed) {
         atomic_init(&s->rec, r);
         s->shard = &r->shards[r->next_shard++ % r->n_shards];

@@ -225,6 +225,82 @@ static void test_closed(void) {
     ppk_sample_free(idle);
 }
 
+/* ppk_recorder_seal: flushes are refused from then on, and the caller who pulls
+ * exports takes the last window, whatever flushed until the close. Two threads flush
+ * back to back while the main thread exports a few times, closes, and exports once
+ * more: the exports hold exactly the samples whose flush returned 0, and every refused
+ * flush is counted. */
+typedef struct closer {
+    ppk_recorder *r;
+    int64_t ok_value; /* sum of the values of flushes that returned 0 */
+    uint64_t refused;
+    int other_errors;
+} closer;
+
+static void *flush_until_closed(void *arg) {
+    closer *c = arg;
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(c->r, &s)) {
+        c->other_errors++;
+        return NULL;
+    }
+    for (int64_t v = 1;; v++) {
+        int rc = simple_sample(s, "t", v);
+        if (rc == 0) {
+            c->ok_value += v;
+        } else if (rc == PPK_ECLOSED) {
+            if (++c->refused == 3) break;
+        } else {
+            c->other_errors++;
+            break;
+        }
+    }
+    ppk_sample_free(s);
+    return NULL;
+}
+
+static void test_seal_then_last_export(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    if (!r) return;
+    closer c[2] = {{r, 0, 0, 0}, {r, 0, 0, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(pthread_create(&t[i], NULL, flush_until_closed, &c[i]), 0);
+    int64_t exported = 0;
+    pr_profile pp;
+    for (int i = 0; i < 3; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        if (export_parse(r, &pp) == 0) {
+            exported += total(&pp, 1);
+            pr_free(&pp);
+        }
+    }
+    ppk_recorder_seal(r);
+    ppk_recorder_seal(r); /* idempotent */
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    ppk_sample *late = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &late), PPK_ECLOSED);
+    CHECK(late == NULL);
+    if (export_parse(r, &pp) == 0) { /* the last window */
+        exported += total(&pp, 1);
+        pr_free(&pp);
+    }
+    CHECK_EQ_INT(c[0].other_errors + c[1].other_errors, 0);
+    CHECK(c[0].ok_value + c[1].ok_value > 0);
+    CHECK_EQ_INT(exported, c[0].ok_value + c[1].ok_value);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, st.samples_exported);
+    CHECK_EQ_U64(st.samples_dropped_closed, c[0].refused + c[1].refused);
+    if (export_parse(r, &pp) == 0) { /* nothing more */
+        CHECK_EQ_U64(pp.nsamples, 0);
+        pr_free(&pp);
+    }
+    ppk_recorder_free(r);
+    ppk_recorder_seal(NULL);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* bad input                                                                          */
 
@@ -1313,6 +1389,7 @@ static void test_shards(void) {
 int main(void) {
     RUN(test_state_machine);
     RUN(test_closed);
+    RUN(test_seal_then_last_export);
     RUN(test_failed_calls_leave_sample_unchanged);
     RUN(test_duplicate_label_sample_usable);
     RUN(test_drop_discards);

@@ -295,6 +295,13 @@ static PyObject *Recorder_close(RecorderObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Recorder_seal(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    PPK_PY_NOGIL(self, ppk_recorder_seal(self->rec));
+    Py_RETURN_NONE;
+}
+
 static PyObject *Recorder_enter(RecorderObject *self, PyObject *unused) {
     (void)unused;
     if (ppk_py_recorder_check_open(self)) return NULL;
@@ -482,6 +489,10 @@ static PyMethodDef Recorder_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "add_pyroscope_sink(*, from_env=True, **config) -> UploadSink: uploads to "
      "Pyroscope / Grafana; PYROSCOPE_* variables first, then the keywords."},
+    {"seal", (PyCFunction)Recorder_seal, METH_NOARGS,
+     "seal(): ends recording: from now on a flush raises ClosedError (counted in "
+     "samples_dropped_closed), while export(), stats() and the sinks go on; export() then "
+     "takes the last window, with every sample flushed before. Idempotent."},
     {"close", (PyCFunction)Recorder_close, METH_NOARGS,
      "close(): stops the exporter, exports the last window to the sinks, drains the "
      "uploads and frees the recorder. Idempotent. Releases the GIL while it waits."},

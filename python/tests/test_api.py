@@ -374,6 +374,25 @@ class ExportTest(RecorderCase):
         self.assertEqual(e2[4], 2)
         self.assertEqual(len(e2), 7)
 
+    def test_seal_then_last_window(self):
+        # seal(): flushes are refused (and counted) from then on; export() takes the
+        # last window with everything flushed before.
+        self.smp.record([("f",)], [1, 1])
+        self.rec.export()
+        self.smp.record([("g",)], [1, 1])
+        self.rec.seal()
+        self.rec.seal()
+        with self.assertRaises(pprofkit.ClosedError):
+            self.smp.record([("h",)], [1, 1])
+        with self.assertRaises(pprofkit.ClosedError):
+            pprofkit.Sample(self.rec)
+        last = support.decode(self.rec.export().data)
+        self.assertEqual([leaf for leaf in (s[0][0][0] for s in last.samples)], ["g"])
+        st = self.rec.stats()
+        self.assertEqual(st["samples_flushed"], 2)
+        self.assertEqual(st["samples_exported"], 2)
+        self.assertEqual(st["samples_dropped_closed"], 1)
+
     def test_stats_dict_keys(self):
         e = self.rec.export()
         keys = {"samples_added", "samples_aggregated", "samples_timestamped", "strings",
