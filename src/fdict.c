@@ -56,12 +56,12 @@ static size_t alloc_size(size_t strs) { return strs ? strs : 1; }
 void ppk__fdict_destroy(ppk__fdict *d) {
     if (!d->chunks) return;
     for (size_t c = 0; c < d->n_chunks; c++) {
-        ppk__fentry *chunk = atomic_load(&d->chunks[c]);
+        ppk__fchunk *chunk = atomic_load(&d->chunks[c]);
         if (!chunk) continue;
         for (size_t i = 0; i < PPK__FD_CHUNK; i++)
-            if (atomic_load(&chunk[i].id))
-                ppk__mem_free(&d->mem, chunk[i].strs, alloc_size(entry_strs(&chunk[i])));
-        ppk__mem_free(&d->mem, chunk, PPK__FD_CHUNK * sizeof *chunk);
+            if (atomic_load(&chunk->live[i]))
+                ppk__mem_free(&d->mem, chunk->e[i].strs, alloc_size(entry_strs(&chunk->e[i])));
+        ppk__mem_free(&d->mem, chunk, sizeof *chunk);
     }
     ppk__mem_free(&d->mem, d->chunks, d->n_chunks * sizeof *d->chunks);
     ppk__mem_free(&d->mem, d->index, d->index_cap * sizeof *d->index);
@@ -72,10 +72,28 @@ void ppk__fdict_destroy(ppk__fdict *d) {
 void ppk__fdict_lock(ppk__fdict *d) { pthread_mutex_lock(&d->lock); }
 void ppk__fdict_unlock(ppk__fdict *d) { pthread_mutex_unlock(&d->lock); }
 
-/* The entry in `slot`, which exists (under the lock, or once checked). */
+/* The chunk of `slot`, which exists (under the lock). */
+static ppk__fchunk *chunk_of(ppk__fdict *d, size_t slot) {
+    return atomic_load_explicit(&d->chunks[slot / PPK__FD_CHUNK], memory_order_relaxed);
+}
+
+/* The entry in `slot`, which exists (under the lock). */
 static ppk__fentry *entry(ppk__fdict *d, size_t slot) {
-    return &atomic_load_explicit(&d->chunks[slot / PPK__FD_CHUNK],
-                                 memory_order_relaxed)[slot % PPK__FD_CHUNK];
+    return &chunk_of(d, slot)->e[slot % PPK__FD_CHUNK];
+}
+
+/* Whether the entry in `slot` is live (under the lock). */
+static int live(ppk__fdict *d, size_t slot) {
+    return atomic_load_explicit(&chunk_of(d, slot)->live[slot % PPK__FD_CHUNK],
+                                memory_order_relaxed) != 0;
+}
+
+/* Marks the entry in `slot` used in the current epoch (under the lock). */
+static void mark_used(ppk__fdict *d, size_t slot) {
+    _Atomic uint32_t *u = &chunk_of(d, slot)->last_used[slot % PPK__FD_CHUNK];
+    uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
+    if (atomic_load_explicit(u, memory_order_relaxed) != epoch)
+        atomic_store_explicit(u, epoch, memory_order_relaxed);
 }
 
 /* ---- interning ------------------------------------------------------------------- */
@@ -145,8 +163,8 @@ static int reindex(ppk__fdict *d, size_t cap) {
     if (!fresh) return PPK_ENOMEM;
     memset(fresh, 0, cap * sizeof *fresh);
     for (size_t slot = 0; slot < d->slots_used; slot++) {
+        if (!live(d, slot)) continue;
         const ppk__fentry *e = entry(d, slot);
-        if (!atomic_load_explicit(&e->id, memory_order_relaxed)) continue;
         size_t i = e->hash & (cap - 1);
         while (fresh[i]) i = (i + 1) & (cap - 1);
         fresh[i] = BUCKET(slot + 1, e->hash);
@@ -176,12 +194,12 @@ static uint32_t take_slot(ppk__fdict *d) {
     if (d->slots_used == d->n_chunks * PPK__FD_CHUNK) return 0;
     size_t c = d->slots_used / PPK__FD_CHUNK;
     if (!atomic_load_explicit(&d->chunks[c], memory_order_relaxed)) {
-        ppk__fentry *chunk = ppk__mem_alloc_array(&d->mem, PPK__FD_CHUNK, sizeof *chunk);
+        ppk__fchunk *chunk = ppk__mem_alloc(&d->mem, sizeof *chunk);
         if (!chunk) return 0;
-        memset(chunk, 0, PPK__FD_CHUNK * sizeof *chunk);
+        memset(chunk, 0, sizeof *chunk);
         for (size_t i = 0; i < PPK__FD_CHUNK; i++) {
-            atomic_init(&chunk[i].id, 0);
-            atomic_init(&chunk[i].last_used, 0);
+            atomic_init(&chunk->live[i], 0);
+            atomic_init(&chunk->last_used[i], 0);
         }
         atomic_store_explicit(&d->chunks[c], chunk, memory_order_release);
     }
@@ -218,9 +236,10 @@ static int add_locked(ppk__fdict *d, const ppk_str s[3], int64_t start_line, uin
     e->start_line = start_line;
     e->hash = hash;
     e->gen++;
-    atomic_store_explicit(&e->last_used, atomic_load(&d->epoch), memory_order_relaxed);
+    mark_used(d, slot - 1);
     *id = d->tag | (uint64_t)e->gen << 24 | slot;
-    atomic_store_explicit(&e->id, *id, memory_order_relaxed);
+    atomic_store_explicit(&chunk_of(d, slot - 1)->live[(slot - 1) % PPK__FD_CHUNK], e->gen,
+                          memory_order_relaxed);
     *b = BUCKET(slot, hash);
     d->n++;
     d->bytes += strs + PPK__FD_ENTRY_BYTES;
@@ -253,11 +272,9 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
     int rc = 0;
     uint64_t *b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
     if (b && *b) {
-        ppk__fentry *e = entry(d, B_SLOT(*b) - 1);
-        *id = atomic_load_explicit(&e->id, memory_order_relaxed);
-        uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
-        if (atomic_load_explicit(&e->last_used, memory_order_relaxed) != epoch)
-            atomic_store_explicit(&e->last_used, epoch, memory_order_relaxed);
+        size_t slot = B_SLOT(*b) - 1;
+        *id = d->tag | (uint64_t)entry(d, slot)->gen << 24 | (slot + 1);
+        mark_used(d, slot);
     } else {
         rc = add_locked(d, s, f->start_line, hash, b, id);
     }
@@ -269,8 +286,12 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
 /* ---- resolution, eviction, figures ----------------------------------------------- */
 
 int ppk__fdict_get_locked(ppk__fdict *d, ppk_function_id id, ppk_frame *f) {
-    ppk__fentry *e = ppk__fdict_slot(d, id);
-    if (!e || atomic_load_explicit(&e->id, memory_order_relaxed) != id) return PPK_ESTALE;
+    size_t i;
+    ppk__fchunk *c = ppk__fdict_chunk(d, id, &i);
+    uint32_t gen = ppk__fdict_gen(id);
+    if (!c || !gen || atomic_load_explicit(&c->live[i], memory_order_relaxed) != gen)
+        return PPK_ESTALE;
+    const ppk__fentry *e = &c->e[i];
     f->name = (ppk_str){e->strs, e->name_len};
     f->system_name = (ppk_str){e->strs + e->name_len, e->system_name_len};
     f->filename = (ppk_str){e->strs + e->name_len + e->system_name_len, e->filename_len};
@@ -286,7 +307,8 @@ static void evict(ppk__fdict *d, size_t slot) {
     while (B_SLOT(d->index[i]) != slot + 1) i = (i + 1) & mask;
     d->index[i] = TOMB;
     d->tombs++;
-    atomic_store_explicit(&e->id, 0, memory_order_relaxed);
+    atomic_store_explicit(&chunk_of(d, slot)->live[slot % PPK__FD_CHUNK], 0,
+                          memory_order_relaxed);
     ppk__mem_free(&d->mem, e->strs, alloc_size(entry_strs(e)));
     e->strs = NULL;
     d->bytes -= entry_strs(e) + PPK__FD_ENTRY_BYTES;
@@ -301,10 +323,11 @@ void ppk__fdict_end_epoch(ppk__fdict *d) {
     pthread_mutex_lock(&d->lock);
     uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
     for (size_t slot = 0; slot < d->slots_used; slot++) {
-        ppk__fentry *e = entry(d, slot);
+        ppk__fchunk *c = chunk_of(d, slot);
+        size_t i = slot % PPK__FD_CHUNK;
         /* Evicted when unused during epochs last_used + 1 .. epoch (which ends now). */
-        if (atomic_load_explicit(&e->id, memory_order_relaxed) &&
-            epoch - atomic_load_explicit(&e->last_used, memory_order_relaxed) >= d->ttl)
+        if (atomic_load_explicit(&c->live[i], memory_order_relaxed) &&
+            epoch - atomic_load_explicit(&c->last_used[i], memory_order_relaxed) >= d->ttl)
             evict(d, slot);
     }
     atomic_store_explicit(&d->epoch, epoch + 1, memory_order_relaxed);
