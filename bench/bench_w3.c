@@ -1,0 +1,371 @@
+/*
+ * bench_w3 - the reference workload W3 (deep stacks over 16,000 functions; bench/w3.h)
+ * through the recorder's builder API, frames pushed by strings (ppk_sample_push_frame)
+ * or by function id (ppk_sample_push_frame_id, each function interned once before the
+ * add loop), per sample: start, one push per frame, three numeric labels, the values, a
+ * timestamp for every 4th, flush. An export (ppk_recorder_export) every 60,000 samples;
+ * the 2,000 endpoints are registered at the start and after each export.
+ *
+ * One run = one API and one thread count, in its own process (peak RSS is the run's
+ * own). With two threads the producers split the samples (even k, odd k), each on its
+ * own shard, and the thread whose flush completes a window exports it.
+ *
+ * It checks its own work: every export is decompressed and decoded (tests/pprof_read.h,
+ * a decoder that shares no code with the library; outside the timed loop) and both
+ * values summed over the exports must equal what was added, the sample counts too; the
+ * exit status is non-zero otherwise.
+ *
+ * Figures (one JSON object on stdout):
+ *   add_ns            ns per sample of the add loop, the figure W3 defines: each producer's
+ *                     loop time minus its exports, summed, over the samples;
+ *   add_ns_net        the same net of the workload's own cost (the same loop drawing the
+ *                     samples and reading their frames without any pprofkit call);
+ *   frames_per_sample mean stack depth; ns_per_frame = add_ns / frames_per_sample (and
+ *                     ns_per_frame_net);
+ *   intern_ns_new, intern_ns_known  (api id) ns per ppk_recorder_intern_function of the
+ *                     16,000 functions, then of the same again;
+ *   export_ms_total   median ms of a ppk_recorder_export call; export_ms_encode median of
+ *                     its encode + compress; bytes median compressed size; rss_kb peak.
+ * Usage: bench_w3 [--api string|id] [--threads 1|2] [--samples N] [--codec zstd|gzip|none]
+ */
+#include <pprofkit.h>
+
+#include "../tests/pprof_read.h"
+#include "bench.h"
+#include "w3.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <zstd.h>
+
+#define MAX_EXPORTS 64
+
+static struct {
+    ppk_recorder *rec;
+    int by_id, threads;
+    uint64_t samples;
+    _Atomic(ppk_function_id) ids[W3_FUNCTIONS]; /* by function index (api id) */
+    atomic_uint_fast64_t flushed;
+    pthread_mutex_t mu; /* the export figures and the sums below */
+    int n_exports;
+    double encode_ms[MAX_EXPORTS], total_ms[MAX_EXPORTS], bytes[MAX_EXPORTS];
+    int64_t value_sum[2];
+    uint64_t exported_samples, stale_retries;
+    atomic_int failed;
+    pthread_barrier_t start;
+} g;
+
+typedef struct producer {
+    int index;
+    double loop_s, export_s, gen_s;
+    uint64_t frames;
+    pthread_t thread;
+} producer;
+
+static void fail(const char *what, int rc) {
+    fprintf(stderr, "bench_w3: %s: %s\n", what, rc ? ppk_strerror(rc) : "failed");
+    atomic_store(&g.failed, 1);
+}
+
+static void register_endpoints(void) {
+    char name[64];
+    for (uint64_t id = 1; id <= W3_SPANS; id++) {
+        size_t n = w3_endpoint(id, name, sizeof name);
+        int rc = ppk_recorder_set_endpoint(g.rec, id, (ppk_str){name, n});
+        if (rc) fail("ppk_recorder_set_endpoint", rc);
+    }
+}
+
+/* Decompresses a zstd stream (its size is not in the frame header) into *out. */
+static int zstd_all(const uint8_t *in, size_t in_len, uint8_t **out, size_t *out_len) {
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    size_t cap = 4 * in_len + 4096, len = 0;
+    uint8_t *buf = malloc(cap);
+    ZSTD_inBuffer ib = {in, in_len, 0};
+    size_t rc = ds && buf ? ZSTD_initDStream(ds) : 1;
+    while (!ZSTD_isError(rc) && buf && (ib.pos < ib.size || rc != 0)) {
+        if (len == cap) {
+            uint8_t *b = realloc(buf, cap *= 2);
+            if (!b) break;
+            buf = b;
+        }
+        ZSTD_outBuffer ob = {buf + len, cap - len, 0};
+        rc = ZSTD_decompressStream(ds, &ob, &ib);
+        len += ob.pos;
+        if (rc != 0 && ib.pos == ib.size && ob.pos < ob.size) break; /* truncated */
+    }
+    ZSTD_freeDStream(ds);
+    if (!buf || ZSTD_isError(rc) || rc != 0) {
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+/* Decodes an export and adds its values and samples to the sums. */
+static void check_export(const ppk_export *e) {
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    int ok = 1;
+    if (e->codec == PPK_CODEC_ZSTD) {
+        ok = zstd_all(e->data.data, e->data.len, &raw, &len) == 0;
+    } else if (e->codec == PPK_CODEC_GZIP) {
+        ok = pr_gunzip(e->data.data, e->data.len, &raw, &len) == 0;
+    } else {
+        raw = malloc(e->data.len + 1);
+        ok = raw != NULL;
+        if (ok) memcpy(raw, e->data.data, e->data.len);
+        len = e->data.len;
+    }
+    pr_profile pp;
+    if (!ok || pr_parse(raw, len, &pp) != 0) {
+        free(raw);
+        fail("decoding an export", 0);
+        return;
+    }
+    int64_t sum[2] = {0, 0};
+    for (size_t i = 0; i < pp.nsamples; i++)
+        for (size_t v = 0; v < 2 && v < pp.samples[i].nval; v++) sum[v] += pp.samples[i].val[v];
+    pthread_mutex_lock(&g.mu);
+    g.value_sum[0] += sum[0];
+    g.value_sum[1] += sum[1];
+    g.exported_samples += e->stats.samples_added;
+    pthread_mutex_unlock(&g.mu);
+    pr_free(&pp);
+    free(raw);
+}
+
+static void do_export(producer *p) {
+    double t0 = bench_now_ns();
+    ppk_export e;
+    int rc = ppk_recorder_export(g.rec, &e);
+    p->export_s += (bench_now_ns() - t0) * 1e-9;
+    if (rc) {
+        fail("ppk_recorder_export", rc);
+        return;
+    }
+    pthread_mutex_lock(&g.mu);
+    if (g.n_exports < MAX_EXPORTS) {
+        g.encode_ms[g.n_exports] = e.encode_ms;
+        g.total_ms[g.n_exports] = (bench_now_ns() - t0) * 1e-6;
+        g.bytes[g.n_exports] = (double)e.data.len;
+        g.n_exports++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    double t1 = bench_now_ns();
+    check_export(&e); /* not the workload's: out of the figures */
+    ppk_export_free(&e);
+    register_endpoints();
+    p->export_s += (bench_now_ns() - t1) * 1e-9;
+}
+
+/* One frame by id; a function evicted meanwhile (unused for function_ttl_exports
+ * exports: not in W3, whose windows use nearly every function) is interned again. */
+static int push_id(ppk_sample *s, const struct w3 *w, uint16_t fn) {
+    for (int attempt = 0;; attempt++) {
+        ppk_function_id id = atomic_load_explicit(&g.ids[fn], memory_order_relaxed);
+        int rc = ppk_sample_push_frame_id(s, id, w->fn_line[fn]);
+        if (rc != PPK_ESTALE || attempt) return rc;
+        ppk_function f = {w->fn_name[fn], {NULL, 0}, w->fn_file[fn], 0};
+        if ((rc = ppk_recorder_intern_function(g.rec, &f, &id))) return rc;
+        atomic_store_explicit(&g.ids[fn], id, memory_order_relaxed);
+        pthread_mutex_lock(&g.mu);
+        g.stale_retries++;
+        pthread_mutex_unlock(&g.mu);
+    }
+}
+
+static int record(ppk_sample *s, const struct w3 *w, const struct w3_sample *x) {
+    uint32_t depth;
+    const uint16_t *fn = w3_stack(w, x->stack, &depth);
+    int rc = ppk_sample_start(s);
+    for (uint32_t f = 0; !rc && f < depth; f++)
+        rc = g.by_id ? push_id(s, w, fn[f])
+                     : ppk_sample_push_frame(s, w->fn_name[fn[f]], w->fn_file[fn[f]], 0,
+                                             w->fn_line[fn[f]]);
+    if (!rc) rc = ppk_sample_push_label_num(s, PPK_STR("thread id"), x->thread_id, PPK_STR(""));
+    if (!rc)
+        rc = ppk_sample_push_label_num(s, PPK_STR("local root span id"), x->local_root_span_id,
+                                       PPK_STR(""));
+    if (!rc) rc = ppk_sample_push_label_num(s, PPK_STR("span id"), x->span_id, PPK_STR(""));
+    int64_t values[2] = {W3_VALUE, W3_VALUE};
+    if (!rc) rc = ppk_sample_set_values(s, values, 2);
+    if (!rc && x->timestamp_ns) rc = ppk_sample_set_timestamp(s, x->timestamp_ns);
+    if (rc) {
+        ppk_sample_drop(s);
+        return rc;
+    }
+    return ppk_sample_flush(s);
+}
+
+static void *produce(void *arg) {
+    producer *p = arg;
+    static struct w3 ws[2];
+    struct w3 *w = &ws[p->index];
+    struct w3_sample x;
+    ppk_sample *s = NULL;
+    int rc = w3_init(w) ? PPK_ENOMEM : ppk_sample_create(g.rec, &s);
+    if (rc) fail("setting up a producer", rc);
+    /* The workload alone: the same draws and frame reads without pprofkit calls. */
+    volatile size_t sink = 0;
+    double t0 = bench_now_ns();
+    for (uint64_t k = 0; !rc && k < g.samples; k++) {
+        w3_next(w, &x);
+        if ((int)(k % (uint64_t)g.threads) != p->index) continue;
+        uint32_t depth;
+        const uint16_t *fn = w3_stack(w, x.stack, &depth);
+        for (uint32_t f = 0; f < depth; f++)
+            sink += w->fn_name[fn[f]].len + w->fn_file[fn[f]].len + (size_t)w->fn_line[fn[f]];
+        p->frames += depth;
+    }
+    p->gen_s = (bench_now_ns() - t0) * 1e-9;
+    w3_rewind(w);
+    pthread_barrier_wait(&g.start);
+
+    t0 = bench_now_ns();
+    for (uint64_t k = 0; !rc && k < g.samples; k++) {
+        w3_next(w, &x);
+        if ((int)(k % (uint64_t)g.threads) != p->index) continue;
+        if ((rc = record(s, w, &x))) {
+            fail("recording a sample", rc);
+            break;
+        }
+        if ((atomic_fetch_add(&g.flushed, 1) + 1) % W3_WINDOW == 0) do_export(p);
+    }
+    p->loop_s = (bench_now_ns() - t0) * 1e-9;
+    ppk_sample_free(s);
+    w3_free(w);
+    return NULL;
+}
+
+/* ns per intern of every W3 function into g.ids (new), then again (known). */
+static void intern_all(double *new_ns, double *known_ns) {
+    struct w3 w;
+    if (w3_init(&w)) {
+        fail("w3_init", PPK_ENOMEM);
+        return;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        double t0 = bench_now_ns();
+        for (uint32_t i = 0; i < W3_FUNCTIONS; i++) {
+            ppk_function f = {w.fn_name[i], {NULL, 0}, w.fn_file[i], 0};
+            ppk_function_id id;
+            int rc = ppk_recorder_intern_function(g.rec, &f, &id);
+            if (rc) fail("ppk_recorder_intern_function", rc);
+            if (pass == 1 && id != atomic_load(&g.ids[i]))
+                fail("a known function got another id", 0);
+            atomic_store(&g.ids[i], id);
+        }
+        *(pass ? known_ns : new_ns) = (bench_now_ns() - t0) / W3_FUNCTIONS;
+    }
+    w3_free(&w);
+}
+
+int main(int argc, char **argv) {
+    g.threads = 1;
+    g.samples = W3_SAMPLES;
+    ppk_codec codec = PPK_CODEC_ZSTD;
+    const char *codec_name = "zstd-1";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--api") && i + 1 < argc) {
+            const char *a = argv[++i];
+            if (strcmp(a, "id") && strcmp(a, "string")) goto usage;
+            g.by_id = !strcmp(a, "id");
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            g.threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
+            g.samples = strtoull(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--codec") && i + 1 < argc) {
+            codec_name = argv[++i];
+            codec = !strcmp(codec_name, "gzip")   ? PPK_CODEC_GZIP
+                    : !strcmp(codec_name, "none") ? PPK_CODEC_NONE
+                                                  : PPK_CODEC_ZSTD;
+            codec_name = codec == PPK_CODEC_GZIP   ? "gzip-1"
+                         : codec == PPK_CODEC_NONE ? "none"
+                                                   : "zstd-1";
+        } else {
+            goto usage;
+        }
+    }
+    if (g.threads < 1 || g.threads > 2) g.threads = 1;
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_barrier_init(&g.start, NULL, (unsigned)g.threads);
+
+    double start = bench_now_ns();
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    w1_config(&cfg.profile);
+    cfg.codec = codec;
+    cfg.shards = (size_t)g.threads;
+    int rc = ppk_recorder_create(&cfg, &g.rec);
+    if (rc) {
+        fprintf(stderr, "ppk_recorder_create: %s\n", ppk_strerror(rc));
+        return 1;
+    }
+    double intern_new = 0, intern_known = 0;
+    if (g.by_id) intern_all(&intern_new, &intern_known);
+    register_endpoints();
+    producer p[2];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < g.threads; i++) {
+        p[i].index = i;
+        pthread_create(&p[i].thread, NULL, produce, &p[i]);
+    }
+    for (int i = 0; i < g.threads; i++) pthread_join(p[i].thread, NULL);
+    if (atomic_load(&g.flushed) % W3_WINDOW) do_export(&p[0]); /* the rest, if any */
+    double total = (bench_now_ns() - start) * 1e-9;
+
+    double add_s = 0, gen_s = 0;
+    uint64_t frames = 0;
+    for (int i = 0; i < g.threads; i++) {
+        add_s += p[i].loop_s - p[i].export_s;
+        gen_s += p[i].gen_s;
+        frames += p[i].frames;
+    }
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(g.rec, &st);
+    ppk_recorder_free(g.rec);
+
+    /* Conservation: every sample and both values, in the decoded exports. */
+    int64_t want = (int64_t)g.samples * W3_VALUE;
+    if (g.exported_samples != g.samples || g.value_sum[0] != want || g.value_sum[1] != want ||
+        st.samples_flushed != g.samples || st.samples_exported != g.samples) {
+        fprintf(stderr,
+                "bench_w3: conservation: %llu samples flushed, %llu exported, %llu decoded; "
+                "values %lld, %lld; expected %lld each\n",
+                (unsigned long long)st.samples_flushed, (unsigned long long)st.samples_exported,
+                (unsigned long long)g.exported_samples, (long long)g.value_sum[0],
+                (long long)g.value_sum[1], (long long)want);
+        atomic_store(&g.failed, 1);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double n = (double)g.samples, fps = (double)frames / n;
+    double add_ns = add_s * 1e9 / n, net_ns = (add_s - gen_s) * 1e9 / n;
+    printf("{\"variant\": \"w3\", \"api\": \"%s\", \"threads\": %d, \"samples\": %llu, "
+           "\"add_ns\": %.0f, \"add_ns_net\": %.0f, \"frames_per_sample\": %.1f, "
+           "\"ns_per_frame\": %.2f, \"ns_per_frame_net\": %.2f, \"intern_ns_new\": %.0f, "
+           "\"intern_ns_known\": %.0f, \"stale_retries\": %llu, \"export_ms_encode\": %.1f, "
+           "\"export_ms_total\": %.1f, \"codec\": \"%s\", \"bytes\": %.0f, \"exports\": %d, "
+           "\"rss_kb\": %ld, \"total_s\": %.2f, \"window_bytes_peak\": %llu, "
+           "\"functions\": %llu, \"checked\": %s}\n",
+           g.by_id ? "id" : "string", g.threads, (unsigned long long)g.samples, add_ns, net_ns,
+           fps, add_ns / fps, net_ns / fps, intern_new, intern_known,
+           (unsigned long long)g.stale_retries,
+           bench_median(g.encode_ms, (size_t)g.n_exports),
+           bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
+           bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
+           (unsigned long long)st.window_bytes_peak, (unsigned long long)st.functions,
+           atomic_load(&g.failed) ? "false" : "true");
+    return atomic_load(&g.failed) ? 1 : 0;
+usage:
+    fprintf(stderr, "usage: bench_w3 [--api string|id] [--threads 1|2] [--samples N] "
+                    "[--codec zstd|gzip|none]\n");
+    return 2;
+}
