@@ -1,25 +1,30 @@
 /*
  * bench_w1 - the reference workload W1 through the public recorder API, exactly as a
- * profiler uses it: per sample ppk_sample_start, one ppk_sample_push_frame per frame,
- * three label pushes, ppk_sample_set_values, ppk_sample_flush; an export
- * (ppk_recorder_export: swap, encode, compress, reset) every 100,000 samples.
+ * profiler uses it: per sample ppk_sample_start, one ppk_sample_push_frame per frame
+ * (with --api id: ppk_sample_push_frame_id, each of the 2,000 functions interned once
+ * before the add loop), three label pushes, ppk_sample_set_values, ppk_sample_flush; an
+ * export (ppk_recorder_export: swap, encode, compress, reset) every 100,000 samples.
  *
  * One run = one variant and one thread count, in its own process so the peak RSS is the
  * run's own. With two threads, the producers split the samples (even k, odd k) and the
  * thread whose flush completes a window of 100,000 exports it while the other goes on.
  *
  * Figures (JSON, one object on stdout):
- *   add_ns           mean ns per sample of the builder calls: each producer's loop time,
- *                    minus the time it spent exporting and minus the time of the same
- *                    loop producing the samples without any pprofkit call, summed over
+ *   add_ns           mean ns per sample of the add loop, the figure W1 defines: each
+ *                    producer's loop time minus the time it spent exporting, summed over
  *                    producers, divided by the samples;
+ *   add_ns_net       the same minus the time of the same loop producing the samples
+ *                    without any pprofkit call;
+ *   frames_per_sample, ns_per_frame (add_ns over it);
+ *   intern_ns_new, intern_ns_known  (--api id) ns per intern of the 2,000 functions, and
+ *                    of the same again;
  *   export_ms_encode median ms of encode + compress per export (ppk_export.encode_ms);
  *   export_ms_total  median ms of the whole ppk_recorder_export call;
  *   bytes            median compressed bytes per export; rss_kb peak RSS; total_s wall.
  * With two threads the recorder has two shards (one per producer) unless --shards says
  * otherwise. Nothing is asserted.
  * Usage: bench_w1 [--storm] [--threads 1|2] [--samples N] [--shards N]
- *                                      [--codec zstd|gzip|none]
+ *                 [--codec zstd|gzip|none] [--api string|id]
  */
 #include <pprofkit.h>
 
@@ -38,6 +43,8 @@
 
 static struct {
     ppk_recorder *rec;
+    int by_id;
+    ppk_function_id ids[W1_FUNCTIONS]; /* --api id: by function index, read only */
     enum w1_variant variant;
     int threads;
     uint64_t samples;
@@ -52,8 +59,41 @@ static struct {
 typedef struct producer {
     int index;
     double loop_s, export_s, gen_s;
+    uint64_t frames;
     pthread_t thread;
 } producer;
+
+/* bench_record by function id: the stack's functions from the workload's tables. */
+static int record_by_id(ppk_sample *s, const struct w1 *w, const struct w1_sample *ws) {
+    const ppk_sample_data *d = &ws->data;
+    const uint16_t *fn = w->stack_fn + w->stack_off[ws->stack];
+    int rc = ppk_sample_start(s);
+    for (size_t i = 0; !rc && i < d->n_frames; i++)
+        rc = ppk_sample_push_frame_id(s, g.ids[fn[i]], w->fn_line[fn[i]]);
+    const ppk_label *l = d->labels;
+    if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
+    if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
+    if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
+    if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
+    return rc ? rc : ppk_sample_flush(s);
+}
+
+/* ns per intern of the W1 functions into g.ids (new), then of the same again (known). */
+static int intern_all(double *new_ns, double *known_ns) {
+    struct w1 w;
+    if (w1_init(&w)) return PPK_ENOMEM;
+    int rc = 0;
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        double t0 = bench_now_ns();
+        for (uint32_t i = 0; i < W1_FUNCTIONS && !rc; i++) {
+            ppk_function f = {w.fn_name[i], {NULL, 0}, w.fn_file[i], 0};
+            rc = ppk_recorder_intern_function(g.rec, &f, &g.ids[i]);
+        }
+        *(pass ? known_ns : new_ns) = (bench_now_ns() - t0) / W1_FUNCTIONS;
+    }
+    w1_free(&w);
+    return rc;
+}
 
 static void do_export(producer *p) {
     double t0 = (bench_now_ns() * 1e-9);
@@ -97,6 +137,7 @@ static void *produce(void *arg) {
         }
         const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
         sink += d->n_frames;
+        p->frames += d->n_frames;
     }
     p->gen_s = (bench_now_ns() * 1e-9) - t0;
     w1_rewind(&w);
@@ -111,7 +152,7 @@ static void *produce(void *arg) {
             continue;
         }
         const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
-        int rc = bench_record(s, d);
+        int rc = g.by_id ? record_by_id(s, &w, &ws) : bench_record(s, d);
         if (rc) {
             fprintf(stderr, "sample %llu: %s\n", (unsigned long long)k, ppk_strerror(rc));
             atomic_store(&g.failed, 1);
@@ -139,6 +180,8 @@ int main(int argc, char **argv) {
             g.variant = W1_STEADY;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             g.threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--api") && i + 1 < argc) {
+            g.by_id = !strcmp(argv[++i], "id");
         } else if (!strcmp(argv[i], "--shards") && i + 1 < argc) {
             shards = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
@@ -153,7 +196,7 @@ int main(int argc, char **argv) {
                                                    : "zstd-1";
         } else {
             fprintf(stderr, "usage: bench_w1 [--storm|--steady] [--threads 1|2] [--samples N] "
-                            "[--codec zstd|gzip|none] [--shards N]\n");
+                            "[--codec zstd|gzip|none] [--shards N] [--api string|id]\n");
             return 2;
         }
     }
@@ -173,6 +216,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ppk_recorder_create: %s\n", ppk_strerror(rc));
         return 1;
     }
+    double intern_new = 0, intern_known = 0;
+    if (g.by_id && (rc = intern_all(&intern_new, &intern_known))) {
+        fprintf(stderr, "ppk_recorder_intern_function: %s\n", ppk_strerror(rc));
+        return 1;
+    }
     producer p[2];
     memset(p, 0, sizeof p);
     for (int i = 0; i < g.threads; i++) {
@@ -182,20 +230,29 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g.threads; i++) pthread_join(p[i].thread, NULL);
     double total = (bench_now_ns() * 1e-9) - start;
 
-    double add_s = 0;
-    for (int i = 0; i < g.threads; i++) add_s += p[i].loop_s - p[i].export_s - p[i].gen_s;
+    double add_s = 0, gen_s = 0;
+    uint64_t frames = 0;
+    for (int i = 0; i < g.threads; i++) {
+        add_s += p[i].loop_s - p[i].export_s;
+        gen_s += p[i].gen_s;
+        frames += p[i].frames;
+    }
+    double n = (double)g.samples, fps = (double)frames / n;
     ppk_recorder_stats st;
     ppk_recorder_stats_get(g.rec, &st);
     ppk_recorder_free(g.rec);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"variant\": \"%s\", \"threads\": %d, \"shards\": %d, \"samples\": %llu, "
-           "\"add_ns\": %.0f, "
+    printf("{\"variant\": \"%s\", \"api\": \"%s\", \"threads\": %d, \"shards\": %d, "
+           "\"samples\": %llu, \"add_ns\": %.0f, \"add_ns_net\": %.0f, "
+           "\"frames_per_sample\": %.1f, \"ns_per_frame\": %.2f, \"intern_ns_new\": %.0f, "
+           "\"intern_ns_known\": %.0f, "
            "\"export_ms_encode\": %.1f, \"export_ms_total\": %.1f, \"codec\": \"%s\", "
            "\"bytes\": %.0f, \"exports\": %d, \"rss_kb\": %ld, \"total_s\": %.2f, "
            "\"window_bytes_peak\": %llu}\n",
-           g.variant == W1_STORM ? "storm" : "steady", g.threads, shards,
-           (unsigned long long)g.samples, add_s * 1e9 / (double)g.samples,
+           g.variant == W1_STORM ? "storm" : "steady", g.by_id ? "id" : "string", g.threads,
+           shards, (unsigned long long)g.samples, add_s * 1e9 / n, (add_s - gen_s) * 1e9 / n,
+           fps, add_s * 1e9 / n / fps, intern_new, intern_known,
            bench_median(g.encode_ms, (size_t)g.n_exports), bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
            bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
            (unsigned long long)st.window_bytes_peak);

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # bench/run.sh [BUILD_DIR] - runs the benchmarks that `make bench` runs, from built
 # binaries, and writes the results under bench/results/:
-#   bench_w1 for steady and storm, one and two threads, each run in its own process (so
-#     its peak RSS is its own): a table on stdout and bench/results/w1.json, the list of
-#     the JSON objects bench_w1 printed (variant, threads, add_ns, export_ms_encode,
-#     export_ms_total, codec, bytes, rss_kb, total_s, and a few more);
+#   bench_w1 for steady and storm, one and two threads, frames by strings and (one
+#     thread) by function id, each run in its own process (so its peak RSS is its own):
+#     a table on stdout and bench/results/w1.json, the list of the JSON objects bench_w1
+#     printed (variant, api, threads, add_ns, add_ns_net, frames_per_sample,
+#     ns_per_frame, export_ms_encode, export_ms_total, codec, bytes, rss_kb, total_s,
+#     and a few more);
+#   bench_w3 (W3, deep stacks) by strings and by function id, one and two threads: a
+#     table and bench/results/w3.json (the same fields, and intern_ns_new/_known);
 #   bench_micro (interning, adding a sample), bench_encode (encoding and compressing a
 #     window), bench_latency for steady and storm (flush latency under export):
 #     their tables on stdout, bench_latency's JSON lines in bench/results/latency.json;
 #   bench_python.py (the Python binding's record() and builder paths on W1, 200,000
 #     samples, Debian's python3) when the extension is built for it under
 #     BUILD_DIR/python/: its table, and its rows merged into bench/results/python.json.
-# Everything printed also goes to bench/results/last-run.txt. About 2.5 minutes on the
+# Everything printed also goes to bench/results/last-run.txt. About 4 minutes on the
 # 2-vCPU VM. Not run: bench_soak (minutes; see docs/performance.md, "Benchmarks").
 # Not run either: bench/python_overhead.py and the asyncio memory run (minutes each).
 # Environment: BENCH_W1_SAMPLES (default 1000000) shortens the W1 runs for a quick look;
@@ -26,7 +30,7 @@ results=$here/results
 samples=${BENCH_W1_SAMPLES:-1000000}
 mkdir -p "$results"
 
-for b in bench_w1 bench_micro bench_encode bench_latency; do
+for b in bench_w1 bench_w3 bench_micro bench_encode bench_latency; do
     if [[ ! -x $build/$b ]]; then
         echo "run.sh: $build/$b is missing: cmake --build $build --target bench" >&2
         exit 1
@@ -47,6 +51,7 @@ for variant in steady storm; do
         "$build/bench_w1" "--$variant" --threads "$threads" --samples "$samples" \
             | tee -a "$lines"
     done
+    "$build/bench_w1" "--$variant" --api id --samples "$samples" | tee -a "$lines"
 done
 
 python3 - "$lines" "$results/w1.json" <<'EOF'
@@ -56,17 +61,45 @@ with open(sys.argv[2], "w") as f:
     json.dump(runs, f, indent=1)
     f.write("\n")
 print()
-print(f"{'variant':8} {'threads':>7} {'add ns':>8} {'encode ms':>10} {'export ms':>10} "
-      f"{'codec':>7} {'MB/export':>10} {'peak RSS MB':>12} {'total s':>8}")
+print(f"{'variant':8} {'api':>6} {'threads':>7} {'add ns':>8} {'net ns':>8} {'ns/frame':>8} "
+      f"{'encode ms':>10} {'export ms':>10} {'codec':>7} {'MB/export':>10} {'peak RSS MB':>12} "
+      f"{'total s':>8}")
 for r in runs:
-    print(f"{r['variant']:8} {r['threads']:>7} {r['add_ns']:>8.0f} {r['export_ms_encode']:>10.1f} "
+    print(f"{r['variant']:8} {r['api']:>6} {r['threads']:>7} {r['add_ns']:>8.0f} "
+          f"{r['add_ns_net']:>8.0f} {r['ns_per_frame']:>8.1f} {r['export_ms_encode']:>10.1f} "
           f"{r['export_ms_total']:>10.1f} {r['codec']:>7} {r['bytes'] / 1e6:>10.2f} "
           f"{r['rss_kb'] / 1024:>12.1f} {r['total_s']:>8.2f}")
-one = {r["variant"]: r["total_s"] for r in runs if r["threads"] == 1}
+one = {r["variant"]: r["total_s"] for r in runs if r["threads"] == 1 and r["api"] == "string"}
 for r in runs:
     if r["threads"] == 2 and one.get(r["variant"]):
         print(f"{r['variant']}: two threads take {r['total_s'] / one[r['variant']]:.2f}x "
               f"the one-thread time")
+print(f"written: {sys.argv[2]}")
+EOF
+
+echo
+echo "== bench_w3 (W3: 300,000 samples of 64..256 frames, export every 60,000, zstd-1)"
+: > "$lines"
+for api in string id; do
+    for threads in 1 2; do
+        "$build/bench_w3" --api "$api" --threads "$threads" | tee -a "$lines"
+    done
+done
+python3 - "$lines" "$results/w3.json" <<'EOF'
+import json, sys
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+with open(sys.argv[2], "w") as f:
+    json.dump(runs, f, indent=1)
+    f.write("\n")
+print()
+print(f"{'api':>6} {'threads':>7} {'add ns':>8} {'net ns':>8} {'ns/frame':>8} {'net/frame':>9} "
+      f"{'intern new':>10} {'known':>6} {'export ms':>10} {'MB/export':>10} {'peak RSS MB':>12} "
+      f"{'checked':>7}")
+for r in runs:
+    print(f"{r['api']:>6} {r['threads']:>7} {r['add_ns']:>8.0f} {r['add_ns_net']:>8.0f} "
+          f"{r['ns_per_frame']:>8.1f} {r['ns_per_frame_net']:>9.1f} {r['intern_ns_new']:>10.0f} "
+          f"{r['intern_ns_known']:>6.0f} {r['export_ms_total']:>10.1f} {r['bytes'] / 1e6:>10.2f} "
+          f"{r['rss_kb'] / 1024:>12.1f} {str(r['checked']):>7}")
 print(f"written: {sys.argv[2]}")
 EOF
 
