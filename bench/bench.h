@@ -15,6 +15,7 @@
 #include "w1.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double bench_now_ns(void) {
@@ -48,6 +49,16 @@ static inline double bench_percentile_sorted(const double *v, size_t n, double q
     if (rank < 1) rank = 1;
     if (rank > n) rank = n;
     return v[rank - 1];
+}
+
+/* The codec of a --codec option ("gzip", "none"; anything else zstd) and its label as
+ * the results show it ("gzip-1", "none", "zstd-1": the default levels). */
+static inline ppk_codec bench_codec(const char *arg, const char **label) {
+    ppk_codec c = !strcmp(arg, "gzip") ? PPK_CODEC_GZIP
+                  : !strcmp(arg, "none") ? PPK_CODEC_NONE
+                                         : PPK_CODEC_ZSTD;
+    *label = c == PPK_CODEC_GZIP ? "gzip-1" : c == PPK_CODEC_NONE ? "none" : "zstd-1";
+    return c;
 }
 
 /* Builds one sample (as made by w1_next) in the builder, all but the flush: start, one

@@ -187,13 +187,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
             g.samples = strtoull(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--codec") && i + 1 < argc) {
-            codec_name = argv[++i];
-            codec = !strcmp(codec_name, "gzip")   ? PPK_CODEC_GZIP
-                    : !strcmp(codec_name, "none") ? PPK_CODEC_NONE
-                                                  : PPK_CODEC_ZSTD;
-            codec_name = codec == PPK_CODEC_GZIP   ? "gzip-1"
-                         : codec == PPK_CODEC_NONE ? "none"
-                                                   : "zstd-1";
+            codec = bench_codec(argv[++i], &codec_name);
         } else {
             fprintf(stderr, "usage: bench_w1 [--storm|--steady] [--threads 1|2] [--samples N] "
                             "[--codec zstd|gzip|none] [--shards N] [--api string|id]\n");
@@ -253,7 +247,8 @@ int main(int argc, char **argv) {
            g.variant == W1_STORM ? "storm" : "steady", g.by_id ? "id" : "string", g.threads,
            shards, (unsigned long long)g.samples, add_s * 1e9 / n, (add_s - gen_s) * 1e9 / n,
            fps, add_s * 1e9 / n / fps, intern_new, intern_known,
-           bench_median(g.encode_ms, (size_t)g.n_exports), bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
+           bench_median(g.encode_ms, (size_t)g.n_exports),
+           bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
            bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
            (unsigned long long)st.window_bytes_peak);
     return atomic_load(&g.failed) ? 1 : 0;

@@ -282,13 +282,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
             g.samples = strtoull(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--codec") && i + 1 < argc) {
-            codec_name = argv[++i];
-            codec = !strcmp(codec_name, "gzip")   ? PPK_CODEC_GZIP
-                    : !strcmp(codec_name, "none") ? PPK_CODEC_NONE
-                                                  : PPK_CODEC_ZSTD;
-            codec_name = codec == PPK_CODEC_GZIP   ? "gzip-1"
-                         : codec == PPK_CODEC_NONE ? "none"
-                                                   : "zstd-1";
+            codec = bench_codec(argv[++i], &codec_name);
         } else {
             goto usage;
         }

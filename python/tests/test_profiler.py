@@ -600,7 +600,7 @@ class TestFunctionIds(ProfilerTest):
                 if "spin" not in names:
                     continue
                 i = names.index("spin")
-                self.assertEqual(os.path.basename(stack[i][1]), "phases.py")
+                self.assertEqual(os.path.basename(stack[i][1]), "progutil.py")
                 self.assertIn(names[i + 1], ("phase_a", "phase_b"), names)
                 self.assertEqual(names[i + 2], "main", names)
                 seen.add(names[i + 1])

@@ -16,12 +16,7 @@ def waiting_here(seconds):
 
 
 def busy_after(seconds):
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
-        for i in range(500):
-            n += i
-    return n
+    return progutil.spin(seconds)
 
 
 def waiting_again(seconds):

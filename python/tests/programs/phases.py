@@ -4,26 +4,16 @@ reports about the profiler at the end."""
 
 import json
 import sys
-import time
 
 import progutil
 
 
-def spin(seconds):
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
-        for i in range(500):
-            n += i
-    return n
-
-
 def phase_a(seconds):
-    return spin(seconds)
+    return progutil.spin(seconds)
 
 
 def phase_b(seconds):
-    return spin(seconds)
+    return progutil.spin(seconds)
 
 
 def main():
