@@ -3,7 +3,8 @@
  * profiler uses it: per sample ppk_sample_start, one ppk_sample_push_frame per frame
  * (with --api id: ppk_sample_push_frame_id, each of the 2,000 functions interned once
  * before the add loop), three label pushes, ppk_sample_set_values, ppk_sample_flush; an
- * export (ppk_recorder_export: swap, encode, compress, reset) every 100,000 samples.
+ * export (ppk_recorder_export: swap, encode, compress, reset) every 100,000 samples, and
+ * one of the rest at the end when --samples is not a multiple of 100,000.
  *
  * One run = one variant and one thread count, in its own process so the peak RSS is the
  * run's own. With two threads, the producers split the samples (even k, odd k) and the
@@ -20,9 +21,18 @@
  *                    of the same again;
  *   export_ms_encode median ms of encode + compress per export (ppk_export.encode_ms);
  *   export_ms_total  median ms of the whole ppk_recorder_export call;
- *   bytes            median compressed bytes per export; rss_kb peak RSS; total_s wall.
+ *   bytes            median compressed bytes per export; rss_kb peak RSS; total_s wall;
+ *   stale_retries    (--api id) pushes and flushes refused with PPK_ESTALE (a function
+ *                    evicted, unused for function_ttl_exports exports: not expected in
+ *                    W1, whose windows use every function), after which the function or
+ *                    the sample's functions were interned again and the push or the
+ *                    sample redone;
+ *   checked          the recorder's own counts add up: every sample flushed and
+ *                    exported, the exports' windows took them all, nothing dropped (the
+ *                    exports are not decoded here; bench_w3 decodes its own). The exit
+ *                    status is 1 when they do not.
  * With two threads the recorder has two shards (one per producer) unless --shards says
- * otherwise. Nothing is asserted.
+ * otherwise. Nothing is asserted about time.
  * Usage: bench_w1 [--storm] [--threads 1|2] [--samples N] [--shards N]
  *                 [--codec zstd|gzip|none] [--api string|id]
  */
@@ -44,7 +54,7 @@
 static struct {
     ppk_recorder *rec;
     int by_id;
-    ppk_function_id ids[W1_FUNCTIONS]; /* --api id: by function index, read only */
+    _Atomic(ppk_function_id) ids[W1_FUNCTIONS]; /* --api id: by function index */
     enum w1_variant variant;
     int threads;
     uint64_t samples;
@@ -52,6 +62,8 @@ static struct {
     pthread_mutex_t mu; /* guards the export figures */
     int n_exports;
     double encode_ms[MAX_EXPORTS], total_ms[MAX_EXPORTS], bytes[MAX_EXPORTS];
+    uint64_t exported_samples; /* sum of the exports' samples_added */
+    atomic_uint_fast64_t stale_retries;
     atomic_int failed;
     pthread_barrier_t start;
 } g;
@@ -63,19 +75,54 @@ typedef struct producer {
     pthread_t thread;
 } producer;
 
+/* Interns function `fn` again (its id was refused with PPK_ESTALE) into g.ids. Interning
+ * a live function returns its id, so two producers doing this at once agree. */
+static int reintern(const struct w1 *w, uint16_t fn) {
+    ppk_function f = {w->fn_name[fn], {NULL, 0}, w->fn_file[fn], 0};
+    ppk_function_id id;
+    int rc = ppk_recorder_intern_function(g.rec, &f, &id);
+    if (!rc) atomic_store_explicit(&g.ids[fn], id, memory_order_relaxed);
+    atomic_fetch_add(&g.stale_retries, 1);
+    return rc;
+}
+
+/* One frame by id; a function evicted meanwhile is interned again, once. */
+static int push_id(ppk_sample *s, const struct w1 *w, uint16_t fn) {
+    int rc = ppk_sample_push_frame_id(
+        s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
+    if (rc != PPK_ESTALE || (rc = reintern(w, fn))) return rc;
+    return ppk_sample_push_frame_id(
+        s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
+}
+
 /* bench_record by function id: the stack's functions from the workload's tables. */
-static int record_by_id(ppk_sample *s, const struct w1 *w, const struct w1_sample *ws) {
+static int record_by_id_once(ppk_sample *s, const struct w1 *w, const struct w1_sample *ws) {
     const ppk_sample_data *d = &ws->data;
     const uint16_t *fn = w->stack_fn + w->stack_off[ws->stack];
     int rc = ppk_sample_start(s);
-    for (size_t i = 0; !rc && i < d->n_frames; i++)
-        rc = ppk_sample_push_frame_id(s, g.ids[fn[i]], w->fn_line[fn[i]]);
+    for (size_t i = 0; !rc && i < d->n_frames; i++) rc = push_id(s, w, fn[i]);
     const ppk_label *l = d->labels;
     if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
     if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
     if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
     if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
-    return rc ? rc : ppk_sample_flush(s);
+    if (rc) {
+        ppk_sample_drop(s);
+        return rc;
+    }
+    return ppk_sample_flush(s);
+}
+
+/* A flush refused with PPK_ESTALE (a function evicted between its push and the flush;
+ * the sample was dropped): the stack's functions are interned again and the sample
+ * recorded again, once. */
+static int record_by_id(ppk_sample *s, const struct w1 *w, const struct w1_sample *ws) {
+    int rc = record_by_id_once(s, w, ws);
+    if (rc != PPK_ESTALE) return rc;
+    const uint16_t *fn = w->stack_fn + w->stack_off[ws->stack];
+    for (size_t i = 0; i < ws->data.n_frames; i++)
+        if ((rc = reintern(w, fn[i]))) return rc;
+    return record_by_id_once(s, w, ws);
 }
 
 /* ns per intern of the W1 functions into g.ids (new), then of the same again (known). */
@@ -87,7 +134,13 @@ static int intern_all(double *new_ns, double *known_ns) {
         double t0 = bench_now_ns();
         for (uint32_t i = 0; i < W1_FUNCTIONS && !rc; i++) {
             ppk_function f = {w.fn_name[i], {NULL, 0}, w.fn_file[i], 0};
-            rc = ppk_recorder_intern_function(g.rec, &f, &g.ids[i]);
+            ppk_function_id id;
+            rc = ppk_recorder_intern_function(g.rec, &f, &id);
+            if (!rc && pass && id != atomic_load(&g.ids[i])) {
+                fprintf(stderr, "bench_w1: function %u interned again got another id\n", i);
+                atomic_store(&g.failed, 1);
+            }
+            atomic_store(&g.ids[i], id);
         }
         *(pass ? known_ns : new_ns) = (bench_now_ns() - t0) / W1_FUNCTIONS;
     }
@@ -113,6 +166,7 @@ static void do_export(producer *p) {
         g.bytes[g.n_exports] = (double)e.data.len;
         g.n_exports++;
     }
+    g.exported_samples += e.stats.samples_added;
     pthread_mutex_unlock(&g.mu);
     ppk_export_free(&e);
 }
@@ -205,6 +259,7 @@ int main(int argc, char **argv) {
     w1_config(&cfg.profile);
     cfg.codec = codec;
     cfg.shards = (size_t)shards;
+    if (cfg.max_functions < W1_FUNCTIONS) cfg.max_functions = W1_FUNCTIONS; /* 65,536 */
     int rc = ppk_recorder_create(&cfg, &g.rec);
     if (rc) {
         fprintf(stderr, "ppk_recorder_create: %s\n", ppk_strerror(rc));
@@ -222,6 +277,7 @@ int main(int argc, char **argv) {
         pthread_create(&p[i].thread, NULL, produce, &p[i]);
     }
     for (int i = 0; i < g.threads; i++) pthread_join(p[i].thread, NULL);
+    if (atomic_load(&g.flushed) % W1_WINDOW) do_export(&p[0]); /* the rest (--samples) */
     double total = (bench_now_ns() * 1e-9) - start;
 
     double add_s = 0, gen_s = 0;
@@ -235,21 +291,38 @@ int main(int argc, char **argv) {
     ppk_recorder_stats st;
     ppk_recorder_stats_get(g.rec, &st);
     ppk_recorder_free(g.rec);
+    /* The recorder's counts (samples_dropped_stale: those were recorded again). */
+    uint64_t dropped = st.samples_dropped_nomem + st.samples_dropped_closed +
+                       st.samples_lost_export + st.stacks_truncated + st.stacks_dropped +
+                       st.labels_dropped + st.label_sets_dropped + st.samples_overflowed +
+                       st.strings_dropped + st.values_saturated;
+    if (st.samples_flushed != g.samples || st.samples_exported != g.samples ||
+        g.exported_samples != g.samples || dropped) {
+        fprintf(stderr,
+                "bench_w1: %llu samples, %llu flushed, %llu exported, %llu in the exports' "
+                "stats, %llu dropped or degraded\n",
+                (unsigned long long)g.samples, (unsigned long long)st.samples_flushed,
+                (unsigned long long)st.samples_exported,
+                (unsigned long long)g.exported_samples, (unsigned long long)dropped);
+        atomic_store(&g.failed, 1);
+    }
+    int ok = !atomic_load(&g.failed);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"variant\": \"%s\", \"api\": \"%s\", \"threads\": %d, \"shards\": %d, "
            "\"samples\": %llu, \"add_ns\": %.0f, \"add_ns_net\": %.0f, "
            "\"frames_per_sample\": %.1f, \"ns_per_frame\": %.2f, \"intern_ns_new\": %.0f, "
-           "\"intern_ns_known\": %.0f, "
+           "\"intern_ns_known\": %.0f, \"stale_retries\": %llu, "
            "\"export_ms_encode\": %.1f, \"export_ms_total\": %.1f, \"codec\": \"%s\", "
            "\"bytes\": %.0f, \"exports\": %d, \"rss_kb\": %ld, \"total_s\": %.2f, "
-           "\"window_bytes_peak\": %llu}\n",
+           "\"window_bytes_peak\": %llu, \"checked\": %s}\n",
            g.variant == W1_STORM ? "storm" : "steady", g.by_id ? "id" : "string", g.threads,
            shards, (unsigned long long)g.samples, add_s * 1e9 / n, (add_s - gen_s) * 1e9 / n,
            fps, add_s * 1e9 / n / fps, intern_new, intern_known,
+           (unsigned long long)atomic_load(&g.stale_retries),
            bench_median(g.encode_ms, (size_t)g.n_exports),
            bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
            bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
-           (unsigned long long)st.window_bytes_peak);
-    return atomic_load(&g.failed) ? 1 : 0;
+           (unsigned long long)st.window_bytes_peak, ok ? "true" : "false");
+    return ok ? 0 : 1;
 }

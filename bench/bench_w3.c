@@ -10,10 +10,18 @@
  * own). With two threads the producers split the samples (even k, odd k), each on its
  * own shard, and the thread whose flush completes a window exports it.
  *
- * It checks its own work: every export is decompressed and decoded (tests/pprof_read.h,
- * a decoder that shares no code with the library; outside the timed loop) and both
- * values summed over the exports must equal what was added, the sample counts too; the
- * exit status is non-zero otherwise.
+ * It checks its own work, outside the timed loop: every export is decompressed and
+ * decoded (tests/pprof_read.h, a decoder that shares no code with the library). Each
+ * export must hold as many samples as its window took (every W3 sample is distinct: its
+ * "span id" is new), each value summing to 10,000,000 times that, and every sample the
+ * "trace endpoint" of its local root span id; over all exports, the samples, both values'
+ * totals and the frames must be what was added, and the recorder must have dropped
+ * nothing. Any failure is printed and the exit status is 1 ("checked": false).
+ *
+ * By id, a push or a flush refused with PPK_ESTALE (a function evicted: unused for
+ * function_ttl_exports exports, which W3's windows, each using nearly every function,
+ * should never cause) re-interns the functions and redoes the sample, counted in
+ * stale_retries.
  *
  * Figures (one JSON object on stdout):
  *   add_ns            ns per sample of the add loop, the figure W3 defines: each producer's
@@ -54,7 +62,7 @@ static struct {
     int n_exports;
     double encode_ms[MAX_EXPORTS], total_ms[MAX_EXPORTS], bytes[MAX_EXPORTS];
     int64_t value_sum[2];
-    uint64_t exported_samples, stale_retries;
+    uint64_t exported_samples, decoded_samples, decoded_frames, stale_retries;
     atomic_int failed;
     pthread_barrier_t start;
 } g;
@@ -69,6 +77,12 @@ typedef struct producer {
 static void fail(const char *what, int rc) {
     fprintf(stderr, "bench_w3: %s: %s\n", what, rc ? ppk_strerror(rc) : "failed");
     atomic_store(&g.failed, 1);
+}
+
+static void note_stale_retry(void) {
+    pthread_mutex_lock(&g.mu);
+    g.stale_retries++;
+    pthread_mutex_unlock(&g.mu);
 }
 
 static void register_endpoints(void) {
@@ -108,7 +122,8 @@ static int zstd_all(const uint8_t *in, size_t in_len, uint8_t **out, size_t *out
     return 0;
 }
 
-/* Decodes an export and adds its values and samples to the sums. */
+/* Decodes an export, checks it (see the top) and adds its samples, values and frames to
+ * the totals. */
 static void check_export(const ppk_export *e) {
     uint8_t *raw = NULL;
     size_t len = 0;
@@ -130,12 +145,34 @@ static void check_export(const ppk_export *e) {
         return;
     }
     int64_t sum[2] = {0, 0};
-    for (size_t i = 0; i < pp.nsamples; i++)
-        for (size_t v = 0; v < 2 && v < pp.samples[i].nval; v++) sum[v] += pp.samples[i].val[v];
+    uint64_t frames = 0, bad_endpoints = 0;
+    char want[64];
+    for (size_t i = 0; i < pp.nsamples; i++) {
+        const pr_sample *x = &pp.samples[i];
+        for (size_t v = 0; v < 2 && v < x->nval; v++) sum[v] += x->val[v];
+        frames += x->nloc;
+        int64_t span = pr_label_num(&pp, x, "local root span id", 0);
+        pr_str ep = pr_label_str(&pp, x, "trace endpoint");
+        size_t n = w3_endpoint((uint64_t)span, want, sizeof want);
+        if (span < 1 || !ep.ptr || ep.len != n || memcmp(ep.ptr, want, n)) bad_endpoints++;
+    }
+    int64_t added = (int64_t)e->stats.samples_added;
+    if ((int64_t)pp.nsamples != added || sum[0] != added * W3_VALUE ||
+        sum[1] != added * W3_VALUE || bad_endpoints) {
+        fprintf(stderr,
+                "bench_w3: export %llu: %lld samples added, %zu decoded, values %lld, %lld "
+                "(expected %lld each), %llu samples without their trace endpoint\n",
+                (unsigned long long)e->seq, (long long)added, pp.nsamples, (long long)sum[0],
+                (long long)sum[1], (long long)(added * W3_VALUE),
+                (unsigned long long)bad_endpoints);
+        atomic_store(&g.failed, 1);
+    }
     pthread_mutex_lock(&g.mu);
     g.value_sum[0] += sum[0];
     g.value_sum[1] += sum[1];
     g.exported_samples += e->stats.samples_added;
+    g.decoded_samples += pp.nsamples;
+    g.decoded_frames += frames;
     pthread_mutex_unlock(&g.mu);
     pr_free(&pp);
     free(raw);
@@ -159,29 +196,35 @@ static void do_export(producer *p) {
     }
     pthread_mutex_unlock(&g.mu);
     double t1 = bench_now_ns();
-    check_export(&e); /* not the workload's: out of the figures */
+    register_endpoints(); /* the next window's, first: the other producer adds to it */
+    check_export(&e);     /* not the workload's: out of the figures */
     ppk_export_free(&e);
-    register_endpoints();
     p->export_s += (bench_now_ns() - t1) * 1e-9;
 }
 
-/* One frame by id; a function evicted meanwhile (unused for function_ttl_exports
- * exports: not in W3, whose windows use nearly every function) is interned again. */
+/* Interns function `fn` again (its id was refused with PPK_ESTALE) into g.ids. Interning
+ * a live function returns its id, so two producers doing this at once agree. */
+static int reintern(const struct w3 *w, uint16_t fn) {
+    ppk_function f = {w->fn_name[fn], {NULL, 0}, w->fn_file[fn], 0};
+    ppk_function_id id;
+    int rc = ppk_recorder_intern_function(g.rec, &f, &id);
+    if (!rc) atomic_store_explicit(&g.ids[fn], id, memory_order_relaxed);
+    return rc;
+}
+
+/* One frame by id; a function evicted meanwhile is interned again, once. */
 static int push_id(ppk_sample *s, const struct w3 *w, uint16_t fn) {
     for (int attempt = 0;; attempt++) {
         ppk_function_id id = atomic_load_explicit(&g.ids[fn], memory_order_relaxed);
         int rc = ppk_sample_push_frame_id(s, id, w->fn_line[fn]);
         if (rc != PPK_ESTALE || attempt) return rc;
-        ppk_function f = {w->fn_name[fn], {NULL, 0}, w->fn_file[fn], 0};
-        if ((rc = ppk_recorder_intern_function(g.rec, &f, &id))) return rc;
-        atomic_store_explicit(&g.ids[fn], id, memory_order_relaxed);
-        pthread_mutex_lock(&g.mu);
-        g.stale_retries++;
-        pthread_mutex_unlock(&g.mu);
+        if ((rc = reintern(w, fn))) return rc;
+        note_stale_retry();
     }
 }
 
-static int record(ppk_sample *s, const struct w3 *w, const struct w3_sample *x) {
+/* One attempt at sample x: start, pushes, labels, values, timestamp, flush. */
+static int record_once(ppk_sample *s, const struct w3 *w, const struct w3_sample *x) {
     uint32_t depth;
     const uint16_t *fn = w3_stack(w, x->stack, &depth);
     int rc = ppk_sample_start(s);
@@ -202,6 +245,20 @@ static int record(ppk_sample *s, const struct w3 *w, const struct w3_sample *x) 
         return rc;
     }
     return ppk_sample_flush(s);
+}
+
+/* Records sample x. By id, a flush refused with PPK_ESTALE (a function evicted between
+ * its push and the flush; the sample was dropped) re-interns the stack's functions and
+ * records the sample again, once. */
+static int record(ppk_sample *s, const struct w3 *w, const struct w3_sample *x) {
+    int rc = record_once(s, w, x);
+    if (rc != PPK_ESTALE || !g.by_id) return rc;
+    uint32_t depth;
+    const uint16_t *fn = w3_stack(w, x->stack, &depth);
+    for (uint32_t f = 0; f < depth; f++)
+        if ((rc = reintern(w, fn[f]))) return rc;
+    note_stale_retry();
+    return record_once(s, w, x);
 }
 
 static void *produce(void *arg) {
@@ -297,6 +354,7 @@ int main(int argc, char **argv) {
     w1_config(&cfg.profile);
     cfg.codec = codec;
     cfg.shards = (size_t)g.threads;
+    if (cfg.max_functions < W3_FUNCTIONS) cfg.max_functions = W3_FUNCTIONS; /* 65,536 */
     int rc = ppk_recorder_create(&cfg, &g.rec);
     if (rc) {
         fprintf(stderr, "ppk_recorder_create: %s\n", ppk_strerror(rc));
@@ -326,29 +384,51 @@ int main(int argc, char **argv) {
     ppk_recorder_stats_get(g.rec, &st);
     ppk_recorder_free(g.rec);
 
-    /* Conservation: every sample and both values, in the decoded exports. */
+    /* Conservation: every sample, both values and every frame, in the decoded exports;
+     * nothing dropped, truncated or lost by the recorder (but samples_dropped_stale:
+     * those were recorded again, see record()). */
     int64_t want = (int64_t)g.samples * W3_VALUE;
-    if (g.exported_samples != g.samples || g.value_sum[0] != want || g.value_sum[1] != want ||
-        st.samples_flushed != g.samples || st.samples_exported != g.samples) {
+    uint64_t dropped = st.samples_dropped_nomem + st.samples_dropped_closed +
+                       st.samples_lost_export + st.stacks_truncated +
+                       st.stacks_dropped + st.labels_dropped + st.label_sets_dropped +
+                       st.samples_overflowed + st.timestamps_dropped + st.endpoints_dropped +
+                       st.strings_dropped + st.values_saturated;
+    if (g.exported_samples != g.samples || g.decoded_samples != g.samples ||
+        g.value_sum[0] != want || g.value_sum[1] != want || g.decoded_frames != frames ||
+        st.samples_flushed != g.samples || st.samples_exported != g.samples || dropped) {
         fprintf(stderr,
-                "bench_w3: conservation: %llu samples flushed, %llu exported, %llu decoded; "
-                "values %lld, %lld; expected %lld each\n",
-                (unsigned long long)st.samples_flushed, (unsigned long long)st.samples_exported,
-                (unsigned long long)g.exported_samples, (long long)g.value_sum[0],
-                (long long)g.value_sum[1], (long long)want);
+                "bench_w3: conservation: %llu samples, %llu flushed, %llu exported, %llu in "
+                "the exports' stats, %llu decoded; values %lld, %lld (expected %lld each); "
+                "frames %llu decoded of %llu; %llu dropped or truncated (stale, recorded again: "
+                "%llu)\n",
+                (unsigned long long)g.samples, (unsigned long long)st.samples_flushed,
+                (unsigned long long)st.samples_exported,
+                (unsigned long long)g.exported_samples, (unsigned long long)g.decoded_samples,
+                (long long)g.value_sum[0], (long long)g.value_sum[1], (long long)want,
+                (unsigned long long)g.decoded_frames, (unsigned long long)frames,
+                (unsigned long long)dropped, (unsigned long long)st.samples_dropped_stale);
         atomic_store(&g.failed, 1);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double n = (double)g.samples, fps = (double)frames / n;
     double add_ns = add_s * 1e9 / n, net_ns = (add_s - gen_s) * 1e9 / n;
+    int ok = !atomic_load(&g.failed);
+    printf("w3 %-6s threads %d: add %.0f ns/sample (net %.0f), %.1f ns/frame (net %.1f) at "
+           "%.1f frames/sample; intern new %.0f ns, known %.0f ns; export %.1f ms (%s), "
+           "%.2f MB; peak RSS %.1f MB; %.2f s; %s\n",
+           g.by_id ? "id" : "string", g.threads, add_ns, net_ns, add_ns / fps, net_ns / fps,
+           fps, intern_new, intern_known, bench_median(g.total_ms, (size_t)g.n_exports),
+           codec_name, bench_median(g.bytes, (size_t)g.n_exports) / 1e6,
+           (double)ru.ru_maxrss / 1024, total, ok ? "checked" : "CHECK FAILED");
     printf("{\"variant\": \"w3\", \"api\": \"%s\", \"threads\": %d, \"samples\": %llu, "
            "\"add_ns\": %.0f, \"add_ns_net\": %.0f, \"frames_per_sample\": %.1f, "
            "\"ns_per_frame\": %.2f, \"ns_per_frame_net\": %.2f, \"intern_ns_new\": %.0f, "
            "\"intern_ns_known\": %.0f, \"stale_retries\": %llu, \"export_ms_encode\": %.1f, "
            "\"export_ms_total\": %.1f, \"codec\": \"%s\", \"bytes\": %.0f, \"exports\": %d, "
            "\"rss_kb\": %ld, \"total_s\": %.2f, \"window_bytes_peak\": %llu, "
-           "\"functions\": %llu, \"checked\": %s}\n",
+           "\"functions\": %llu, \"functions_evicted\": %llu, "
+           "\"samples_dropped_stale\": %llu, \"checked\": %s}\n",
            g.by_id ? "id" : "string", g.threads, (unsigned long long)g.samples, add_ns, net_ns,
            fps, add_ns / fps, net_ns / fps, intern_new, intern_known,
            (unsigned long long)g.stale_retries,
@@ -356,8 +436,9 @@ int main(int argc, char **argv) {
            bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
            bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
            (unsigned long long)st.window_bytes_peak, (unsigned long long)st.functions,
-           atomic_load(&g.failed) ? "false" : "true");
-    return atomic_load(&g.failed) ? 1 : 0;
+           (unsigned long long)st.functions_evicted,
+           (unsigned long long)st.samples_dropped_stale, ok ? "true" : "false");
+    return ok ? 0 : 1;
 usage:
     fprintf(stderr, "usage: bench_w3 [--api string|id] [--threads 1|2] [--samples N] "
                     "[--codec zstd|gzip|none]\n");

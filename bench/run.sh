@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # bench/run.sh [BUILD_DIR] - runs the benchmarks that `make bench` runs, from built
 # binaries, and writes the results under bench/results/:
-#   bench_w1 for steady and storm, one and two threads, frames by strings and (one
-#     thread) by function id, each run in its own process (so its peak RSS is its own):
-#     a table on stdout and bench/results/w1.json, the list of the JSON objects bench_w1
-#     printed (variant, api, threads, add_ns, add_ns_net, frames_per_sample,
-#     ns_per_frame, export_ms_encode, export_ms_total, codec, bytes, rss_kb, total_s,
-#     and a few more);
-#   bench_w3 (W3, deep stacks) by strings and by function id, one and two threads: a
-#     table and bench/results/w3.json (the same fields, and intern_ns_new/_known);
+#   bench_w1 for steady and storm, frames by strings and by function id (--api string,
+#     --api id), one and two threads, each run in its own process (so its peak RSS is
+#     its own): a table on stdout and bench/results/w1.json, the list of the JSON
+#     objects bench_w1 printed (variant, api, threads, add_ns, add_ns_net,
+#     frames_per_sample, ns_per_frame, intern_ns_new/_known, export_ms_encode,
+#     export_ms_total, codec, bytes, rss_kb, total_s, checked, and a few more);
+#   bench_w3 (W3, deep stacks: 300,000 samples of 64..256 frames over 16,000 functions,
+#     an export every 60,000) by strings and by function id, one and two threads, each in
+#     its own process: a table and bench/results/w3.json (the same fields, and
+#     ns_per_frame_net, stale_retries); about 25 s for the four runs;
 #   bench_micro (interning, adding a sample), bench_encode (encoding and compressing a
 #     window), bench_latency for steady and storm (flush latency under export):
 #     their tables on stdout, bench_latency's JSON lines in bench/results/latency.json;
@@ -21,7 +23,10 @@
 # Environment: BENCH_W1_SAMPLES (default 1000000) shortens the W1 runs for a quick look;
 # BENCH_PYTHON (default /usr/bin/python3) picks the interpreter of bench_python.py.
 # Needs bash and python3 (standard library only); bench_python.py also protoc and zstd
-# (it decodes its exports to check them). Nothing is asserted about time.
+# (it decodes its exports to check them). Nothing is asserted about time; a benchmark
+# whose own check fails (bench_w3 decodes every export and checks the samples, values,
+# frames and endpoints against what it added; bench_w1 checks the recorder's counts)
+# exits 1, which stops this script.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,11 +52,12 @@ echo "== bench_w1 (W1, $samples samples, export every 100,000, zstd-1)"
 lines=$(mktemp)
 trap 'rm -f "$lines"' EXIT
 for variant in steady storm; do
-    for threads in 1 2; do
-        "$build/bench_w1" "--$variant" --threads "$threads" --samples "$samples" \
-            | tee -a "$lines"
+    for api in string id; do
+        for threads in 1 2; do
+            "$build/bench_w1" "--$variant" --api "$api" --threads "$threads" \
+                --samples "$samples" | tee -a "$lines"
+        done
     done
-    "$build/bench_w1" "--$variant" --api id --samples "$samples" | tee -a "$lines"
 done
 
 python3 - "$lines" "$results/w1.json" <<'EOF'
@@ -63,17 +69,23 @@ with open(sys.argv[2], "w") as f:
 print()
 print(f"{'variant':8} {'api':>6} {'threads':>7} {'add ns':>8} {'net ns':>8} {'ns/frame':>8} "
       f"{'encode ms':>10} {'export ms':>10} {'codec':>7} {'MB/export':>10} {'peak RSS MB':>12} "
-      f"{'total s':>8}")
+      f"{'total s':>8} {'checked':>7}")
 for r in runs:
     print(f"{r['variant']:8} {r['api']:>6} {r['threads']:>7} {r['add_ns']:>8.0f} "
           f"{r['add_ns_net']:>8.0f} {r['ns_per_frame']:>8.1f} {r['export_ms_encode']:>10.1f} "
           f"{r['export_ms_total']:>10.1f} {r['codec']:>7} {r['bytes'] / 1e6:>10.2f} "
-          f"{r['rss_kb'] / 1024:>12.1f} {r['total_s']:>8.2f}")
-one = {r["variant"]: r["total_s"] for r in runs if r["threads"] == 1 and r["api"] == "string"}
+          f"{r['rss_kb'] / 1024:>12.1f} {r['total_s']:>8.2f} {str(r['checked']):>7}")
+one = {(r["variant"], r["api"]): r for r in runs if r["threads"] == 1}
 for r in runs:
-    if r["threads"] == 2 and one.get(r["variant"]):
-        print(f"{r['variant']}: two threads take {r['total_s'] / one[r['variant']]:.2f}x "
-              f"the one-thread time")
+    o = one.get((r["variant"], r["api"]))
+    if r["threads"] == 2 and o:
+        print(f"{r['variant']} by {r['api']}: two threads take "
+              f"{r['total_s'] / o['total_s']:.2f}x the one-thread time")
+for r in runs:
+    o = one.get((r["variant"], "string"))
+    if r["api"] == "id" and r["threads"] == 1 and o:
+        print(f"{r['variant']}: by id, add_ns is {r['add_ns'] / o['add_ns']:.2f}x the "
+              f"string API's (net {r['add_ns_net'] / o['add_ns_net']:.2f}x)")
 print(f"written: {sys.argv[2]}")
 EOF
 
@@ -93,13 +105,19 @@ with open(sys.argv[2], "w") as f:
     f.write("\n")
 print()
 print(f"{'api':>6} {'threads':>7} {'add ns':>8} {'net ns':>8} {'ns/frame':>8} {'net/frame':>9} "
-      f"{'intern new':>10} {'known':>6} {'export ms':>10} {'MB/export':>10} {'peak RSS MB':>12} "
-      f"{'checked':>7}")
+      f"{'intern new':>10} {'known':>6} {'stale':>5} {'export ms':>10} {'MB/export':>10} "
+      f"{'peak RSS MB':>12} {'total s':>8} {'checked':>7}")
 for r in runs:
     print(f"{r['api']:>6} {r['threads']:>7} {r['add_ns']:>8.0f} {r['add_ns_net']:>8.0f} "
           f"{r['ns_per_frame']:>8.1f} {r['ns_per_frame_net']:>9.1f} {r['intern_ns_new']:>10.0f} "
-          f"{r['intern_ns_known']:>6.0f} {r['export_ms_total']:>10.1f} {r['bytes'] / 1e6:>10.2f} "
-          f"{r['rss_kb'] / 1024:>12.1f} {str(r['checked']):>7}")
+          f"{r['intern_ns_known']:>6.0f} {r['stale_retries']:>5} {r['export_ms_total']:>10.1f} "
+          f"{r['bytes'] / 1e6:>10.2f} {r['rss_kb'] / 1024:>12.1f} {r['total_s']:>8.2f} "
+          f"{str(r['checked']):>7}")
+one = {r["api"]: r for r in runs if r["threads"] == 1}
+if "string" in one and "id" in one:
+    s, i = one["string"], one["id"]
+    print(f"one thread: by id, add_ns is {i['add_ns'] / s['add_ns']:.2f}x the string API's "
+          f"(net {i['add_ns_net'] / s['add_ns_net']:.2f}x)")
 print(f"written: {sys.argv[2]}")
 EOF
 

@@ -529,7 +529,10 @@ PPK_API int ppk_recorder_add_sink(ppk_recorder *r, const ppk_sink *sink);
 /*
  * Exports now: swaps the windows (O(1) under the lock), encodes the retired window,
  * resets it. With `out`, the export is returned to the caller (ppk_export_free it) and
- * the sinks are not called; with out NULL, it is handed to every sink. Exports are
+ * the sinks are not called; with out NULL, it is handed to every sink, and when the
+ * recorder has no sink it is not encoded: its samples are dropped, counted in
+ * samples_dropped_no_sink (the background exporter does the same: a caller that pulls
+ * exports does not start it; see ppk_recorder_seal for the last window). Exports are
  * serialized: a second caller waits for the first. Thread safe; blocks for the encode
  * (and the sinks).
  * @return 0, PPK_EINVAL, PPK_ECLOSED; PPK_ENOMEM or PPK_ECOMPRESS when encoding failed
@@ -546,8 +549,7 @@ PPK_API int ppk_recorder_start(ppk_recorder *r);
 
 /* Stops the background exporter: it exports the last window, then the thread is joined.
  * Blocks for that export. Stopping a stopped recorder does nothing (nor waits). Thread
- * safe. A recorder without sinks exports its windows to nowhere (they are counted as
- * exported): use ppk_recorder_export(r, &e) to get them instead. */
+ * safe. A recorder without sinks drops its windows, counted (see ppk_recorder_export). */
 PPK_API void ppk_recorder_stop(ppk_recorder *r);
 
 /*
@@ -596,6 +598,8 @@ typedef struct ppk_recorder_stats {
     uint64_t samples_lost_export;     /* in windows whose encoding failed */
     uint64_t export_failures;         /* encodings that failed */
     uint64_t sink_failures;           /* sink writes that returned an error */
+    uint64_t samples_lost_sink;       /* the samples of those windows, once per failed sink */
+    uint64_t samples_dropped_no_sink; /* in windows exported to the sinks, with none */
     /* The function dictionary: entries and bytes now, evictions and refused interns
      * (PPK_EFULL) so far, and flushes refused with PPK_ESTALE (the sample is dropped). */
     uint64_t functions;

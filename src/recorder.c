@@ -329,10 +329,12 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
         ppk_profile_stats_get(w[i], &ws);
         add_window_stats(&e.stats, &ws);
     }
+    /* To the sinks, and there are none: not encoded; its samples count as dropped. */
+    int nowhere = !out && !n_sinks;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ppk_encode_options o = {r->codec, r->level, e.start_ns, e.end_ns};
-    rc = ppk__profile_encode_many(w, n, &r->pb, &o, &e.data);
+    if (!nowhere) rc = ppk__profile_encode_many(w, n, &r->pb, &o, &e.data);
     /* A buffer that grew for a burst shrinks back after an ordinary window. */
     ppk__pb_shrink(&r->pb, r->pb.len);
     e.encode_ms = ms_since(&t0);
@@ -350,7 +352,9 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     pthread_mutex_lock(&r->lock);
     ppk_recorder_stats *t = &r->totals;
     uint64_t added = e.stats.samples_added;
-    if (rc) {
+    if (nowhere) {
+        t->samples_dropped_no_sink += added;
+    } else if (rc) {
         t->export_failures++;
         t->samples_lost_export += added;
     } else {
@@ -361,6 +365,7 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
         t->export_ms_total += e.encode_ms;
     }
     t->sink_failures += sink_failures;
+    t->samples_lost_sink += sink_failures * added;
     add_degradations(t, &e.stats);
     if (peak > t->window_bytes_peak) t->window_bytes_peak = peak;
     for (size_t i = 0; i < n; i++) {

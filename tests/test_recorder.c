@@ -259,6 +259,46 @@ static void *flush_until_closed(void *arg) {
     return NULL;
 }
 
+/* A recorder without sinks: the background exporter's and ppk_recorder_export(r, NULL)'s
+ * windows go nowhere, and their samples are counted as dropped, not as exported;
+ * ppk_recorder_export(r, &e) takes what the window holds. */
+static void test_no_sink_counted(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.export_period_ms = 5;
+    ppk_recorder *r = NULL;
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_recorder_start(r), 0);
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(simple_sample(s, "t", 10), 0);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL); /* two exporter periods */
+    }
+    ppk_recorder_stop(r);
+    CHECK_EQ_INT(simple_sample(s, "t", 10), 0);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.windows_exported, 0);
+    CHECK_EQ_U64(st.samples_exported, 0);
+    CHECK_EQ_U64(st.samples_dropped_no_sink, 5);
+    pr_profile pp;
+    if (export_parse(r, &pp) == 0) {
+        CHECK_EQ_INT(total(&pp, 1), 10);
+        pr_free(&pp);
+    }
+    CHECK_EQ_INT(simple_sample(s, "t", 10), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_exported, 1);
+    CHECK_EQ_U64(st.samples_dropped_no_sink, 6);
+    CHECK_EQ_U64(st.samples_flushed, 7);
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+}
+
 static void test_seal_then_last_export(void) {
     ppk_recorder *r = recorder(PPK_CODEC_NONE);
     if (!r) return;
@@ -1116,6 +1156,7 @@ static void test_sink_file_config_and_failure(void) {
         ppk_recorder_stats st;
         ppk_recorder_stats_get(r, &st);
         CHECK_EQ_U64(st.sink_failures, 1);
+        CHECK_EQ_U64(st.samples_lost_sink, 1); /* the window's one sample, not delivered */
         CHECK_EQ_U64(st.samples_exported, 1);
         ppk_sample_free(s);
         ppk_recorder_free(r);
@@ -1390,6 +1431,7 @@ int main(void) {
     RUN(test_state_machine);
     RUN(test_closed);
     RUN(test_seal_then_last_export);
+    RUN(test_no_sink_counted);
     RUN(test_failed_calls_leave_sample_unchanged);
     RUN(test_duplicate_label_sample_usable);
     RUN(test_drop_discards);

@@ -160,7 +160,8 @@ class Profiler:
 _DEGRADATIONS = ("strings_dropped", "labels_dropped", "label_sets_dropped",
                  "stacks_dropped", "samples_overflowed", "timestamps_dropped",
                  "endpoints_dropped", "samples_dropped_nomem", "samples_dropped_closed",
-                 "samples_lost_export", "export_failures", "sink_failures")
+                 "samples_lost_export", "export_failures", "sink_failures",
+                 "samples_lost_sink")
 
 
 def _degradations(stats):

@@ -208,6 +208,8 @@ static const stat_field recorder_fields[] = {
     U64(ppk_recorder_stats, samples_lost_export),
     U64(ppk_recorder_stats, export_failures),
     U64(ppk_recorder_stats, sink_failures),
+    U64(ppk_recorder_stats, samples_lost_sink),
+    U64(ppk_recorder_stats, samples_dropped_no_sink),
     U64(ppk_recorder_stats, functions),
     U64(ppk_recorder_stats, function_bytes),
     U64(ppk_recorder_stats, functions_evicted),

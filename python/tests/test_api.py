@@ -418,7 +418,7 @@ class StatsTest(RecorderCase):
                 "label_sets_dropped", "stacks_dropped", "samples_overflowed",
                 "timestamps_dropped", "endpoints_dropped", "samples_dropped_nomem",
                 "samples_dropped_closed", "samples_lost_export", "export_failures",
-                "sink_failures", "functions", "function_bytes", "functions_evicted",
+                "sink_failures", "samples_lost_sink", "samples_dropped_no_sink", "functions", "function_bytes", "functions_evicted",
                 "functions_refused", "samples_dropped_stale"}
         self.assertEqual(set(st), keys)
         self.assertTrue(all(v == 0 for k, v in st.items()
