@@ -66,8 +66,9 @@ typedef struct ppk_str {
     size_t len;
 } ppk_str;
 
-/* A ppk_str from a string literal, without strlen. */
-#define PPK_STR(lit) ((ppk_str){(lit), sizeof(lit) - 1})
+/* A ppk_str from a string literal, without strlen. Only a literal compiles: a pointer or
+ * an array would give sizeof's length, not the string's (use ppk_cstr for those). */
+#define PPK_STR(lit) ((ppk_str){"" lit "", sizeof(lit) - 1})
 
 /* A ppk_str from a NUL-terminated string (NULL gives the empty string). */
 PPK_API ppk_str ppk_cstr(const char *s);
