@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "compress.h"
+#include "upload.h"
 
 /* ---- the registry of recorders, for fork ------------------------------------------ */
 
@@ -98,7 +99,14 @@ static void atfork_child(void) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+/* The recorders' handlers, then the uploaders' (upload.h says why in this order). */
+static void register_atfork(void) {
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    pthread_atfork(ppk__upload_atfork_prepare, ppk__upload_atfork_parent,
+                   ppk__upload_atfork_child);
+}
+
+void ppk__atfork_register(void) { pthread_once(&g_once, register_atfork); }
 
 /* ---- creation ---------------------------------------------------------------------- */
 
@@ -161,7 +169,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (rc) return rc;
     if ((!cfg->out_dir.ptr && cfg->out_dir.len) || (!cfg->name.ptr && cfg->name.len))
         return PPK_ENULL;
-    pthread_once(&g_once, register_atfork);
+    ppk__atfork_register();
 
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->profile.allocator);

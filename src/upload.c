@@ -201,7 +201,6 @@ void ppk__upload_str_free(ppk__mem *m, char *s) {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static ppk__uploader *g_uploaders;
-static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 void ppk__upload_deadline_in(struct timespec *ts, int64_t ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
@@ -267,7 +266,7 @@ static void *thread_main(void *arg) {
 
 /* ---- fork --------------------------------------------------------------------------- */
 
-static void atfork_prepare(void) {
+void ppk__upload_atfork_prepare(void) {
     pthread_mutex_lock(&g_lock);
     for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
         pthread_mutex_lock(&u->lock);
@@ -281,7 +280,7 @@ static void atfork_prepare(void) {
     }
 }
 
-static void atfork_parent(void) {
+void ppk__upload_atfork_parent(void) {
     for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
         u->fork_pending = 0;
         atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
@@ -291,7 +290,7 @@ static void atfork_parent(void) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static void atfork_child(void) {
+void ppk__upload_atfork_child(void) {
     for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
         init_conds(u);
         if (u->in_transfer) {
@@ -316,8 +315,6 @@ static void atfork_child(void) {
     }
     pthread_mutex_unlock(&g_lock);
 }
-
-static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
 
 /* ---- the sink interface ---------------------------------------------------------------- */
 
@@ -512,7 +509,7 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         ops->free(ctx);
         return rc;
     }
-    pthread_once(&g_atfork_once, register_atfork);
+    ppk__atfork_register();
 
     ppk__ua ua0 = {0};
     ppk__fill_allocator(&ua0.a, &cfg->allocator);
