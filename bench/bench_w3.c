@@ -11,7 +11,8 @@
  * own shard, and the thread whose flush completes a window exports it.
  *
  * It checks its own work, outside the timed loop: every export is decompressed and
- * decoded (tests/pprof_read.h, a decoder that shares no code with the library). Each
+ * scanned twice (bench/pprof_scan.h: its own protobuf code, nothing shared with the
+ * library; a few MB of memory, so rss_kb stays the library's and the workload's). Each
  * export must hold as many samples as its window took (every W3 sample is distinct: its
  * "span id" is new), each value summing to 10,000,000 times that, and every sample the
  * "trace endpoint" of its local root span id; over all exports, the samples, both values'
@@ -33,13 +34,16 @@
  *   intern_ns_new, intern_ns_known  (api id) ns per ppk_recorder_intern_function of the
  *                     16,000 functions, then of the same again;
  *   export_ms_total   median ms of a ppk_recorder_export call; export_ms_encode median of
- *                     its encode + compress; bytes median compressed size; rss_kb peak.
+ *                     its encode + compress; bytes median compressed size; rss_kb peak
+ *                     RSS; total_s wall time of the run, of which check_s checking exports;
+ *   stale_retries     see above; functions, functions_evicted, samples_dropped_stale
+ *                     the recorder's counts; checked whether every check passed.
  * Usage: bench_w3 [--api string|id] [--threads 1|2] [--samples N] [--codec zstd|gzip|none]
  */
 #include <pprofkit.h>
 
-#include "../tests/pprof_read.h"
 #include "bench.h"
+#include "pprof_scan.h"
 #include "w3.h"
 
 #include <pthread.h>
@@ -48,7 +52,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <zstd.h>
 
 #define MAX_EXPORTS 64
 
@@ -63,6 +66,7 @@ static struct {
     double encode_ms[MAX_EXPORTS], total_ms[MAX_EXPORTS], bytes[MAX_EXPORTS];
     int64_t value_sum[2];
     uint64_t exported_samples, decoded_samples, decoded_frames, stale_retries;
+    double check_s; /* time spent checking exports (in total_s, not in the figures) */
     atomic_int failed;
     pthread_barrier_t start;
 } g;
@@ -94,88 +98,121 @@ static void register_endpoints(void) {
     }
 }
 
-/* Decompresses a zstd stream (its size is not in the frame header) into *out. */
-static int zstd_all(const uint8_t *in, size_t in_len, uint8_t **out, size_t *out_len) {
-    ZSTD_DStream *ds = ZSTD_createDStream();
-    size_t cap = 4 * in_len + 4096, len = 0;
-    uint8_t *buf = malloc(cap);
-    ZSTD_inBuffer ib = {in, in_len, 0};
-    size_t rc = ds && buf ? ZSTD_initDStream(ds) : 1;
-    while (!ZSTD_isError(rc) && buf && (ib.pos < ib.size || rc != 0)) {
-        if (len == cap) {
-            uint8_t *b = realloc(buf, cap *= 2);
-            if (!b) break;
-            buf = b;
-        }
-        ZSTD_outBuffer ob = {buf + len, cap - len, 0};
-        rc = ZSTD_decompressStream(ds, &ob, &ib);
-        len += ob.pos;
-        if (rc != 0 && ib.pos == ib.size && ob.pos < ob.size) break; /* truncated */
+/* What the two scans of an export gather (see check_export). */
+typedef struct scan {
+    ps_strings strings;
+    uint64_t max_location_id;
+    uint64_t samples, frames, bad_locations, bad_endpoints;
+    int64_t sum[2];
+} scan;
+
+/* First scan: the string table and the largest location id. */
+static int scan_strings_locations(void *ctx, const ps_field *f) {
+    scan *sc = ctx;
+    if (f->number == 6) return ps_strings_add(&sc->strings, f);
+    if (f->number != 4 || f->wire != 2) return 0;
+    const uint8_t *p = f->bytes, *end = f->bytes + f->len;
+    ps_field fl;
+    while (p < end) {
+        if (ps_field_next(&p, end, &fl) != 1) return -1;
+        if (fl.number == 1 && fl.wire == 0 && fl.v > sc->max_location_id)
+            sc->max_location_id = fl.v;
     }
-    ZSTD_freeDStream(ds);
-    if (!buf || ZSTD_isError(rc) || rc != 0) {
-        free(buf);
-        return -1;
-    }
-    *out = buf;
-    *out_len = len;
     return 0;
 }
 
-/* Decodes an export, checks it (see the top) and adds its samples, values and frames to
- * the totals. */
-static void check_export(const ppk_export *e) {
-    uint8_t *raw = NULL;
-    size_t len = 0;
-    int ok = 1;
-    if (e->codec == PPK_CODEC_ZSTD) {
-        ok = zstd_all(e->data.data, e->data.len, &raw, &len) == 0;
-    } else if (e->codec == PPK_CODEC_GZIP) {
-        ok = pr_gunzip(e->data.data, e->data.len, &raw, &len) == 0;
-    } else {
-        raw = malloc(e->data.len + 1);
-        ok = raw != NULL;
-        if (ok) memcpy(raw, e->data.data, e->data.len);
-        len = e->data.len;
+/* One location id (field 1) or value (field 2) of a sample. */
+static void scan_take(scan *sc, uint32_t number, uint64_t v, size_t *n_values) {
+    if (number == 1) {
+        sc->frames++;
+        if (v == 0 || v > sc->max_location_id) sc->bad_locations++;
+    } else if (*n_values < 2) {
+        sc->sum[(*n_values)++] += (int64_t)v;
     }
-    pr_profile pp;
-    if (!ok || pr_parse(raw, len, &pp) != 0) {
-        free(raw);
+}
+
+/* Second scan: each sample's frames (location ids), values and labels. */
+static int scan_samples(void *ctx, const ps_field *f) {
+    scan *sc = ctx;
+    if (f->number != 2) return 0;
+    if (f->wire != 2) return -1;
+    const uint8_t *p = f->bytes, *end = f->bytes + f->len;
+    ps_field fl;
+    size_t n_values = 0;
+    int64_t span = 0;
+    uint64_t endpoint = UINT64_MAX;
+    while (p < end) {
+        if (ps_field_next(&p, end, &fl) != 1) return -1;
+        if ((fl.number == 1 || fl.number == 2) && fl.wire == 0) { /* location_id, value */
+            scan_take(sc, fl.number, fl.v, &n_values);
+        } else if (fl.number == 1 || fl.number == 2) { /* packed */
+            const uint8_t *q = fl.bytes, *qend = fl.bytes + fl.len;
+            uint64_t v;
+            int n;
+            if (fl.wire != 2) return -1;
+            for (; q < qend; q += n) {
+                if ((n = ps_varint(q, qend, &v)) <= 0) return -1;
+                scan_take(sc, fl.number, v, &n_values);
+            }
+        } else if (fl.number == 3 && fl.wire == 2) { /* label {key, str, num, num_unit} */
+            const uint8_t *q = fl.bytes, *qend = fl.bytes + fl.len;
+            ps_field lf;
+            uint64_t key = 0, str = 0, num = 0;
+            while (q < qend) {
+                if (ps_field_next(&q, qend, &lf) != 1) return -1;
+                if (lf.number == 1) key = lf.v;
+                if (lf.number == 2) str = lf.v;
+                if (lf.number == 3) num = lf.v;
+            }
+            /* By the key's bytes: a sharded export may hold a string more than once. */
+            if (ps_string_eq(&sc->strings, key, "local root span id", 18)) span = (int64_t)num;
+            if (ps_string_eq(&sc->strings, key, "trace endpoint", 14)) endpoint = str;
+        }
+    }
+    char want[64];
+    size_t n = w3_endpoint((uint64_t)span, want, sizeof want);
+    if (span < 1 || !ps_string_eq(&sc->strings, endpoint, want, n)) sc->bad_endpoints++;
+    sc->samples++;
+    return 0;
+}
+
+/* Checks an export (see the top): scanned twice, never held decoded (bench/pprof_scan.h;
+ * tests/pprof_read.h would hold ~150 MB for a W3 window and make the peak RSS the
+ * checker's), and adds its samples, values and frames to the totals. */
+static void check_export(const ppk_export *e) {
+    scan sc;
+    memset(&sc, 0, sizeof sc);
+    if (ps_scan(e->data.data, e->data.len, e->codec, scan_strings_locations, &sc) != 0 ||
+        sc.strings.n == 0) {
+        ps_strings_free(&sc.strings);
         fail("decoding an export", 0);
         return;
     }
-    int64_t sum[2] = {0, 0};
-    uint64_t frames = 0, bad_endpoints = 0;
-    char want[64];
-    for (size_t i = 0; i < pp.nsamples; i++) {
-        const pr_sample *x = &pp.samples[i];
-        for (size_t v = 0; v < 2 && v < x->nval; v++) sum[v] += x->val[v];
-        frames += x->nloc;
-        int64_t span = pr_label_num(&pp, x, "local root span id", 0);
-        pr_str ep = pr_label_str(&pp, x, "trace endpoint");
-        size_t n = w3_endpoint((uint64_t)span, want, sizeof want);
-        if (span < 1 || !ep.ptr || ep.len != n || memcmp(ep.ptr, want, n)) bad_endpoints++;
+    if (ps_scan(e->data.data, e->data.len, e->codec, scan_samples, &sc) != 0) {
+        ps_strings_free(&sc.strings);
+        fail("decoding an export's samples", 0);
+        return;
     }
+    ps_strings_free(&sc.strings);
     int64_t added = (int64_t)e->stats.samples_added;
-    if ((int64_t)pp.nsamples != added || sum[0] != added * W3_VALUE ||
-        sum[1] != added * W3_VALUE || bad_endpoints) {
+    if ((int64_t)sc.samples != added || sc.sum[0] != added * W3_VALUE ||
+        sc.sum[1] != added * W3_VALUE || sc.bad_endpoints || sc.bad_locations) {
         fprintf(stderr,
-                "bench_w3: export %llu: %lld samples added, %zu decoded, values %lld, %lld "
-                "(expected %lld each), %llu samples without their trace endpoint\n",
-                (unsigned long long)e->seq, (long long)added, pp.nsamples, (long long)sum[0],
-                (long long)sum[1], (long long)(added * W3_VALUE),
-                (unsigned long long)bad_endpoints);
+                "bench_w3: export %llu: %lld samples added, %llu decoded, values %lld, %lld "
+                "(expected %lld each), %llu samples without their trace endpoint, %llu frames "
+                "of an unknown location\n",
+                (unsigned long long)e->seq, (long long)added, (unsigned long long)sc.samples,
+                (long long)sc.sum[0], (long long)sc.sum[1], (long long)(added * W3_VALUE),
+                (unsigned long long)sc.bad_endpoints, (unsigned long long)sc.bad_locations);
         atomic_store(&g.failed, 1);
     }
     pthread_mutex_lock(&g.mu);
-    g.value_sum[0] += sum[0];
-    g.value_sum[1] += sum[1];
+    g.value_sum[0] += sc.sum[0];
+    g.value_sum[1] += sc.sum[1];
     g.exported_samples += e->stats.samples_added;
-    g.decoded_samples += pp.nsamples;
-    g.decoded_frames += frames;
+    g.decoded_samples += sc.samples;
+    g.decoded_frames += sc.frames;
     pthread_mutex_unlock(&g.mu);
-    pr_free(&pp);
-    free(raw);
 }
 
 static void do_export(producer *p) {
@@ -197,9 +234,14 @@ static void do_export(producer *p) {
     pthread_mutex_unlock(&g.mu);
     double t1 = bench_now_ns();
     register_endpoints(); /* the next window's, first: the other producer adds to it */
-    check_export(&e);     /* not the workload's: out of the figures */
+    double t2 = bench_now_ns();
+    check_export(&e); /* not the workload's: out of the figures */
     ppk_export_free(&e);
-    p->export_s += (bench_now_ns() - t1) * 1e-9;
+    double t3 = bench_now_ns();
+    p->export_s += (t3 - t1) * 1e-9;
+    pthread_mutex_lock(&g.mu);
+    g.check_s += (t3 - t2) * 1e-9;
+    pthread_mutex_unlock(&g.mu);
 }
 
 /* Interns function `fn` again (its id was refused with PPK_ESTALE) into g.ids. Interning
@@ -426,7 +468,7 @@ int main(int argc, char **argv) {
            "\"ns_per_frame\": %.2f, \"ns_per_frame_net\": %.2f, \"intern_ns_new\": %.0f, "
            "\"intern_ns_known\": %.0f, \"stale_retries\": %llu, \"export_ms_encode\": %.1f, "
            "\"export_ms_total\": %.1f, \"codec\": \"%s\", \"bytes\": %.0f, \"exports\": %d, "
-           "\"rss_kb\": %ld, \"total_s\": %.2f, \"window_bytes_peak\": %llu, "
+           "\"rss_kb\": %ld, \"total_s\": %.2f, \"check_s\": %.2f, \"window_bytes_peak\": %llu, "
            "\"functions\": %llu, \"functions_evicted\": %llu, "
            "\"samples_dropped_stale\": %llu, \"checked\": %s}\n",
            g.by_id ? "id" : "string", g.threads, (unsigned long long)g.samples, add_ns, net_ns,
@@ -435,7 +477,7 @@ int main(int argc, char **argv) {
            bench_median(g.encode_ms, (size_t)g.n_exports),
            bench_median(g.total_ms, (size_t)g.n_exports), codec_name,
            bench_median(g.bytes, (size_t)g.n_exports), g.n_exports, ru.ru_maxrss, total,
-           (unsigned long long)st.window_bytes_peak, (unsigned long long)st.functions,
+           g.check_s, (unsigned long long)st.window_bytes_peak, (unsigned long long)st.functions,
            (unsigned long long)st.functions_evicted,
            (unsigned long long)st.samples_dropped_stale, ok ? "true" : "false");
     return ok ? 0 : 1;
