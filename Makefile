@@ -47,7 +47,8 @@ tsan:
 demo:
 	bash tools/demo.sh
 
-# W1 (4 runs), micro, encode and latency benchmarks, ~2 minutes; results in bench/results/.
+# W1 and W3 (by strings and by function id), micro, encode, latency and the Python
+# binding's benchmarks, ~3 minutes; results in bench/results/.
 # bench_soak is not run here (minutes): see docs/performance.md, "Benchmarks".
 bench: build
 	$(CMAKE) --build $(BUILD) -j$(JOBS) --target bench
@@ -76,7 +77,7 @@ help:
 	@echo "make asan      ASan+UBSan build in $(ASAN_BUILD)/ and its tests"
 	@echo "make tsan      TSan build in $(TSAN_BUILD)/ and its tests"
 	@echo "make demo      bash tools/demo.sh"
-	@echo "make bench     build the benchmarks, run bench/run.sh (W1, micro, encode, latency)"
+	@echo "make bench     build the benchmarks, run bench/run.sh (W1, W3, micro, encode, latency, Python)"
 	@echo "make install   install under PREFIX=$(PREFIX)"
 	@echo "make python-install PYTHON=python3   the Python package, into that interpreter"
 	@echo "make deps      install the Debian packages (tools/deps.sh)"
