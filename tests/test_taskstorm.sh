@@ -93,7 +93,7 @@ flushed=$(json "$WORK/ids.log" 'j["samples_flushed"]')
 mapfile -t files < <(ls "$WORK"/ids/taskstorm.*.pb.gz | sort -V)
 python3 "$CHECK" --tally --unique-label "task name" --expect-samples "$flushed" "${files[@]}" \
     > "$WORK/ids.tally" || fail "function-ids: check_conservation.py --tally"
-go tool pprof -symbolize=none -top "${files[-1]}" > "$WORK/ids.top" 2>/dev/null ||
+go tool pprof -symbolize=none -top "${files[1]}" > "$WORK/ids.top" 2>/dev/null ||
     fail "function-ids: go tool pprof -top"
 grep -q "pkg.*handler_" "$WORK/ids.top" || fail "function-ids: no W1 function in the top"
 echo "ok   $flushed samples, $(json "$WORK/ids.log" 'j["interns"]') interns"
