@@ -243,8 +243,8 @@ class TestThreads(ProfilerTest):
             self.assertLessEqual(cpu[name], t["cpu_total_ns"] + 5 * MS, (name, report))
             self.assertGreaterEqual(cpu[name], t["cpu_total_ns"] - interval, (name, report))
         # The sleeping thread: CPU time ~ 0 (it wakes 20 times a second for a few
-        # microseconds), wall time ~ the run time (checked above).
-        self.assertLess(cpu["sleeper"], 20 * MS, report)
+        # microseconds: its own clock says 2-5 ms, 23 ms under ASan), wall time ~ the run
+        # time (checked above); its CPU time above matches its clock.
         self.assertLess(cpu["sleeper"], wall["sleeper"] / 50, report)
         # The main thread (joining) ran from the profiler's start to its stop: the
         # profile's duration, less at most the last interval.
