@@ -205,14 +205,28 @@ void ppk_py_gc_resume(int was_enabled) {
 
 /* A thread whose CPU clock has not moved since its previous sample has run no code
  * since: its frames are the ones gathered then (`prev`, its slot), copied instead of
- * walked. Their strings are still valid: they belong to the code objects of its frames,
- * which only the thread itself could have popped. 1 if copied. */
+ * walked. Their strings belong to the code objects of its frames, which only the thread
+ * itself can pop: alive now, with the GIL held, but not through phase 2, where the
+ * thread may run again and free them. So each copied frame's code must be held until
+ * the next pass, like a walked frame's: by its frame cache entry if that still holds it
+ * (an entry evicted from now on keeps its code in sp->refs until the next pass), else
+ * by a reference taken here. 1 if copied; 0 (nothing changed) if there was no room. */
 static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *prev) {
     if (!prev || !prev->native_id || !prev->n_frames || gt->cpu_now < 0 ||
-        gt->cpu_now != prev->cpu_ns || vec_reserve(&b->frames, prev->n_frames))
+        gt->cpu_now != prev->cpu_ns || vec_reserve(&b->frames, prev->n_frames) ||
+        vec_reserve(&sp->refs, prev->n_frames))
         return 0;
-    memcpy(&AT(b->frames, gframe, b->frames.n), &AT(sp->prev.frames, gframe, prev->first_frame),
-           prev->n_frames * sizeof(gframe));
+    gframe *to = &AT(b->frames, gframe, b->frames.n);
+    memcpy(to, &AT(sp->prev.frames, gframe, prev->first_frame), prev->n_frames * sizeof(gframe));
+    for (size_t i = 0; i < prev->n_frames; i++) {
+        const gframe *e = &sp->fcache[to[i].slot];
+        if (e->code == to[i].code && e->lasti == to[i].lasti) {
+            if (e->fid) to[i].fid = e->fid; /* what the cache learnt since */
+            continue;
+        }
+        Py_INCREF(to[i].code);
+        keep_ref(sp, (PyObject *)to[i].code); /* cannot fail: room was made */
+    }
     b->frames.n += prev->n_frames;
     gt->n_frames = prev->n_frames;
     return 1;

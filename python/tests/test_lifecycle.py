@@ -152,8 +152,10 @@ print(s.running, tasks() - before, most[0])
             running, left, most = out.stdout.decode().split()
             self.assertEqual(running, "False")
             self.assertEqual(int(left), 0)
-            # At most the four hammering threads and one sampling thread.
-            self.assertLessEqual(int(most), 5)
+            # At most the four hammering threads and one sampling thread, and one more
+            # listed for a moment: a sampling thread that stop() joined can still be in
+            # /proc/self/task (as the settling loop above says), no longer sampling.
+            self.assertLessEqual(int(most), 6)
 
     def test_sampler_used_directly_across_fork(self):
         # A Sampler used without the Profiler: in a forked child it has no thread (the
