@@ -667,7 +667,7 @@ typedef struct ppk_function {
 } ppk_function;
 
 /* @return 0, PPK_EINVAL (NULL recorder, function or id), PPK_ENULL, PPK_EFULL,
- *         PPK_ENOMEM, PPK_ECLOSED. On error *id is 0, which is never an id. */
+ *         PPK_ENOMEM. On error *id is 0, which is never an id. */
 PPK_API int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,
                                          ppk_function_id *id);
 

@@ -22,8 +22,9 @@
  * whose last use is ttl epochs old.
  *
  * Bounds: at most max_entries live entries and max_bytes of entry bytes (strings plus
- * PPK__FD_ENTRY_BYTES each); slots and index add at most PPK__FD_ENTRY_BYTES per slot
- * ever used. Past a bound, interning a new function is refused (PPK_EFULL).
+ * PPK__FD_ENTRY_BYTES each); slots (56 bytes, allocated 1,024 at a time) and the index
+ * (up to 32 bytes an entry) add up to ~88 bytes per slot ever used. Past a bound,
+ * interning a new function is refused (PPK_EFULL).
  */
 #ifndef PPK_FDICT_H
 #define PPK_FDICT_H
