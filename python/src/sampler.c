@@ -158,6 +158,8 @@ static void *sampler_main(void *arg) {
             }
         }
 
+        int64_t tp = mono_ns();
+        ppk_py_prepare(sp);
         int64_t t0 = mono_ns();
         PyEval_RestoreThread(sp->ts);
         int64_t t1 = mono_ns();
@@ -165,6 +167,7 @@ static void *sampler_main(void *arg) {
         int open = r->rec && !r->closing;
         int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
         if (ok) atomic_fetch_add(&r->busy, 1);
+        else if (open) ppk_py_forget_frames(sp);
         int64_t t2 = mono_ns();
         PyEval_SaveThread();
         if (!open) break; /* the recorder was closed under the sampler */
@@ -190,6 +193,7 @@ static void *sampler_main(void *arg) {
         sp->st.gil_hold_ns_total += hold;
         if (hold > sp->st.gil_hold_ns_max) sp->st.gil_hold_ns_max = hold;
         sp->st.tick_ns_total += (uint64_t)(t3 - t1);
+        sp->st.prepare_ns_total += (uint64_t)(t0 - tp);
         sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
         if (t3 > deadline + sp->period_ns) {
             /* Late by more than a period (a long GIL wait): skip the missed ticks
@@ -229,6 +233,7 @@ static void free_buffers(SamplerObject *sp) {
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
     vec_free(&sp->refs);
+    vec_free(&sp->old_refs);
     free(sp->slots);
     free(sp->next_slots);
     sp->slots = sp->next_slots = NULL;
@@ -247,13 +252,19 @@ static int baseline(SamplerObject *sp, int64_t now) {
          t = PyThreadState_Next(t)) {
         unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
         tslot *s = ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
-        *s = (tslot){t->thread_id, native, now, thread_cpu_ns(t->native_thread_id), 0, 0};
+        *s = (tslot){.ident = t->thread_id,
+                     .native_id = native,
+                     .tid = t->native_thread_id,
+                     .wall_ns = now,
+                     .cpu_ns = thread_cpu_ns(t->native_thread_id),
+                     .held_since = NOT_HELD};
         if (t->thread_id == sp->main_ident) {
             sp->main_wall_ns = now;
             sp->main_cpu_ns = s->cpu_ns;
             sp->main_cpu_carry = 0;
         }
     }
+    sp->main_prev = (tslot){0};
     sp->prev_tick_ns = now;
     return 0;
 }
@@ -470,6 +481,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
     sp->refs = VEC(PyObject *);
+    sp->old_refs = VEC(PyObject *);
     return (PyObject *)sp;
 }
 

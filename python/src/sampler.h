@@ -34,13 +34,16 @@ typedef struct gthread {
     unsigned long ident;
     unsigned long native_id;
     ppk_str name;      /* empty: unknown */
+    PyObject *name_obj; /* the str it is the UTF-8 of (borrowed: a kept reference) */
+    const void *ts;     /* its thread state (prefetched at the next tick) */
     ppk_str task_name; /* empty: no task, or no name */
     int64_t task_id;   /* 0: no task */
     size_t first_frame, n_frames;
     size_t first_label, n_labels;
     int64_t wall_ns;
-    int64_t cpu_now; /* its CPU clock, read with the GIL in phase 1 (-1: none) */
+    int64_t cpu_now; /* its CPU clock at this tick (-1: none) */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
+    uint64_t held_since; /* see tslot */
 } gthread;
 
 /* The frame cache: what a frame shows (its code's names and the line, and the
@@ -55,11 +58,26 @@ typedef struct gthread {
 /* What a thread had at its previous sample, for the deltas; and its frames then, which
  * are still its frames if its CPU clock has not moved since (ppk_py_gather_thread). */
 typedef struct tslot {
-    unsigned long ident, native_id; /* native_id 0: empty slot */
+    unsigned long ident, native_id; /* native_id 0: empty slot (1 when unknown) */
+    unsigned long tid;              /* the kernel's thread id (0: unknown) */
     int64_t wall_ns;                /* CLOCK_MONOTONIC at the previous sample */
     int64_t cpu_ns;                 /* its CPU clock then (-1: none) */
     size_t first_frame, n_frames;   /* in SamplerObject.prev */
+    /* The frame cache's eviction count (SamplerObject.fcache_evictions) at a moment
+     * when each of these frames' code was held by its frame cache entry: while the
+     * count has not moved, they still are. NOT_HELD: not known. */
+    uint64_t held_since;
+    PyObject *name_obj; /* its name then (borrowed: held until the end of the next pass) */
+    const void *ts;     /* its thread state then (only prefetched) */
+    /* Set by phase 0 of this tick: its CPU clock, and where in SamplerObject.tick its
+     * frames were copied if the clock had not moved (NO_COPY: not copied). */
+    int64_t cpu_pre;
+    size_t pre_first;
 } tslot;
+
+#define NO_COPY SIZE_MAX
+
+#define NOT_HELD UINT64_MAX
 
 /* A growable array of `size`-byte items (malloc: phase 2 runs without the GIL). */
 typedef struct vec {
@@ -141,6 +159,7 @@ static inline void gbuf_free(gbuf *b) {
     X(gil_hold_ns_total)      /* phase 1, with the GIL */                                  \
     X(gil_hold_ns_max)                                                                     \
     X(tick_ns_total)          /* phase 1 and phase 2 */                                    \
+    X(prepare_ns_total)       /* phase 0, before taking the GIL */                         \
     X(cpu_ns)                 /* the sampler thread's own CPU time */                      \
     X(main_callbacks)         /* samples the main thread took of itself */                 \
     X(main_callback_ns_total) /* their time, in the main thread */                         \
@@ -177,6 +196,7 @@ typedef struct SamplerObject {
     ppk_sample *builder;
     gbuf tick, prev; /* this pass's and the previous one's (recorded) */
     uint64_t pass_reused; /* threads of this pass whose frames were copied from prev */
+    uint64_t passes;      /* passes begun */
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;
     int64_t prev_tick_ns; /* CLOCK_MONOTONIC of the previous phase 1 */
@@ -184,7 +204,9 @@ typedef struct SamplerObject {
     /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
      * that keep what the gathered frames point to alive until the next phase 1. */
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
-    vec refs;
+    uint64_t fcache_evictions; /* entries whose code was replaced, ever */
+    vec refs, old_refs; /* this pass's; the previous one's, until this one has copied
+                         * the frames it reuses */
 
     /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
      * by the sampler's pass, never both in one tick (main_state says which). */
@@ -195,6 +217,7 @@ typedef struct SamplerObject {
     gbuf cb;
     int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
+    tslot main_prev; /* its frames in prev, if the sampler's pass gathered it there */
     int main_requested_now;            /* this tick asked main_callback to run */
     int main_blocked_now;              /* this tick's pass sampled the main thread */
     sampler_stats st; /* under lock */
@@ -242,6 +265,9 @@ typedef struct running_task {
 int ppk_py_walk_ready(void);
 /* Releases the references the passes kept (with the GIL). */
 void ppk_py_release_refs(SamplerObject *sp);
+/* Forgets the frames of the previous pass (none will be reused): after a pass failed,
+ * what they point to may be released. */
+void ppk_py_forget_frames(SamplerObject *sp);
 /* The sampler's pass: every thread but its own; the main thread only when it is
  * blocked. -1: no memory (the tick is skipped). */
 int ppk_py_gather(SamplerObject *sp);
@@ -260,6 +286,12 @@ PyObject *ppk_py_threads_by_ident(void);
 size_t ppk_py_running_tasks(running_task *out, size_t max);
 
 /* ---- sampler_record.c: phase 2, without the GIL ----------------------------------- */
+
+/* Phase 0, before taking the GIL, so that it is not held for this work: the CPU clock
+ * of every thread of the previous pass; the frames of those whose clock has not moved
+ * copied into the new pass (which phase 1 takes if the thread is still there); and
+ * prefetches of what phase 1 will read of them. */
+void ppk_py_prepare(SamplerObject *sp);
 
 /* What ppk_py_record_thread did, added to the statistics by its caller. */
 typedef struct rec_counts {

@@ -45,6 +45,29 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
     return 0;
 }
 
+/* Phase 0 for one thread's slot. */
+static void prepare_slot(SamplerObject *sp, tslot *s) {
+    s->cpu_pre = thread_cpu_ns(s->tid);
+    s->pre_first = NO_COPY;
+    size_t n = s->n_frames;
+    if (!n || s->cpu_pre < 0 || s->cpu_pre != s->cpu_ns || vec_reserve(&sp->tick.frames, n))
+        return;
+    s->pre_first = sp->tick.frames.n;
+    memcpy(&AT(sp->tick.frames, gframe, s->pre_first), &AT(sp->prev.frames, gframe, s->first_frame),
+           n * sizeof(gframe));
+    sp->tick.frames.n += n;
+    /* Addresses of objects that may be gone by now: a prefetch does not fault. */
+    __builtin_prefetch(s->ts);
+    __builtin_prefetch(s->name_obj, 1);
+}
+
+void ppk_py_prepare(SamplerObject *sp) {
+    sp->tick.frames.n = 0;
+    for (size_t i = 0; i < sp->slot_cap; i++)
+        if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i]);
+    if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev);
+}
+
 /* ---- Phase 2: recording, without the GIL ------------------------------------------- */
 
 static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thread native id"),
@@ -148,9 +171,19 @@ int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
 /* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
 void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     memset(sp->next_slots, 0, sp->slot_cap * sizeof *sp->next_slots);
+    tslot main_prev = {0};
     for (size_t i = 0; i < sp->tick.threads.n; i++) {
         gthread *gt = &AT(sp->tick.threads, gthread, i);
         if (gt->ident == sp->main_ident) {
+            main_prev = (tslot){.ident = gt->ident,
+                                .native_id = gt->native_id ? gt->native_id : 1,
+                                .tid = gt->native_id,
+                                .cpu_ns = gt->cpu_now,
+                                .first_frame = gt->first_frame,
+                                .n_frames = gt->n_frames,
+                                .held_since = gt->held_since,
+                                .name_obj = gt->name_obj,
+                                .ts = gt->ts};
             int64_t cpu = ppk_py_main_deltas(sp, gt, now);
             if (gt->n_frames) ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
             continue;
@@ -173,7 +206,16 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
         if (cpu < 0) cpu = 0;
         if (gt->wall_ns < 0) gt->wall_ns = 0;
         tslot *next = ppk_py_slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
-        *next = (tslot){gt->ident, native, now, cpu_now, gt->first_frame, gt->n_frames};
+        *next = (tslot){.ident = gt->ident,
+                        .native_id = native,
+                        .tid = gt->native_id,
+                        .wall_ns = now,
+                        .cpu_ns = cpu_now,
+                        .first_frame = gt->first_frame,
+                        .n_frames = gt->n_frames,
+                        .held_since = gt->held_since,
+                        .name_obj = gt->name_obj,
+                        .ts = gt->ts};
         if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */
         ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
     }
@@ -183,5 +225,6 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     gbuf g = sp->prev; /* the slots' frames are this pass's now */
     sp->prev = sp->tick;
     sp->tick = g;
+    sp->main_prev = main_prev;
     sp->prev_tick_ns = now;
 }

@@ -17,9 +17,9 @@
  */
 #include "sampler.h"
 
-/* Interned attribute names and _asyncio.Task.get_name, set up once. */
+/* Interned module and attribute names and _asyncio.Task.get_name, set up once. */
 static PyObject *str_name, *str_thread_id, *str_get_name, *str_active, *str_current_tasks,
-    *str_Task, *task_get_name;
+    *str_Task, *str_threading, *str_asyncio_tasks, *str__asyncio, *task_get_name;
 
 int ppk_py_walk_ready(void) {
     if (!str_name) {
@@ -29,8 +29,12 @@ int ppk_py_walk_ready(void) {
         str_active = PyUnicode_InternFromString("_active");
         str_current_tasks = PyUnicode_InternFromString("_current_tasks");
         str_Task = PyUnicode_InternFromString("Task");
+        str_threading = PyUnicode_InternFromString("threading");
+        str_asyncio_tasks = PyUnicode_InternFromString("asyncio.tasks");
+        str__asyncio = PyUnicode_InternFromString("_asyncio");
         if (!str_name || !str_thread_id || !str_get_name || !str_active ||
-            !str_current_tasks || !str_Task)
+            !str_current_tasks || !str_Task || !str_threading || !str_asyncio_tasks ||
+            !str__asyncio)
             return -1;
     }
     return 0;
@@ -51,9 +55,9 @@ static PyObject *safe_getattr(PyObject *obj, PyObject *name) {
 }
 
 /* sys.modules[mod].attr if that module is imported (borrowed), else NULL. */
-static PyObject *module_attr(const char *mod, PyObject *attr) {
+static PyObject *module_attr(PyObject *mod, PyObject *attr) {
     PyObject *modules = PyImport_GetModuleDict();
-    PyObject *m = modules && PyDict_Check(modules) ? PyDict_GetItemString(modules, mod) : NULL;
+    PyObject *m = modules && PyDict_Check(modules) ? PyDict_GetItem(modules, mod) : NULL;
     if (!m || !PyModule_Check(m)) return NULL;
     PyObject *d = PyModule_GetDict(m);
     return d ? PyDict_GetItem(d, attr) : NULL;
@@ -134,11 +138,11 @@ static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *ke
 }
 
 size_t ppk_py_running_tasks(running_task *out, size_t max) {
-    PyObject *current = module_attr("asyncio.tasks", str_current_tasks);
+    PyObject *current = module_attr(str_asyncio_tasks, str_current_tasks);
     if (!current || !PyDict_Check(current)) return 0;
     if (!task_get_name) {
         /* asyncio is imported: its C Task type's get_name, looked up once. */
-        PyObject *task_type = module_attr("_asyncio", str_Task);
+        PyObject *task_type = module_attr(str__asyncio, str_Task);
         if (task_type && PyType_Check(task_type)) {
             task_get_name = PyObject_GetAttr(task_type, str_get_name);
             if (!task_get_name) PyErr_Clear();
@@ -177,7 +181,10 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
         Py_DECREF(code);
         return -1;
     }
-    if (e->code) keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
+    if (e->code) {
+        keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
+        sp->fcache_evictions++;
+    }
     int line = PyFrame_GetLineNumber(f);
     /* The entry takes the reference to code. */
     *e = (gframe){utf8_of(code->co_qualname), utf8_of(code->co_filename), code->co_firstlineno,
@@ -204,52 +211,42 @@ void ppk_py_gc_resume(int was_enabled) {
 }
 
 /* A thread whose CPU clock has not moved since its previous sample has run no code
- * since: its frames are the ones gathered then (`prev`, its slot), copied instead of
- * walked. Their strings belong to the code objects of its frames, which only the thread
- * itself can pop: alive now, with the GIL held, but not through phase 2, where the
- * thread may run again and free them. So each copied frame's code must be held until
- * the next pass, like a walked frame's: by its frame cache entry if that still holds it
- * (an entry evicted from now on keeps its code in sp->refs until the next pass), else
- * by a reference taken here. 1 if copied; 0 (nothing changed) if there was no room. */
+ * since: its frames are the ones gathered then (`prev`, its slot), which phase 0 copied
+ * into this pass (ppk_py_prepare) instead of walking them here. The clock was read
+ * before the GIL was taken: the thread may have run since, and the copy shows it as it
+ * was then. Their strings belong to code objects that the thread releases when it pops
+ * those frames, so each copied frame's code must be held until the next pass, like a
+ * walked frame's: by its frame cache entry if that still holds it (an entry evicted from
+ * now on keeps its code in sp->refs until the next pass), else by a reference taken
+ * here. Until then the previous pass's references (old_refs) hold what its entries did
+ * not. When no entry was evicted since all these frames were found in their entries
+ * (held_since), there is nothing to check. 1 if taken; 0 (nothing changed) if there is
+ * no copy or no room for the references. */
 static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *prev) {
-    if (!prev || !prev->native_id || !prev->n_frames || gt->cpu_now < 0 ||
-        gt->cpu_now != prev->cpu_ns || vec_reserve(&b->frames, prev->n_frames) ||
-        vec_reserve(&sp->refs, prev->n_frames))
-        return 0;
-    gframe *to = &AT(b->frames, gframe, b->frames.n);
-    memcpy(to, &AT(sp->prev.frames, gframe, prev->first_frame), prev->n_frames * sizeof(gframe));
-    for (size_t i = 0; i < prev->n_frames; i++) {
+    if (!prev || prev->pre_first == NO_COPY) return 0;
+    size_t n = prev->n_frames;
+    int check = prev->held_since != sp->fcache_evictions;
+    if (check && vec_reserve(&sp->refs, n)) return 0;
+    gt->first_frame = prev->pre_first; /* phase 0 copied them there */
+    gt->n_frames = n;
+    gt->held_since = prev->held_since;
+    if (!check) return 1;
+    gframe *to = &AT(b->frames, gframe, gt->first_frame);
+    gt->held_since = sp->fcache_evictions;
+    for (size_t i = 0; i < n; i++) {
         const gframe *e = &sp->fcache[to[i].slot];
-        if (e->code == to[i].code && e->lasti == to[i].lasti) {
-            if (e->fid) to[i].fid = e->fid; /* what the cache learnt since */
-            continue;
-        }
+        if (e->code == to[i].code && e->lasti == to[i].lasti) continue;
         Py_INCREF(to[i].code);
         keep_ref(sp, (PyObject *)to[i].code); /* cannot fail: room was made */
+        gt->held_since = NOT_HELD;
     }
-    b->frames.n += prev->n_frames;
-    gt->n_frames = prev->n_frames;
     return 1;
 }
 
-int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
-                         PyObject *active, const running_task *tasks, size_t n_tasks) {
-    /* A thread running no Python code (a C thread holding a thread state) gets no
-     * sample, but an entry all the same: its time goes on from its previous sample. */
-    gthread *gt = vec_push(&b->threads);
-    if (!gt) return -1;
-    memset(gt, 0, sizeof *gt);
-    gt->ident = t->thread_id;
-    gt->native_id = t->native_thread_id;
-    gt->cpu_now = thread_cpu_ns(gt->native_id);
-    gt->first_frame = b->frames.n;
-    gt->first_label = b->labels.n;
-    PyFrameObject *f = NULL;
-    if (reuse_frames(sp, b, gt, prev))
-        sp->pass_reused++;
-    else
-        f = PyThreadState_GetFrame(t);
-    while (f) {
+/* Gathers thread t's frames, leaf first, into b. -1: no memory. */
+static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t) {
+    uint64_t evictions = sp->fcache_evictions;
+    for (PyFrameObject *f = PyThreadState_GetFrame(t); f;) {
         gframe *gf = vec_push(&b->frames);
         if (!gf || frame_of(sp, f, gf)) {
             Py_DECREF(f);
@@ -260,14 +257,53 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         Py_DECREF(f);
         f = back;
     }
+    /* Every entry still holds its code unless a deeper frame evicted one. */
+    gt->held_since = sp->fcache_evictions == evictions ? evictions : NOT_HELD;
+    return 0;
+}
+
+/* Passes between two readings of the name of a thread that runs no code. */
+#define NAME_REFRESH 16
+
+int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
+                         PyObject *active, const running_task *tasks, size_t n_tasks) {
+    /* A thread running no Python code (a C thread holding a thread state) gets no
+     * sample, but an entry all the same: its time goes on from its previous sample. */
+    gthread *gt = vec_push(&b->threads);
+    if (!gt) return -1;
+    memset(gt, 0, sizeof *gt);
+    gt->ident = t->thread_id;
+    gt->native_id = t->native_thread_id;
+    gt->ts = t;
+    gt->cpu_now = prev ? prev->cpu_pre : thread_cpu_ns(gt->native_id);
+    gt->first_frame = b->frames.n;
+    gt->first_label = b->labels.n;
+    int reused = reuse_frames(sp, b, gt, prev);
+    if (reused)
+        sp->pass_reused++;
+    else if (walk_frames(sp, b, gt, t))
+        return -1;
     if (!gt->n_frames) return 0;
 
-    PyObject *ident = PyLong_FromUnsignedLong(gt->ident);
-    if (!ident) PyErr_Clear();
-    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
-    if (!thread) PyErr_Clear();
-    PyObject *name = thread ? safe_getattr(thread, str_name) : NULL;
-    if (name && !keep_ref(sp, name)) gt->name = utf8_of(name);
+    /* A thread that has run no code since its previous sample keeps the name it had
+     * then, read again every NAME_REFRESH passes (another thread may rename it). */
+    PyObject *name = NULL;
+    if (reused && prev->name_obj && sp->passes % NAME_REFRESH)
+        name = Py_NewRef(prev->name_obj); /* alive: old_refs holds it */
+    PyObject *ident = NULL;
+    if (!name || (sp->tags_thread && PyDict_GET_SIZE(sp->tags_thread))) {
+        ident = PyLong_FromUnsignedLong(gt->ident);
+        if (!ident) PyErr_Clear();
+    }
+    if (!name) {
+        PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
+        if (!thread) PyErr_Clear();
+        name = thread ? safe_getattr(thread, str_name) : NULL;
+    }
+    if (name && !keep_ref(sp, name)) {
+        gt->name = utf8_of(name);
+        gt->name_obj = name;
+    }
     gather_tags(sp, b, sp->tags_thread, ident, gt);
     Py_XDECREF(ident);
 
@@ -287,22 +323,35 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
 }
 
 PyObject *ppk_py_threads_by_ident(void) {
-    PyObject *active = module_attr("threading", str_active);
+    PyObject *active = module_attr(str_threading, str_active);
     return active && PyDict_Check(active) ? active : NULL;
 }
 
+static void release(vec *refs) {
+    for (size_t i = 0; i < refs->n; i++) Py_DECREF(AT(*refs, PyObject *, i));
+    refs->n = 0;
+}
+
 void ppk_py_release_refs(SamplerObject *sp) {
-    for (size_t i = 0; i < sp->refs.n; i++) Py_DECREF(AT(sp->refs, PyObject *, i));
-    sp->refs.n = 0;
+    release(&sp->old_refs);
+    release(&sp->refs);
+}
+
+void ppk_py_forget_frames(SamplerObject *sp) {
+    for (size_t i = 0; i < sp->slot_cap; i++) sp->slots[i].n_frames = 0;
+    sp->main_prev.n_frames = 0;
 }
 
 /* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
  * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
     ppk_py_apply_fixups(sp, &sp->prev); /* before the codes they name may go */
-    ppk_py_release_refs(sp);
-    sp->tick.frames.n = sp->tick.labels.n = sp->tick.threads.n = 0;
+    vec held = sp->old_refs; /* empty */
+    sp->old_refs = sp->refs;
+    sp->refs = held;
+    sp->tick.labels.n = sp->tick.threads.n = 0; /* frames: ppk_py_prepare */
     sp->pass_reused = 0;
+    sp->passes++;
     int gc = ppk_py_gc_pause();
     int rc = 0;
     PyObject *active = ppk_py_threads_by_ident();
@@ -328,12 +377,20 @@ int ppk_py_gather(SamplerObject *sp) {
             sp->main_blocked_now = 1;
         }
         size_t n = sp->tick.threads.n;
-        const tslot *prev =
-            mode ? NULL : ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id,
-                                           t->native_thread_id ? t->native_thread_id : 1);
+        unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
+        const tslot *prev = mode ? &sp->main_prev
+                                 : ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
+        /* An empty slot (a new thread), or a main thread the previous pass did not
+         * gather, or whose clock a callback read after phase 0 did (ppk_py_main_deltas
+         * needs its clock to go forward). */
+        if (!prev->native_id || prev->ident != t->thread_id || prev->native_id != native ||
+            (mode && prev->cpu_pre < sp->main_cpu_ns))
+            prev = NULL;
         rc = ppk_py_gather_thread(sp, &sp->tick, t, prev, active, tasks, n_tasks);
         if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
     }
     ppk_py_gc_resume(gc);
+    if (rc) ppk_py_forget_frames(sp);
+    release(&sp->old_refs);
     return rc;
 }

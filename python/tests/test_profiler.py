@@ -282,6 +282,39 @@ class TestThreads(ProfilerTest):
             self.assert_near(wall[name], measured, tol, "%s: wall %r, measured %r" % (
                 name, dict(wall), me["phases"]))
 
+    def test_idle_thread_renamed(self):
+        # A thread that runs no code keeps its stack and its name from sample to sample,
+        # but its name is read again every 16 passes: a name another thread gives it
+        # shows within 16 passes. So "before" and "after" each have the wall time the
+        # main thread measured of them, give or take those 16 passes (each at most 1.5
+        # periods and a GIL wait after the one before), and an INTERVAL at each end.
+        run = self.cli(["renamed.py", "0.6", "1.5"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["sampler"]["stacks_reused"], 20, me["sampler"])
+        wall = merged_by(load(run.files), "wall-time", lambda s, l: l.get("thread name"))
+        gil_wait = me["sampler"]["gil_wait_ns_max"]
+        interval = longest_interval(me["rate"], gil_wait)
+        tol = 16 * (int(1.5e9 / me["rate"]) + gil_wait) + 2 * interval
+        for name in ("before", "after"):
+            self.assert_near(wall[name], me[name], tol, "%s: wall %r, measured %r" % (
+                name, dict(wall), {n: me[n] for n in ("before", "after")}))
+
+    def test_idle_stacks_of_dying_code(self):
+        # Stacks copied from tick to tick while their code objects die as soon as the
+        # threads wake, and frame cache entries are evicted all the time (a stress test,
+        # run under ASan too; the window it covers, a thread waking between the
+        # sampler's phase 0 and its taking the GIL, is hit by chance): the run ends
+        # cleanly, every sample is in the files, and the made functions are there.
+        run = self.cli(["--rate", "1000", "churn.py", "4", "2"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["calls"], 100, me)
+        self.assertGreater(me["sampler"]["stacks_reused"], 20, me["sampler"])
+        made = merged_by(load(run.files), "wall-time",
+                         lambda s, l: any(f[0].startswith("made_") for f in s))
+        self.assertGreater(made[True], 0, dict(made))
+
 
 class TestAsyncio(ProfilerTest):
     """Issue 11: an asyncio program's profile has the names of the tasks that ran, with

@@ -1,0 +1,31 @@
+"""A thread that stays blocked while another thread renames it: `renamed.py W1 W2`
+(seconds). The thread, started as "before", waits on an event; the main thread renames
+it "after" W1 seconds later and lets it go W2 seconds after that. Prints a JSON line with
+the two durations as the main thread measured them and what progutil reports."""
+
+import json
+import sys
+import threading
+import time
+
+import progutil
+
+
+def main():
+    w1, w2 = (float(x) for x in sys.argv[1:3])
+    go = threading.Event()
+    t = threading.Thread(target=go.wait, name="before")
+    t0 = time.monotonic_ns()
+    t.start()
+    time.sleep(w1)
+    t.name = "after"
+    t1 = time.monotonic_ns()
+    time.sleep(w2)
+    t2 = time.monotonic_ns()
+    go.set()
+    t.join()
+    print(json.dumps(dict(progutil.sampler_info(), before=t1 - t0, after=t2 - t1)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
