@@ -282,6 +282,7 @@ def sampler_case(threads, frames, busy, seconds, function_ids):
         "gil_wait_us_max": round(s["gil_wait_ns_max"] / 1e3, 1),
         "tick_us_mean": round(s["tick_ns_total"] / ticks / 1e3, 1),
         "phase2_us_mean": round((s["tick_ns_total"] - s["gil_hold_ns_total"]) / ticks / 1e3, 1),
+        "phase0_us_mean": round(s["prepare_ns_total"] / ticks / 1e3, 1),
         "sampler_cpu_pct": round(s["cpu_ns"] / (dt * 1e9) * 100, 3),
         "ticks_late": s["ticks_late"], "samples_failed": s["samples_failed"],
         "main_callbacks": s["main_callbacks"],
@@ -295,18 +296,19 @@ def sampler(a):
     print()
     print("the sampler at 100 Hz, in process (Python %s), %.0f s a case; GIL hold, wait and "
           "tick in us" % (platform.python_version(), a.sampler_seconds))
-    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %10s %5s" % (
+    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %8s %10s %5s" % (
         "thr", "frames", "state", "push", "ticks", "samples", "hold mean", "hold max",
-        "wait mean", "wait max", "phase 2", "CPU %core", "late"))
+        "wait mean", "wait max", "phase 0", "phase 2", "CPU %core", "late"))
     for threads, frames, busy in cases:
         for ids in (True, False):
             r = sampler_case(threads, frames, busy, a.sampler_seconds, ids)
             r["python"] = platform.python_version()
             rows.append(r)
-            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %10.3f %5d" % (
+            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %8.1f %10.3f %5d" % (
                 threads, frames, r["state"], r["push"], r["ticks"], r["samples"],
                 r["gil_hold_us_mean"], r["gil_hold_us_max"], r["gil_wait_us_mean"],
-                r["gil_wait_us_max"], r["phase2_us_mean"], r["sampler_cpu_pct"],
+                r["gil_wait_us_max"], r["phase0_us_mean"], r["phase2_us_mean"],
+                r["sampler_cpu_pct"],
                 r["ticks_late"]), flush=True)
         if r["samples"] != r["samples_flushed"]:
             print("  note: the sampler counted %d samples, the recorder %d"
@@ -342,13 +344,23 @@ def main():
     print("python_overhead: %s (Python %s), %d CPUs, %s" % (
         sys.executable, platform.python_version(), os.cpu_count(),
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
-    result = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    # A part that is skipped keeps what the file holds of an earlier run: each part
+    # says when and how it ran.
+    result = {}
+    if a.json and os.path.exists(a.json):
+        with open(a.json) as f:
+            result = json.load(f)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    command = " ".join(["PYTHONPATH=" + os.environ.get("PYTHONPATH", ""), sys.executable,
+                        os.path.relpath(SELF)] + sys.argv[1:])
+    part = {"python": platform.python_version(), "cpus": os.cpu_count(), "date": when,
+            "command": command}
     if not a.skip_overhead:
         result["overhead"] = overhead(a, sys.executable, old_py)
-        result["rounds"] = a.rounds
-        result["other_rounds"] = a.other_rounds
+        result["overhead_run"] = dict(part, rounds=a.rounds, other_rounds=a.other_rounds)
     if not a.skip_sampler:
         result["sampler"] = sampler(a)
+        result["sampler_run"] = part
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
