@@ -4,6 +4,11 @@ Runs a Python program under the sampling profiler, like `python -m cProfile`: pr
 (.pb.gz, read by `go tool pprof`) go to a directory every --export-period seconds and at
 exit, and a one-line summary is printed at exit. Every option can also come from the
 environment (PPROFKIT_* names; the Datadog and Pyroscope variables where they exist).
+With --subprocesses, the Python processes the program starts (subprocess, multiprocessing
+spawn) profile themselves with the same options, each into files of its own pid: the
+options go to them through the environment (PPROFKIT_*), and a sitecustomize module put
+first on their PYTHONPATH starts the profiler (a child run with -E, -I or -S ignores
+it).
 """
 
 import argparse
@@ -61,7 +66,7 @@ def _parser():
     r.add_argument("--export-period", type=float,
                    default=float(e("PPROFKIT_EXPORT_PERIOD") or 60),
                    help="seconds between exports (PPROFKIT_EXPORT_PERIOD; default 60)")
-    r.add_argument("--out", default=e("PPROFKIT_OUT") or "pprofkit-out",
+    r.add_argument("--out", default=e("PPROFKIT_OUT", "pprofkit-out"),
                    help="directory of the .pb.gz files (PPROFKIT_OUT; default "
                         "./pprofkit-out; '' for none)")
     r.add_argument("--codec", choices=("gzip", "zstd", "none"),
@@ -93,6 +98,10 @@ def _parser():
                    help="do not record CPU time (PPROFKIT_NO_CPU)")
     r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
                    help="no summary at exit (PPROFKIT_QUIET)")
+    r.add_argument("--subprocesses", action="store_true",
+                   default=_flag("PPROFKIT_SUBPROCESSES"),
+                   help="profile the Python processes the program starts too, each into "
+                        "files of its own pid (PPROFKIT_SUBPROCESSES)")
     r.add_argument("-m", dest="module", metavar="MODULE",
                    help="run a module, like python -m")
     r.add_argument("args", nargs=argparse.REMAINDER, help="script.py and its arguments")
@@ -112,6 +121,63 @@ def summary_line(s):
         if deg else "no degradations")
 
 
+def _start(ns):
+    """Starts the profiler with run's options; the summary at exit unless quiet."""
+    p = profiler.start(
+        rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
+        codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
+        wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
+        version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope)
+    if not ns.quiet:
+        p.on_stop = lambda s: print(summary_line(s), file=sys.stderr, flush=True)
+    return p
+
+
+BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+
+
+def _export_to_children(ns):
+    """Makes the Python processes that this one starts profile themselves as it does:
+    the options, resolved, as PPROFKIT_* variables (the output directory absolute: a
+    child may run elsewhere), and PYTHONPATH beginning with the bootstrap directory
+    (its sitecustomize starts the profiler) and the directory this package is in."""
+    opt = {"PPROFKIT_RATE": repr(ns.rate), "PPROFKIT_EXPORT_PERIOD": repr(ns.export_period),
+           "PPROFKIT_OUT": os.path.abspath(ns.out) if ns.out else "",
+           "PPROFKIT_CODEC": ns.codec, "PPROFKIT_MEMORY_LIMIT": ns.memory_limit,
+           "PPROFKIT_MAX_FRAMES": ns.max_frames, "PPROFKIT_SERVICE": ns.service,
+           "PPROFKIT_ENV": ns.env, "PPROFKIT_VERSION": ns.version, "PPROFKIT_TAGS": ns.tags,
+           "PPROFKIT_DATADOG": "1" if ns.datadog is True else ns.datadog,
+           "PPROFKIT_PYROSCOPE": ns.pyroscope, "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
+           "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
+           "PPROFKIT_SUBPROCESSES": "1"}
+    for k, v in opt.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = str(v)
+    package_parent = os.path.dirname(os.path.dirname(BOOTSTRAP))
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and p not in (BOOTSTRAP, package_parent)]
+    os.environ["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP, package_parent] + rest)
+
+
+def start_in_subprocess():
+    """The bootstrap's sitecustomize: a Python process started under --subprocesses
+    profiles itself with the options in its environment, unless it is `python -m
+    pprofkit` itself (whose own options then apply) or multiprocessing's resource
+    tracker (which runs none of the program's code)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        args = []
+    if any(a == b"-m" and b == b"pprofkit" for a, b in zip(args, args[1:])):
+        return
+    if any(a.startswith(b"from multiprocessing.resource_tracker import") for a in args):
+        return
+    _start(_parser().parse_args(["run"]))
+
+
 def run(ns):
     if ns.module:
         target, argv = ns.module, [ns.module] + ns.args
@@ -120,13 +186,9 @@ def run(ns):
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
     sys.argv = argv  # before start: the program's name is the default service name
-    p = profiler.start(
-        rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
-        codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
-        wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
-        version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope)
-    if not ns.quiet:
-        p.on_stop = lambda s: print(summary_line(s), file=sys.stderr, flush=True)
+    _start(ns)
+    if ns.subprocesses:
+        _export_to_children(ns)
     # The profiler stops at exit (pprofkit.profiler's atexit handler): after the
     # program's non-daemon threads have ended and its own atexit handlers have run.
     try:

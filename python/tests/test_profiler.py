@@ -468,6 +468,39 @@ class TestFork(ProfilerTest):
                                  "%s child MainThread wall vs its lifetime" % role)
         print("\n  fork (MainThread wall, duration ms): %r" % report, file=sys.stderr)
 
+    def test_subprocesses(self):
+        # With --subprocesses, a subprocess running Python and a multiprocessing "spawn"
+        # process profile themselves: files with their own pids, each with its own work
+        # and none of the others', and a summary line each. Without it, only the parent.
+        for flag in (True, False):
+            run = self.cli((["--subprocesses"] if flag else []) + ["spawner.py"])
+            lines = {d["role"]: d for d in run.json()}
+            self.assertEqual(sorted(lines), ["parent", "spawn", "sub"], run.out)
+            parent = lines["parent"]
+            self.assertEqual((parent["sub_status"], parent["spawn_exitcode"]), (0, 0))
+            self.assertEqual(lines["spawn"]["pid"], parent["spawn_pid"])
+            pid_of = {role: d["pid"] for role, d in lines.items()}
+            self.assertEqual(len(set(pid_of.values())), 3)
+            profiled = set(pid_of) if flag else {"parent"}
+            for role in pid_of:
+                self.assertEqual("rate" in lines[role], role in profiled, (flag, lines[role]))
+            pids = {pid_of[r] for r in profiled}
+            self.assertEqual({int(FILE_RE.match(os.path.basename(f)).group(1))
+                              for f in run.files}, pids, run.files)
+            self.check_summary(run, pids)
+            work = {"parent": "parent_work", "sub": "sub_work", "spawn": "spawned_work"}
+            for role in profiled:
+                seen = merged_by(load(run.pid_files(pid_of[role])), "samples",
+                                 lambda st, l: frozenset(f[0] for f in st))
+                fns = collections.Counter()
+                for names, n in seen.items():
+                    for fn in names:
+                        fns[fn] += n
+                self.assertGreater(fns[work[role]], 0, (role, fns))
+                for other, fn in work.items():
+                    if other != role:
+                        self.assertEqual(fns[fn], 0, (role, fn, fns))
+
 
 class TestFinalization(ProfilerTest):
     """Issue 11: the last window is written however the program ends, with the sampler
