@@ -88,7 +88,8 @@ WORKLOADS = {"fib": (unit_fib, 600), "objects": (unit_objects, 1100),
              "strings": (unit_strings, 2400)}  # units for ~1 s on the 2-vCPU VM
 
 
-def child(workload, threads, units):
+def run_work(workload, threads, units):
+    """The work split over `threads` threads; its wall time in seconds."""
     fn = WORKLOADS[workload][0]
     share = [units // threads + (1 if i < units % threads else 0) for i in range(threads)]
 
@@ -106,8 +107,39 @@ def child(workload, threads, units):
             t.start()
         for t in ts:
             t.join()
-    dt = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def child(workload, threads, units):
+    dt = run_work(workload, threads, units)
     print(json.dumps({"work_s": dt, "python": platform.python_version()}))
+
+
+def paired_child(workload, threads, units, pairs, out_dir):
+    """Part 3's process: `pairs` pairs of rounds of the same work, one round with the
+    profiler (started before the round, stopped after it: its last export is outside
+    the round) and one without, the order of each pair alternating (ABBA)."""
+    import pprofkit
+
+    on, off, direct = [], [], []
+    run_work(workload, threads, units)  # warm-up: imports, caches, the allocator
+    for i in range(pairs):
+        for profiled in ((False, True) if i % 2 == 0 else (True, False)):
+            if profiled:
+                p = pprofkit.Profiler(rate=100, out_dir=out_dir, export_period=1.0)
+                p.start()
+                on.append(run_work(workload, threads, units))
+                summary = p.stop()
+                if summary["samples"] == 0:
+                    raise RuntimeError("the profiler took no sample")
+                # What the program lost for certain: the GIL held by the sampler's
+                # passes and the main thread's own samples (main_callback).
+                s = summary["sampler"]
+                direct.append((s["gil_hold_ns_total"] + s["main_callback_ns_total"]) / 1e9)
+            else:
+                off.append(run_work(workload, threads, units))
+    print(json.dumps({"on": on, "off": off, "direct": direct,
+                      "python": platform.python_version()}))
 
 
 # ---- Part 1: the harness ----------------------------------------------------------------
@@ -227,6 +259,62 @@ def overhead(a, py, old_py):
                     for (w, t, v), runs in raw.items()]}
 
 
+# ---- Part 3: paired rounds in one process ------------------------------------------------
+
+
+def bootstrap_median(xs, n=2000, seed=1):
+    """A 95% interval of the median of xs (percentile bootstrap)."""
+    import random
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def paired(a, py):
+    """Slowdown from pairs of rounds in one process (part 3): the machine's drift over
+    seconds hits both rounds of a pair alike, and one process has one memory layout.
+    Also "direct": the share of a profiled round's time that the program certainly
+    lost, the GIL held by the sampler's passes plus the main thread's own samples."""
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="ppk-paired-")
+    print()
+    print("paired rounds in one process, %d pairs per cell, rounds of ~%.2f s; slowdown = "
+          "round with the profiler / the other round of its pair: median [95%% interval of "
+          "the median] (quartiles)" % (a.pairs, a.round_seconds))
+    print("%-8s %3s %8s %28s %20s %8s" % ("workload", "thr", "base s", "slowdown", "quartiles",
+                                          "direct"))
+    try:
+        for w in a.workloads:
+            for t in a.threads:
+                units = max(4, int(WORKLOADS[w][1] * a.round_seconds))
+                out = os.path.join(tmp, "%s-%d" % (w, t))
+                cmd = [py, SELF, "--paired-child", w, str(t), str(units), str(a.pairs), out]
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                lines = p.stdout.decode(errors="replace").strip().splitlines()
+                if p.returncode != 0 or not lines:
+                    raise RuntimeError("%s failed (%d): %s" % (
+                        " ".join(cmd), p.returncode, p.stderr.decode(errors="replace")[-2000:]))
+                r = json.loads(lines[-1])
+                ratios = [x / y for x, y in zip(r["on"], r["off"])]
+                direct = statistics.median(d / x for d, x in zip(r["direct"], r["on"]))
+                lo, hi = bootstrap_median(ratios)
+                q1, med, q3 = quartiles(ratios)
+                rows.append({"workload": w, "threads": t, "python": r["python"],
+                             "pairs": len(ratios), "base_round_s": statistics.median(r["off"]),
+                             "slowdown_median": round(med, 4),
+                             "slowdown_ci95": [round(lo, 4), round(hi, 4)],
+                             "slowdown_quartiles": [round(q1, 4), round(q3, 4)],
+                             "direct_median": round(direct, 5),
+                             "on": r["on"], "off": r["off"], "direct": r["direct"]})
+                print("%-8s %3d %8.3f %+9.2f%% [%+.2f, %+.2f] %20s %7.2f%%" % (
+                    w, t, statistics.median(r["off"]), (med - 1) * 100, (lo - 1) * 100,
+                    (hi - 1) * 100, "(%+.1f, %+.1f)" % ((q1 - 1) * 100, (q3 - 1) * 100),
+                    direct * 100), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
 # ---- Part 2: the sampler's own cost -------------------------------------------------------
 
 
@@ -320,6 +408,10 @@ def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
         child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return 0
+    if len(sys.argv) == 7 and sys.argv[1] == "--paired-child":
+        paired_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+                     sys.argv[6])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--other-rounds", type=int, default=5,
@@ -333,6 +425,10 @@ def main():
     ap.add_argument("--sampler-seconds", type=float, default=5)
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-sampler", action="store_true")
+    ap.add_argument("--paired", action="store_true",
+                    help="part 3 instead of part 1: paired rounds in one process")
+    ap.add_argument("--pairs", type=int, default=30)
+    ap.add_argument("--round-seconds", type=float, default=0.3)
     ap.add_argument("--json", default=os.path.join(HERE, "results", "python_overhead.json"))
     a = ap.parse_args()
     a.workloads = a.workloads.split(",")
@@ -355,7 +451,10 @@ def main():
                         os.path.relpath(SELF)] + sys.argv[1:])
     part = {"python": platform.python_version(), "cpus": os.cpu_count(), "date": when,
             "command": command}
-    if not a.skip_overhead:
+    if a.paired:
+        result["paired"] = paired(a, sys.executable)
+        result["paired_run"] = dict(part, pairs=a.pairs, round_seconds=a.round_seconds)
+    elif not a.skip_overhead:
         result["overhead"] = overhead(a, sys.executable, old_py)
         result["overhead_run"] = dict(part, rounds=a.rounds, other_rounds=a.other_rounds)
     if not a.skip_sampler:
