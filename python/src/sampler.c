@@ -84,7 +84,7 @@ static int main_callback(void *unused) {
         return 0; /* the sampler's pass found it blocked and sampled it there */
     }
     RecorderObject *r = sp->recorder;
-    if (!r->rec || r->closing) return 0;
+    if (!r->rec || r->closing) return 0; /* unanswered: the sampler's pass sees it */
     int64_t now = mono_ns();
     gbuf *b = &sp->cb;
     b->frames.n = b->labels.n = b->threads.n = 0;
@@ -104,14 +104,25 @@ static int main_callback(void *unused) {
     }
     /* The gathered strings were copied by the pushes: the references can go with the
      * sampler's next pass. */
+    int others = 0;
+    for (PyThreadState *o = PyInterpreterState_ThreadHead(sp->interp); o; o = PyThreadState_Next(o))
+        others += o != t && o != sp->ts;
     int64_t end = mono_ns();
     pthread_mutex_lock(&sp->lock);
+    sp->main_answered = 1;
+    sp->main_others = rc ? -1 : others;
+    pthread_cond_signal(&sp->wake);
+    int passless = sp->passless;
     sp->st.main_callbacks++;
     sp->st.main_callback_ns_total += (uint64_t)(end - now);
     sp->st.samples += c.samples;
     sp->st.samples_failed += c.failed;
     sp->st.labels_refused += c.labels_refused;
+    sp->st.refs_held = sp->refs.n + sp->old_refs.n;
     pthread_mutex_unlock(&sp->lock);
+    /* Ticks without a pass leave the references of evicted frame cache entries to the
+     * callback: nothing else needs them (with the GIL: a pass cannot begin meanwhile). */
+    if (passless) ppk_py_release_refs(sp);
     return 0;
 }
 
@@ -123,6 +134,39 @@ static int finalizing(void) {
 #else
     return _Py_IsFinalizing();
 #endif
+}
+
+/* How long the sampler waits for the main thread's answer before it takes the GIL. */
+#define ANSWER_WAIT_NS 1000000
+
+/* Waits up to ANSWER_WAIT_NS for main_callback to answer this tick's request: 1 if it
+ * did and saw no thread but itself and the sampler's. */
+static int wait_alone(SamplerObject *sp) {
+    int64_t until = mono_ns() + ANSWER_WAIT_NS;
+    struct timespec ts = {until / 1000000000, until % 1000000000};
+    pthread_mutex_lock(&sp->lock);
+    while (!sp->stop && !sp->main_answered)
+        if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
+    int alone = sp->main_answered && sp->main_others == 0;
+    pthread_mutex_unlock(&sp->lock);
+    return alone;
+}
+
+/* A tick whose only thread, the main one, sampled itself: no pass; the thread tables
+ * become those of a pass that found no other thread. */
+static void skip_pass(SamplerObject *sp) {
+    int64_t now = mono_ns();
+    sp->tick.threads.n = 0;
+    rec_counts c = {0, 0, 0};
+    ppk_py_record_all(sp, now, &c);
+    struct timespec own;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+    pthread_mutex_lock(&sp->lock);
+    sp->passless = 1;
+    sp->st.ticks++;
+    sp->st.ticks_without_gil++;
+    sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
+    pthread_mutex_unlock(&sp->lock);
 }
 
 static void *sampler_main(void *arg) {
@@ -149,15 +193,29 @@ static void *sampler_main(void *arg) {
         int st = atomic_load(&sp->main_state);
         sp->main_requested_now = 0;
         if ((st == MAIN_IDLE || st == MAIN_DONE) && sp->main_ident) {
+            pthread_mutex_lock(&sp->lock);
+            int alone = sp->main_answered && sp->main_others == 0;
+            sp->main_answered = 0;
+            pthread_mutex_unlock(&sp->lock);
             atomic_store(&sp->main_state, MAIN_REQUESTED);
             if (Py_AddPendingCall(main_callback, NULL) == 0) {
                 sp->main_requested_now = 1;
                 ppk_py_wake_main(sp->interp, atomic_load(&sp->main_ts));
+                /* The main thread was the only one at its previous sample: if it
+                 * answers soon and still is, there is nothing else to sample, and
+                 * taking the GIL would only make it wait (a forced switch, twice). */
+                if (alone && wait_alone(sp)) {
+                    skip_pass(sp);
+                    continue;
+                }
             } else {
                 atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
             }
         }
 
+        pthread_mutex_lock(&sp->lock);
+        sp->passless = 0;
+        pthread_mutex_unlock(&sp->lock);
         int64_t tp = mono_ns();
         ppk_py_prepare(sp);
         int64_t t0 = mono_ns();
@@ -168,6 +226,7 @@ static void *sampler_main(void *arg) {
         int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
         if (ok) atomic_fetch_add(&r->busy, 1);
         else if (open) ppk_py_forget_frames(sp);
+        size_t held = sp->refs.n + sp->old_refs.n;
         int64_t t2 = mono_ns();
         PyEval_SaveThread();
         if (!open) break; /* the recorder was closed under the sampler */
@@ -184,6 +243,7 @@ static void *sampler_main(void *arg) {
         sp->st.ticks++;
         sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
         sp->st.stacks_reused += ok ? sp->pass_reused : 0;
+        sp->st.refs_held = held;
         sp->st.samples += c.samples;
         sp->st.samples_failed += c.failed;
         sp->st.labels_refused += c.labels_refused;

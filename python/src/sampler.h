@@ -164,7 +164,9 @@ static inline void gbuf_free(gbuf *b) {
     X(main_callbacks)         /* samples the main thread took of itself */                 \
     X(main_callback_ns_total) /* their time, in the main thread */                         \
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
-    X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */
+    X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
+    X(ticks_without_gil)      /* the main thread sampled itself and was alone */    \
+    X(refs_held)              /* references held at the last tick (not a sum) */
 
 #define PPK_PY_STAT_FIELD_(name) uint64_t name;
 typedef struct sampler_stats {
@@ -219,6 +221,12 @@ typedef struct SamplerObject {
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
     tslot main_prev; /* its frames in prev, if the sampler's pass gathered it there */
     int main_requested_now;            /* this tick asked main_callback to run */
+    /* Set by main_callback when it ran for this tick's request (under lock), with the
+     * number of other threads it saw (besides the sampler's); main_others -1: unknown. */
+    int main_answered, main_others;
+    /* The last tick had no pass (skip_pass): no frames of a pass wait to be copied or
+     * recorded, so main_callback may release the references (under lock). */
+    int passless;
     int main_blocked_now;              /* this tick's pass sampled the main thread */
     sampler_stats st; /* under lock */
 } SamplerObject;

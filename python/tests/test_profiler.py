@@ -315,6 +315,22 @@ class TestThreads(ProfilerTest):
                          lambda s, l: any(f[0].startswith("made_") for f in s))
         self.assertGreater(made[True], 0, dict(made))
 
+    def test_main_thread_alone(self):
+        # A main thread running Python code alone samples itself, and the sampler does
+        # not take the GIL (ticks_without_gil); new code objects all the time evict
+        # frame cache entries, whose references must not pile up: the references held
+        # stay a tick's worth (hundreds, against ~5,000 evictions in the run).
+        run = self.cli(["churn.py", "0", "2", "spin"])
+        (me,) = run.json()
+        self.check_summary(run)
+        s = me["sampler"]
+        self.assertGreater(me["calls"], 100, me)
+        self.assertGreater(s["ticks_without_gil"], s["ticks"] // 2, s)
+        self.assertLess(s["refs_held"], 500, s)
+        made = merged_by(load(run.files), "cpu-time",
+                         lambda st, l: any(f[0].startswith("made_") for f in st))
+        self.assertGreater(made[True], 0, dict(made))
+
 
 class TestAsyncio(ProfilerTest):
     """Issue 11: an asyncio program's profile has the names of the tasks that ran, with

@@ -1,10 +1,12 @@
 """Threads that block and wake at random inside functions made on the fly, so that the
-code objects of their stacks die as soon as they return: `churn.py THREADS SECONDS`.
-Each thread, again and again, compiles a chain of new functions (code objects of their
-own, one frame each), calls it, and at its end waits 0.1-3 ms; then drops it. A sampler
-that keeps a sleeping thread's stack from one tick to the next must hold those code
-objects itself (under ASan a use after free aborts the program). Prints a JSON line with
-the calls made and what progutil reports."""
+code objects of their stacks die as soon as they return: `churn.py THREADS SECONDS
+[spin]`. Each thread, again and again, compiles a chain of new functions (code objects
+of their own, one frame each), calls it, and at its end waits 0.1-3 ms (or, with
+`spin`, computes as long); then drops it. THREADS 0: the main thread does it, alone. A
+sampler that keeps a sleeping thread's stack from one tick to the next must hold those
+code objects itself (under ASan a use after free aborts the program), and let them go
+(the frame cache evicts them all the time). Prints a JSON line with the calls made and
+what progutil reports."""
 
 import json
 import random
@@ -21,7 +23,7 @@ def made_{n}_{i}(wait):
 CHAIN = 24
 
 
-def churn(seconds, counts, seed):
+def churn(seconds, counts, seed, spin=False):
     rng = random.Random(seed)
     end = time.monotonic() + seconds
     n = 0
@@ -33,15 +35,21 @@ def churn(seconds, counts, seed):
             src = SOURCE.format(n=n, i=i, call=call)
             exec(compile(src, "<made-%d-%d-%d>" % (seed, n, i), "exec"), ns)
         pause = rng.uniform(0.0001, 0.003)
-        ns["made_%d_0" % n](lambda: threading.Event().wait(pause))
+        wait = (lambda: progutil.spin(pause)) if spin else (
+            lambda: threading.Event().wait(pause))
+        ns["made_%d_0" % n](wait)
         n += 1
     counts[seed] = n
 
 
 def main():
     threads, seconds = int(sys.argv[1]), float(sys.argv[2])
+    spin = sys.argv[3:] == ["spin"]
     counts = {}
-    ts = [threading.Thread(target=churn, args=(seconds, counts, i)) for i in range(threads)]
+    if threads == 0:
+        churn(seconds, counts, 0, spin)
+    ts = [threading.Thread(target=churn, args=(seconds, counts, i, spin))
+          for i in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
