@@ -519,7 +519,9 @@ PPK_API int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **o
  * then frees the recorder, its windows and its sinks. Builders of this recorder are not
  * freed: they must be freed by their owners, and any other call on them returns
  * PPK_ECLOSED. Must not run concurrently with calls on the recorder or its builders.
- * Accepts NULL. Blocks while the last export runs.
+ * Accepts NULL. Blocks while the last export runs, then while its upload sinks shut down:
+ * all at once, so that takes the longest of their shutdown_timeout_ms (and the ends of
+ * the transfers it cancels), not their sum.
  */
 PPK_API void ppk_recorder_free(ppk_recorder *r);
 
@@ -726,7 +728,8 @@ PPK_API int ppk_sample_drop(ppk_sample *s);
  * send; the uploader thread starts again on the child's first write.
  *
  * Lifetime: the recorder destroys its sinks when it is freed. Destroying an upload sink
- * waits up to shutdown_timeout_ms for the queue to drain, then cancels what is left.
+ * waits up to shutdown_timeout_ms for the queue to drain, then cancels what is left; a
+ * recorder shuts all its upload sinks down at once (ppk_recorder_free).
  */
 
 /* Queue, timeouts and memory of one upload sink. */

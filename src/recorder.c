@@ -614,6 +614,7 @@ void ppk_recorder_free(ppk_recorder *r) {
     r->builders = NULL;
     pthread_mutex_unlock(&r->lock);
 
+    ppk__upload_shutdown_sinks(r->sinks, r->n_sinks);
     for (size_t i = 0; i < r->n_sinks; i++)
         if (r->sinks[i].destroy) r->sinks[i].destroy(r->sinks[i].opaque);
     for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_destroy(&r->shards[i].lock);

@@ -398,30 +398,39 @@ static int upload_write(void *opaque, const ppk_export *e) {
     return rc;
 }
 
-/* Drains for at most shutdown_timeout_ms, cancels the rest, joins the thread. Exactly one
- * caller (the first) does that; a concurrent caller waits on `idle` until it is done, so
- * the thread is joined once. The caller was counted in `shut_callers` (shutdown_enter),
- * for destroy; this counts it out. */
-static void upload_shutdown(ppk__uploader *u) {
+/* A shutdown in three steps, so that several uploaders can be stopped at once
+ * (ppk__upload_shutdown_sinks): begin (writes refused, the drain's deadline set), drain
+ * (wait for the queue until the deadline, then cancel), join (the thread; count what is
+ * left). Exactly one caller (the first: shutdown_begin returns 1) does them; a concurrent
+ * caller waits in shutdown_wait until it is done, so the thread is joined once. Each
+ * caller was counted in `shut_callers` (shutdown_enter), for destroy; shutdown_join and
+ * shutdown_wait count it out. */
+static int shutdown_begin(ppk__uploader *u, struct timespec *deadline) {
     pthread_mutex_lock(&u->lock);
-    if (u->shutting) {
-        while (!u->shut) pthread_cond_wait(&u->idle, &u->lock);
-        u->shut_callers--;
-        pthread_cond_broadcast(&u->idle);
-        pthread_mutex_unlock(&u->lock);
-        return;
+    int first = !u->shutting;
+    if (first) {
+        u->shutting = 1;
+        u->stopping = 1;
+        pthread_cond_broadcast(&u->wake);
+        ppk__upload_deadline_in(deadline, u->cfg.shutdown_timeout_ms);
     }
-    u->shutting = 1;
-    u->stopping = 1;
-    pthread_cond_broadcast(&u->wake);
-    struct timespec dl;
-    ppk__upload_deadline_in(&dl, u->cfg.shutdown_timeout_ms);
+    pthread_mutex_unlock(&u->lock);
+    return first;
+}
+
+static void shutdown_drain(ppk__uploader *u, const struct timespec *deadline) {
+    pthread_mutex_lock(&u->lock);
     while (u->thread_running && (u->count || u->current) &&
-           pthread_cond_timedwait(&u->idle, &u->lock, &dl) != ETIMEDOUT) {
+           pthread_cond_timedwait(&u->idle, &u->lock, deadline) != ETIMEDOUT) {
     }
     u->cancel = 1;
     atomic_store(&u->abort, PPK__ABORT_SHUTDOWN);
     pthread_cond_broadcast(&u->wake);
+    pthread_mutex_unlock(&u->lock);
+}
+
+static void shutdown_join(ppk__uploader *u) {
+    pthread_mutex_lock(&u->lock);
     int running = u->thread_running;
     pthread_t t = u->thread;
     pthread_mutex_unlock(&u->lock);
@@ -433,6 +442,25 @@ static void upload_shutdown(ppk__uploader *u) {
     u->shut_callers--;
     pthread_cond_broadcast(&u->idle);
     pthread_mutex_unlock(&u->lock);
+}
+
+static void shutdown_wait(ppk__uploader *u) {
+    pthread_mutex_lock(&u->lock);
+    while (!u->shut) pthread_cond_wait(&u->idle, &u->lock);
+    u->shut_callers--;
+    pthread_cond_broadcast(&u->idle);
+    pthread_mutex_unlock(&u->lock);
+}
+
+/* Drains for at most shutdown_timeout_ms, cancels the rest, joins the thread. */
+static void upload_shutdown(ppk__uploader *u) {
+    struct timespec dl;
+    if (!shutdown_begin(u, &dl)) {
+        shutdown_wait(u);
+        return;
+    }
+    shutdown_drain(u, &dl);
+    shutdown_join(u);
 }
 
 /* Counts a shutdown caller in, if `u` is a live uploader (still listed: destroy unlists
@@ -582,6 +610,27 @@ int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st) {
     st->memory_peak_bytes = atomic_load(&u->ua.peak);
     pthread_mutex_unlock(&u->lock);
     return 0;
+}
+
+void ppk__upload_shutdown_sinks(const ppk_sink *sinks, size_t n) {
+    enum { BATCH = 16 }; /* a recorder's sink table (PPK_MAX_SINKS): one batch */
+    for (size_t base = 0; base < n; base += BATCH) {
+        ppk__uploader *mine[BATCH], *others[BATCH];
+        struct timespec dl[BATCH];
+        size_t n_mine = 0, n_others = 0;
+        for (size_t i = base; i < n && i < base + BATCH; i++) {
+            ppk__uploader *u = as_uploader(&sinks[i]);
+            if (!u || !shutdown_enter(u)) continue;
+            if (shutdown_begin(u, &dl[n_mine]))
+                mine[n_mine++] = u;
+            else
+                others[n_others++] = u; /* another caller is shutting it down */
+        }
+        /* The deadlines run together: the drains take the longest timeout. */
+        for (size_t i = 0; i < n_mine; i++) shutdown_drain(mine[i], &dl[i]);
+        for (size_t i = 0; i < n_mine; i++) shutdown_join(mine[i]);
+        for (size_t i = 0; i < n_others; i++) shutdown_wait(others[i]);
+    }
 }
 
 int ppk_sink_upload_shutdown(const ppk_sink *sink) {

@@ -91,6 +91,11 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
  * prepare handlers in the reverse order, so an uploader's prepare, which may wait up to
  * fork_timeout_ms for a transfer to abort, runs before any recorder lock is taken and a
  * flush never waits for the network (G5), whichever was created first. */
+/* Shuts down the upload sinks among sinks[0..n) (others are skipped) as
+ * ppk_sink_upload_shutdown does, all at once: their drains wait together, so the whole
+ * takes the longest shutdown_timeout_ms (and the cancelled transfers' ends), not the
+ * sum. Their destroy then has nothing left to wait for. */
+void ppk__upload_shutdown_sinks(const ppk_sink *sinks, size_t n);
 void ppk__upload_atfork_prepare(void);
 void ppk__upload_atfork_parent(void);
 void ppk__upload_atfork_child(void);

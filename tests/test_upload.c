@@ -809,6 +809,37 @@ static void test_shutdown_cancels(void) {
     rx_finish(&x, 1, 10000);
 }
 
+/* ppk_recorder_free with three upload sinks whose transfers hang on a server that never
+ * answers: the sinks are shut down together, so freeing the recorder takes one
+ * shutdown_timeout_ms (and the cancelled transfers' ends), not one per sink. */
+static void test_free_shuts_sinks_down_together(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 60000;
+    c.upload.shutdown_timeout_ms = 1500;
+    ppk_recorder *r = make_recorder();
+    if (!r) return;
+    for (int i = 0; i < 3; i++) {
+        ppk_sink s = dd_sink_to(url, &c);
+        CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+    }
+    record(r);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(rx_wait_got(&x, 3, 15000), 3); /* each sink's transfer is in flight */
+    int64_t t0 = now_ms();
+    ppk_recorder_free(r);
+    int64_t took = now_ms() - t0;
+    /* The drains waited their 1.5 s; one after another they would take 4.5 s. */
+    CHECK(took >= 1400);
+    CHECK(took < 3000);
+    fprintf(stderr, "  recorder_free with 3 hung sinks: %lld ms\n", (long long)took);
+    rx_finish(&x, 1, 10000);
+}
+
 /* Bounds test_shutdown_concurrent: a deadlock fails the run instead of hanging it. */
 static volatile pid_t watchdog_rx_pid;
 
@@ -1083,6 +1114,7 @@ int main(void) {
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
     RUN(test_never_answers);
+    RUN(test_free_shuts_sinks_down_together);
     RUN(test_slow_reader);
     RUN(test_memory_bounded);
     RUN(test_shutdown_cancels);
