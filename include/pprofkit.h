@@ -30,8 +30,10 @@
  *     profiles are independent. A ppk_recorder is thread safe; each ppk_sample builder is
  *     used by one thread at a time. No function here is async-signal safe.
  *   - Invalid UTF-8 is repaired (each bad byte becomes U+FFFD) and strings longer than
- *     max_string_len are cut at a character boundary; both repairs are counted in the
- *     statistics. pprof requires valid UTF-8 strings.
+ *     max_string_len are cut at a character boundary, wherever they come from (a frame,
+ *     a label, a sample type of the config); both repairs are counted in the statistics.
+ *     pprof requires valid UTF-8 strings. Strings are compared as stored, after repair
+ *     and cut (two label keys that differ only beyond the cut are the same key).
  */
 #ifndef PPROFKIT_H
 #define PPROFKIT_H
@@ -79,8 +81,9 @@ PPK_API ppk_str ppk_cstr(const char *s);
     X(PPK_EINVAL, -1, "invalid argument")                                                  \
     X(PPK_ENOMEM, -2, "out of memory")                                                     \
     X(PPK_ENULL, -3, "NULL pointer with a non-zero length")                                \
-    X(PPK_EVALUES, -4, "number of values does not match the number of sample types")       \
-    X(PPK_EDUPLABEL, -5, "a label key appears more than once in one sample")               \
+    X(PPK_EVALUES, -4, "more values than sample types")                                    \
+    X(PPK_EDUPLABEL, -5, "a label key appears more than once in one sample (keys compare " \
+                         "after UTF-8 repair and the cut to max_string_len)")               \
     X(PPK_ESPANID, -6, "label \"local root span id\" must be numeric and non-zero")        \
     X(PPK_ERESERVED, -7, "label key \"end_timestamp_ns\" is reserved: set the timestamp")  \
     X(PPK_ETOOMANY, -8, "too many labels in one sample (see max_labels)")                  \
@@ -103,7 +106,8 @@ PPK_API const char *ppk_strerror(int code);
  * A memory allocator. `alloc` returns memory aligned for any type, or NULL on failure;
  * `free` receives the pointer and the size it was allocated with. Both may be called
  * from any thread that uses an object built with them. A zeroed ppk_allocator (alloc
- * NULL) selects malloc/free.
+ * and free NULL) selects malloc/free; one of the two without the other is refused
+ * (PPK_EINVAL) wherever an allocator is taken.
  */
 typedef struct ppk_allocator {
     void *(*alloc)(void *opaque, size_t size);
@@ -186,9 +190,10 @@ PPK_API void ppk_profile_config_init(ppk_profile_config *cfg);
 typedef struct ppk_profile ppk_profile;
 
 /*
- * Creates an empty profile whose window starts now. The config's strings are copied.
- * @return 0, PPK_EINVAL (no or more than 16 sample types, bad limits), PPK_ENULL,
- *         PPK_ENOMEM. On error *out is NULL.
+ * Creates an empty profile whose window starts now. The config's strings are copied
+ * (repaired and cut like every string, the repairs counted in the first window).
+ * @return 0, PPK_EINVAL (no or more than 16 sample types, bad limits, an allocator with
+ *         only one of alloc and free), PPK_ENULL, PPK_ENOMEM. On error *out is NULL.
  */
 PPK_API int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out);
 
@@ -240,10 +245,13 @@ typedef struct ppk_sample_data {
     size_t n_frames;
     const ppk_label *labels; /* any order, each key at most once */
     size_t n_labels;
-    const int64_t *values;   /* one per sample type, in the config's order */
+    /* In the config's order of sample types; those not given (n_values below the number
+     * of types) are 0. More than the types: PPK_EVALUES. */
+    const int64_t *values;
     size_t n_values;
-    /* 0: aggregate with every sample of the same stack and labels. Non-zero: keep this
-     * sample on its own, written with a numeric label "end_timestamp_ns". */
+    /* 0: aggregate with every sample of the same stack and labels. Positive: keep this
+     * sample on its own, written with a numeric label "end_timestamp_ns" (nanoseconds
+     * since the Unix epoch). Negative: PPK_EINVAL. */
     int64_t timestamp_ns;
 } ppk_sample_data;
 
@@ -268,7 +276,7 @@ typedef struct ppk_encode_options {
     int level;        /* 0: the codec's default here (gzip 1, zstd 1) */
     int64_t start_ns; /* 0: when the window started (create or reset) */
     int64_t end_ns;   /* 0: now. duration_nanos = end_ns - start_ns */
-} ppk_encode_options;
+} ppk_encode_options; /* negative times, or an end_ns given before the start: PPK_EINVAL */
 
 /*
  * Encodes the window as a pprof profile into `out` (which the caller frees with
@@ -685,12 +693,14 @@ PPK_API int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value)
 PPK_API int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num,
                                       ppk_str unit);
 
-/* Sets value `idx` (the sample type's index), or the first n values. PPK_EINVAL for an
- * index out of range, PPK_EVALUES for n above the number of sample types. */
+/* Sets value `idx` (the sample type's index), or the first n values (values not set are
+ * 0, as in ppk_sample_data). PPK_EINVAL for an index out of range, PPK_EVALUES for n
+ * above the number of sample types. */
 PPK_API int ppk_sample_set_value(ppk_sample *s, size_t idx, int64_t value);
 PPK_API int ppk_sample_set_values(ppk_sample *s, const int64_t *values, size_t n);
 
-/* Makes the sample a timestamped one (see ppk_sample_data.timestamp_ns); 0 undoes it. */
+/* Makes the sample a timestamped one (see ppk_sample_data.timestamp_ns); 0 undoes it,
+ * negative is PPK_EINVAL. */
 PPK_API int ppk_sample_set_timestamp(ppk_sample *s, int64_t timestamp_ns);
 
 /*

@@ -449,8 +449,9 @@ int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
 
 int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
     if (!p || !s) return PPK_EINVAL;
-    if (s->n_values != p->n_types) return PPK_EVALUES;
-    if (!s->values || (s->n_frames && !s->frames) || (s->n_labels && !s->labels))
+    if (s->n_values > p->n_types) return PPK_EVALUES;
+    if ((s->n_values && !s->values) || (s->n_frames && !s->frames) ||
+        (s->n_labels && !s->labels))
         return PPK_ENULL;
     if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
     if (s->timestamp_ns < 0) return PPK_EINVAL;
@@ -472,7 +473,7 @@ int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
     for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
     for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
     if (!rc) {
-        memcpy(sb->values, s->values, p->n_types * sizeof(int64_t));
+        if (s->n_values) memcpy(sb->values, s->values, s->n_values * sizeof(int64_t));
         sb->timestamp_ns = s->timestamp_ns;
         ppk__sbuf_seal(sb);
         rc = ppk__profile_add_sbuf(p, sb);

@@ -427,8 +427,9 @@ int ppk__profile_encode_many(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb,
     if (opt) o = *opt;
     if (o.start_ns < 0 || o.end_ns < 0) return PPK_EINVAL;
     int64_t start = o.start_ns ? o.start_ns : p->start_ns;
+    if (o.end_ns && o.end_ns < start) return PPK_EINVAL;
     int64_t end = o.end_ns ? o.end_ns : ppk_now_ns();
-    if (end < start) end = start;
+    if (end < start) end = start; /* the wall clock stepped back since the start */
     int rc = ppk__compress_check(o.codec, o.level);
     if (rc) return rc;
     if (o.codec == PPK_CODEC_NONE) {

@@ -62,10 +62,10 @@ static void tables(ppk_profile *p, ppk__dict *t[N_TABLES]) {
 }
 
 /* Config strings must be valid and short enough: they are interned without repair. */
-static int cfg_str_check(ppk_str s, size_t max_len) {
-    if (!str_ok(s)) return PPK_ENULL;
-    if (s.len > max_len || !ppk__utf8_valid((const uint8_t *)s.ptr, s.len)) return PPK_EINVAL;
-    return 0;
+/* The room a config string takes once fitted for pprof, as every string is (repaired,
+ * cut to max_len): at most max_len. */
+static size_t cfg_fit_room(ppk_str s, size_t max_len) {
+    return s.len <= max_len && ppk__utf8_valid((const uint8_t *)s.ptr, s.len) ? s.len : max_len;
 }
 
 /* Interns the strings every window starts with, in a fixed order: stable strings (no
@@ -102,12 +102,23 @@ int ppk__profile_key(ppk_profile *p, const char *key, size_t len, uint32_t *id) 
     return *id == PPK_DICT_NONE ? PPK_ENOMEM : 0;
 }
 
-/* Copies `s` into the config text at *pos. */
+/* Copies `s`, fitted for pprof (the repairs counted like any string's), into the config
+ * text at *pos. */
 static ppk_str cfg_copy(ppk_profile *p, size_t *pos, ppk_str s) {
-    ppk_str out = {p->cfg_text + *pos, s.len};
-    if (s.len) memcpy(p->cfg_text + *pos, s.ptr, s.len);
-    *pos += s.len;
-    return out;
+    size_t max = p->strings.max_len;
+    char *to = p->cfg_text + *pos;
+    size_t n = s.len;
+    if (cfg_fit_room(s, max) == s.len) {
+        if (n) memcpy(to, s.ptr, n);
+    } else {
+        int repaired, truncated;
+        n = ppk__utf8_repair((const uint8_t *)s.ptr, s.len, (uint8_t *)to, max, &repaired,
+                             &truncated);
+        p->strings.utf8_repaired += (uint64_t)repaired;
+        p->strings.truncated += (uint64_t)truncated;
+    }
+    *pos += n;
+    return (ppk_str){to, n};
 }
 
 int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
@@ -126,10 +137,9 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     for (size_t i = 0; i <= cfg->n_sample_types; i++) {
         const ppk_value_type *vt =
             i < cfg->n_sample_types ? &cfg->sample_types[i] : &cfg->period_type;
-        int rc = cfg_str_check(vt->type, cfg->max_string_len);
-        if (!rc) rc = cfg_str_check(vt->unit, cfg->max_string_len);
-        if (rc) return rc;
-        text += vt->type.len + vt->unit.len;
+        if (!str_ok(vt->type) || !str_ok(vt->unit)) return PPK_ENULL;
+        text += cfg_fit_room(vt->type, cfg->max_string_len) +
+                cfg_fit_room(vt->unit, cfg->max_string_len);
     }
 
     ppk__mem mem;

@@ -89,7 +89,7 @@ static int agent_url(ppk__mem *m, ppk_str s, const char *what, char **url, char 
         const char *host = c + (c[4] == 's' ? 8 : 7);
         if (!*host || *host == '/' || *host == ':') {
             rc = ppk__upload_err(err, err_len, "%s: \"%s\" has no host", what, c);
-        } else {
+        } else if (!(rc = ppk__upload_check_url(c, what, err, err_len))) {
             static const char sfx[] = "/profiling/v1/input";
             if (!(*url = ppk__mem_alloc(m, n + sizeof sfx))) {
                 rc = PPK_ENOMEM;
@@ -410,6 +410,7 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     memset(out, 0, sizeof *out);
     if (!cfg) return ppk__upload_err(err, err_len, "config: NULL");
     int rc = ppk__upload_nulls(cfg, dd_strs, sizeof dd_strs / sizeof *dd_strs, err, err_len);
+    if (!rc) rc = ppk__upload_check_config(&cfg->upload, err, err_len);
     if (rc) return rc;
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->upload.allocator);

@@ -168,7 +168,9 @@ int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t e
     int rc;
     ppk_pyroscope_config c = *cfg;
     if ((v = ppk__upload_getenv("PYROSCOPE_SERVER_ADDRESS"))) {
-        if ((rc = check_server(ppk_cstr(v), "PYROSCOPE_SERVER_ADDRESS", err, err_len))) return rc;
+        if ((rc = check_server(ppk_cstr(v), "PYROSCOPE_SERVER_ADDRESS", err, err_len)) ||
+            (rc = ppk__upload_check_url(v, "PYROSCOPE_SERVER_ADDRESS", err, err_len)))
+            return rc;
         c.server_address = ppk_cstr(v);
     }
     if ((v = ppk__upload_getenv("PYROSCOPE_APPLICATION_NAME"))) {
@@ -199,7 +201,8 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     if (rc) return rc;
     ppk_str server = cfg->server_address.len ? cfg->server_address
                                              : PPK_STR("http://localhost:4040");
-    if ((rc = check_server(server, "server_address", err, err_len)) ||
+    if ((rc = ppk__upload_check_config(&cfg->upload, err, err_len)) ||
+        (rc = check_server(server, "server_address", err, err_len)) ||
         (rc = check_app(cfg->application_name, "application_name", err, err_len)) ||
         (rc = check_tags(cfg->tags, err, err_len)))
         return rc;
@@ -217,6 +220,7 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     char *tenant = NULL, *spy = NULL;
     while (server.len && server.ptr[server.len - 1] == '/') server.len--;
     if ((rc = ppk__upload_str(&p->mem, server, "server_address", NULL, &p->base, err, err_len)) ||
+        (rc = ppk__upload_check_url(p->base, "server_address", err, err_len)) ||
         (rc = ppk__upload_str(&p->mem, cfg->spy_name, "spy_name", NULL, &spy, err, err_len)) ||
         (rc = ppk__upload_str(&p->mem, cfg->tenant_id, "tenant_id", NULL, &tenant, err,
                               err_len)))

@@ -518,20 +518,28 @@ void ppk_upload_config_init(ppk_upload_config *cfg) {
     cfg->fork_timeout_ms = 2000;
 }
 
+int ppk__upload_check_config(const ppk_upload_config *cfg, char *err, size_t err_len) {
+    if (!cfg->queue_len || cfg->queue_len > 1024)
+        return ppk__upload_err(err, err_len, "upload.queue_len: %zu is not in 1..1024",
+                               cfg->queue_len);
+    if (cfg->connect_timeout_ms <= 0 || cfg->timeout_ms <= 0 || cfg->retry_backoff_ms < 0 ||
+        cfg->shutdown_timeout_ms < 0 || cfg->fork_timeout_ms < 0 ||
+        cfg->timeout_ms > 86400000 || cfg->connect_timeout_ms > 86400000)
+        return ppk__upload_err(err, err_len,
+                               "upload: timeouts must be positive (backoff, shutdown and fork "
+                               "timeouts may be 0) and at most a day");
+    if ((cfg->allocator.alloc == NULL) != (cfg->allocator.free == NULL))
+        return ppk__upload_err(err, err_len,
+                               "upload.allocator: alloc and free must both be set (or both "
+                               "NULL, for malloc)");
+    return 0;
+}
+
 int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops, void *ctx,
                        const char *const *headers, size_t n_headers, ppk_sink *out,
                        char *err, size_t err_len) {
-    int rc = 0;
-    if (!cfg->queue_len || cfg->queue_len > 1024)
-        rc = ppk__upload_err(err, err_len, "upload.queue_len: %zu is not in 1..1024",
-                             cfg->queue_len);
-    else if (cfg->connect_timeout_ms <= 0 || cfg->timeout_ms <= 0 || cfg->retry_backoff_ms < 0 ||
-             cfg->shutdown_timeout_ms < 0 || cfg->fork_timeout_ms < 0 ||
-             cfg->timeout_ms > 86400000 || cfg->connect_timeout_ms > 86400000)
-        rc = ppk__upload_err(err, err_len,
-                             "upload: timeouts must be positive (backoff, shutdown and fork "
-                             "timeouts may be 0) and at most a day");
-    else if (ppk__upload_global_init())
+    int rc = ppk__upload_check_config(cfg, err, err_len);
+    if (!rc && ppk__upload_global_init())
         rc = ppk__upload_err(err, err_len, "curl_global_init failed"), rc = PPK_ESYS;
     if (rc) {
         ops->free(ctx);

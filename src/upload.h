@@ -76,6 +76,10 @@ typedef struct ppk__upload_ops {
     void (*free)(void *ctx);
 } ppk__upload_ops;
 
+/* The upload config's own rules (queue, timeouts, allocator): 0, or PPK_EINVAL with err
+ * naming the field. Sink constructors check it before they allocate anything. */
+int ppk__upload_check_config(const ppk_upload_config *cfg, char *err, size_t err_len);
+
 /*
  * Creates the shared part of an upload sink and fills `out` with its write and destroy.
  * `headers` ("Name: value" strings, copied) are sent with every request. On failure ctx
@@ -96,6 +100,9 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
  * takes the longest shutdown_timeout_ms (and the cancelled transfers' ends), not the
  * sum. Their destroy then has nothing left to wait for. */
 void ppk__upload_shutdown_sinks(const ppk_sink *sinks, size_t n);
+/* Checks an http(s) URL with libcurl's parser: a host, a port in 1..65535 if one is given.
+ * 0, or PPK_EINVAL with err saying why (PPK_ENOMEM). */
+int ppk__upload_check_url(const char *url, const char *what, char *err, size_t err_len);
 void ppk__upload_atfork_prepare(void);
 void ppk__upload_atfork_parent(void);
 void ppk__upload_atfork_child(void);

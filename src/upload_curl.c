@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ---- libcurl global state ------------------------------------------------------------ */
 
@@ -33,6 +34,25 @@ int ppk__upload_global_init(void) {
 }
 
 /* ---- one job ------------------------------------------------------------------------ */
+
+int ppk__upload_check_url(const char *url, const char *what, char *err, size_t err_len) {
+    CURLU *h = curl_url();
+    if (!h) return PPK_ENOMEM;
+    char *host = NULL, *port = NULL;
+    CURLUcode rc = curl_url_set(h, CURLUPART_URL, url, 0);
+    if (!rc) rc = curl_url_get(h, CURLUPART_HOST, &host, 0);
+    if (!rc && curl_url_get(h, CURLUPART_PORT, &port, 0) == CURLUE_OK && port &&
+        (atol(port) < 1 || atol(port) > 65535))
+        rc = CURLUE_BAD_PORT_NUMBER; /* 0: libcurl takes it, no server listens there */
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(h);
+    if (rc == CURLUE_OUT_OF_MEMORY) return PPK_ENOMEM;
+    if (rc)
+        return ppk__upload_err(err, err_len, "%s: \"%.200s\": %s", what, url,
+                               curl_url_strerror(rc));
+    return 0;
+}
 
 static int progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow) {

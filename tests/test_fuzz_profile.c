@@ -11,7 +11,7 @@
  * upscaling rule, encode with each codec, reset.
  *
  * Checked after each call: an add that fails leaves the profile unchanged and one that
- * must fail (wrong value count, NULL with a length, reserved key, bad span id, empty or
+ * must fail (more values than types, NULL with a length, reserved key, bad span id, empty or
  * duplicate key, too many labels) does; samples_added counts the accepted adds; the
  * window's memory stays within memory_limit + chunk_size (G4). After each encode: the
  * output is well formed (fz_check_profile in fuzz.h), the same options give the same
@@ -134,7 +134,7 @@ static void op_add(fz_in *in, fstate *st) {
     }
     if (nl > st->lim.max_labels) must_fail = 1;
     for (size_t i = 0; i < nv; i++) values[i] = fz_value(in);
-    if (nv != st->lim.n_types) must_fail = 1;
+    if (nv > st->lim.n_types) must_fail = 1; /* fewer: the rest are 0 */
 
     ppk_sample_data s = {0};
     s.frames = nf ? fz_copy(frames, nf * sizeof *frames) : NULL;
@@ -220,14 +220,16 @@ static void op_encode(fz_in *in, fstate *st) {
     ppk_codec codec = null_opt ? PPK_CODEC_GZIP : o.codec;
     int level = null_opt ? 0 : o.level;
     int level_ok = codec == PPK_CODEC_NONE ? level == 0 : (level >= 0 && level <= 9);
+    int times_ok = !explicit_times || o.end_ns >= o.start_ns;
     if (rc != 0) {
-        if (rc == PPK_EINVAL && !level_ok) return;
+        if (rc == PPK_EINVAL && (!level_ok || !times_ok)) return;
         if (!rc_known(rc) || (rc != PPK_ENOMEM && rc != PPK_ECOMPRESS))
             FZ_FAIL("encode (codec %d level %d) returned %d", (int)codec, level, rc);
         if (out.data || out.len) FZ_FAIL("a failed encode left bytes in out");
         return;
     }
     if (!level_ok) FZ_FAIL("encode accepted codec %d with level %d", (int)codec, level);
+    if (!times_ok) FZ_FAIL("encode accepted an end before the start");
     fz_check_profile(&out, codec, &st->lim, st->rules ? NULL : &st->tot,
                      explicit_times ? o.start_ns : 0, explicit_times ? o.end_ns : 0);
     if (explicit_times && !null_opt) { /* deterministic output */

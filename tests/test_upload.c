@@ -607,6 +607,65 @@ static void test_invalid_utf8_refused(void) {
     if (s.destroy) s.destroy(s.opaque);
 }
 
+/* One rule per value wherever it is given: a port is 1..65535 in agent_port, in the
+ * environment and in a URL (libcurl's parser reads URLs); an allocator needs both alloc
+ * and free, in every config that takes one. */
+static void *only_alloc(void *opaque, size_t n) {
+    (void)opaque;
+    return malloc(n);
+}
+
+static void test_one_rule_per_value(void) {
+    bad_env("DD_TRACE_AGENT_URL", "http://agent:99999");
+    bad_env("DD_TRACE_AGENT_URL", "http://agent:0");
+    bad_env("PYROSCOPE_SERVER_ADDRESS", "http://localhost:99999");
+    clear_env();
+    ppk_sink s;
+    char err[256] = "";
+    static const struct {
+        const char *url;
+        int port, rc;
+    } dd[] = {
+        {"http://agent:99999", 0, PPK_EINVAL}, {"https://agent:65536/", 0, PPK_EINVAL},
+        {"http://agent:0", 0, PPK_EINVAL},     {"http://agent:x1", 0, PPK_EINVAL},
+        {NULL, 70000, PPK_EINVAL},             {NULL, -1, PPK_EINVAL},
+        {"http://agent:65535", 0, 0},          {"http://[::1]:1/", 0, 0},
+        {NULL, 65535, 0},                      {NULL, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof dd / sizeof *dd; i++) {
+        ppk_datadog_config c;
+        ppk_datadog_config_init(&c);
+        if (dd[i].url) c.agent_url = ppk_cstr(dd[i].url);
+        c.agent_port = dd[i].port;
+        int rc = ppk_sink_datadog(&c, &s, err, sizeof err);
+        if (rc != dd[i].rc) fprintf(stderr, "case %zu: %d, \"%s\"\n", i, rc, err);
+        CHECK_EQ_INT(rc, dd[i].rc);
+        if (rc == 0) s.destroy(s.opaque);
+        else CHECK(strstr(err, dd[i].url ? "agent_url" : "agent_port") != NULL);
+    }
+    ppk_pyroscope_config pc;
+    ppk_pyroscope_config_init(&pc);
+    pc.application_name = PPK_STR("app");
+    pc.server_address = PPK_STR("http://localhost:99999");
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "server_address") != NULL);
+
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.upload.allocator.alloc = only_alloc;
+    CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "allocator") != NULL);
+    pc.server_address = PPK_STR("http://localhost:4040");
+    pc.upload.allocator.alloc = only_alloc;
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "allocator") != NULL);
+    ppk_profile_config prc;
+    ppk_profile_config_init(&prc);
+    prc.allocator.alloc = only_alloc;
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(&prc, &p), PPK_EINVAL);
+}
+
 /* ---- failures ----------------------------------------------------------------------------- */
 
 static ppk_datadog_config fast_cfg(void) {
@@ -1113,6 +1172,7 @@ int main(void) {
     RUN(test_connection_refused);
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
+    RUN(test_one_rule_per_value);
     RUN(test_never_answers);
     RUN(test_free_shuts_sinks_down_together);
     RUN(test_slow_reader);

@@ -313,12 +313,15 @@ class RepairTest(Base):
         self.assertEqual(labels["trace endpoint"], "GET \ufffd\ufffd\ufffd")
         self.assertGreaterEqual(e.stats["strings_utf8_repaired"], 1)
 
-    def test_config_strings_must_be_utf8(self):
-        # Sample types are the profile's schema: invalid UTF-8 is refused, cleanly.
-        with self.assertRaises(pprofkit.InvalidArgumentError):
-            pprofkit.Recorder([("cpu\ud800", "ns")])
-        with self.assertRaises(pprofkit.InvalidArgumentError):
-            pprofkit.Recorder(TYPES, period_type=("x", "\udfff"))
+    def test_config_strings_repaired(self):
+        # Sample types are repaired like every string (one rule, pprofkit.h).
+        rec = pprofkit.Recorder([("cpu\ud800", "ns")], period_type=("x", "\udfff"))
+        pprofkit.Sample(rec).record([("f", "", 0)], [1])
+        e = rec.export()
+        p = support.decode(e.data)
+        self.assertEqual(p.sample_types, [("cpu\ufffd\ufffd\ufffd", "ns")])
+        self.assertEqual(e.stats["strings_utf8_repaired"], 2)
+        rec.close()
 
 
 class NumbersTest(Base):
