@@ -66,8 +66,8 @@ static inline ppk_codec bench_codec(const char *arg, const char **label) {
 static inline int bench_build(ppk_sample *s, const ppk_sample_data *d) {
     int rc = ppk_sample_start(s);
     for (size_t i = 0; !rc && i < d->n_frames; i++)
-        rc = ppk_sample_push_frame(s, d->frames[i].name, d->frames[i].filename, 0,
-                                   d->frames[i].line);
+        rc = ppk_sample_push_frame(s, d->frames[i].name, d->frames[i].filename,
+                                   d->frames[i].line, 0);
     const ppk_label *l = d->labels;
     if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
     if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);

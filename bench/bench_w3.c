@@ -272,8 +272,8 @@ static int record_once(ppk_sample *s, const struct w3 *w, const struct w3_sample
     int rc = ppk_sample_start(s);
     for (uint32_t f = 0; !rc && f < depth; f++)
         rc = g.by_id ? push_id(s, w, fn[f])
-                     : ppk_sample_push_frame(s, w->fn_name[fn[f]], w->fn_file[fn[f]], 0,
-                                             w->fn_line[fn[f]]);
+                     : ppk_sample_push_frame(s, w->fn_name[fn[f]], w->fn_file[fn[f]],
+                                             w->fn_line[fn[f]], 0);
     if (!rc) rc = ppk_sample_push_label_num(s, PPK_STR("thread id"), x->thread_id, PPK_STR(""));
     if (!rc)
         rc = ppk_sample_push_label_num(s, PPK_STR("local root span id"), x->local_root_span_id,

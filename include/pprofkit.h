@@ -115,12 +115,11 @@ typedef struct ppk_allocator {
     void *opaque;
 } ppk_allocator;
 
-/* Bytes returned by pprofkit, owned by the caller until ppk_bytes_free(). */
+/* Bytes returned by pprofkit, owned by the caller until ppk_bytes_free() (data is not the
+ * start of an allocation: free it with nothing else). */
 typedef struct ppk_bytes {
     uint8_t *data;
     size_t len;
-    size_t cap_;           /* private */
-    ppk_allocator alloc_;  /* private: how data is freed */
 } ppk_bytes;
 
 /* Frees `b->data` and zeroes `b`. Accepts NULL and an already zeroed ppk_bytes. */
@@ -640,9 +639,10 @@ PPK_API void ppk_sample_free(ppk_sample *s);
 PPK_API int ppk_sample_start(ppk_sample *s);
 
 /* Pushes the next frame, leaf first. Frames beyond max_frames are counted and replaced
- * by one "<N frames omitted>" frame at flush. */
+ * by one "<N frames omitted>" frame at flush. The line comes before the address, as in
+ * ppk_frame and in every push function. */
 PPK_API int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename,
-                                  uint64_t address, int64_t line);
+                                  int64_t line, uint64_t address);
 /* The same with every field of ppk_frame (system name, start line, mapping). */
 PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
 
@@ -685,7 +685,7 @@ PPK_API int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,
  * @return 0, PPK_EINVAL, PPK_ESTATE, PPK_ECLOSED, PPK_ESTALE, PPK_ENOMEM. */
 PPK_API int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line);
 PPK_API int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id,
-                                          uint64_t address, int64_t line);
+                                          int64_t line, uint64_t address);
 
 /* Pushes a label. PPK_EDUPLABEL if the key was pushed already in this sample,
  * PPK_ETOOMANY past max_labels, and the checks of ppk_profile_add. */

@@ -62,6 +62,32 @@ void ppk__transient_allocator(ppk_allocator *out, const ppk_allocator *in) {
     }
 }
 
+typedef struct bytes_head {
+    ppk_allocator a;
+    size_t size; /* of the block, header included */
+} bytes_head;
+
+_Static_assert(sizeof(bytes_head) % _Alignof(max_align_t) == 0,
+               "the data after the header must be aligned for any type");
+
+uint8_t *ppk__bytes_alloc(const ppk_allocator *a, size_t n) {
+    ppk_allocator t;
+    ppk__transient_allocator(&t, a);
+    if (n > SIZE_MAX - sizeof(bytes_head)) return NULL;
+    size_t size = sizeof(bytes_head) + n;
+    bytes_head *h = t.alloc(t.opaque, size);
+    if (!h) return NULL;
+    h->a = t;
+    h->size = size;
+    return (uint8_t *)(h + 1);
+}
+
+void ppk__bytes_release(uint8_t *data) {
+    bytes_head *h = (bytes_head *)(void *)data - 1;
+    ppk_allocator a = h->a;
+    a.free(a.opaque, h, h->size);
+}
+
 void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in) {
     if (in && in->alloc && in->free) {
         *out = *in;

@@ -50,6 +50,13 @@ int ppk__grow(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t need, si
  * `in` is a filled allocator (see ppk__fill_allocator). */
 void ppk__transient_allocator(ppk_allocator *out, const ppk_allocator *in);
 
+/* The memory of a ppk_bytes: a block of `n` bytes from `a`'s transient form, after a
+ * header that keeps how to free it (ppk_bytes holds only data and len). The data is
+ * aligned for any type. NULL on failure. */
+uint8_t *ppk__bytes_alloc(const ppk_allocator *a, size_t n);
+/* Frees what ppk__bytes_alloc returned. */
+void ppk__bytes_release(uint8_t *data);
+
 /* The default allocator's functions, for the callers that need a ppk_allocator. */
 void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in);
 

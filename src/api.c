@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "pprofkit.h"
 
 const char *ppk_strerror(int code) {
@@ -24,7 +25,7 @@ ppk_str ppk_cstr(const char *s) {
 
 void ppk_bytes_free(ppk_bytes *b) {
     if (!b) return;
-    if (b->data) b->alloc_.free(b->alloc_.opaque, b->data, b->cap_);
+    if (b->data) ppk__bytes_release(b->data);
     memset(b, 0, sizeof *b);
 }
 

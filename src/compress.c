@@ -253,12 +253,8 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
         rc = zlib_run(cs, NULL, 0, Z_FINISH);
     else if (cs->codec == PPK_CODEC_ZSTD)
         rc = zstd_run(cs, NULL, 0, ZSTD_e_end);
-    ppk_allocator t;
-    ppk__transient_allocator(&t, a);
-    a = &t;
     if (!rc) {
-        size_t cap = cs->total ? cs->total : 1;
-        out->data = a->alloc(a->opaque, cap);
+        out->data = ppk__bytes_alloc(a, cs->total);
         if (!out->data) rc = PPK_ENOMEM;
     }
     if (rc) {
@@ -266,8 +262,6 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
         ppk__cstream_abort(cs);
         return rc;
     }
-    out->cap_ = cs->total ? cs->total : 1;
-    out->alloc_ = *a;
     /* One copy; each chunk goes back as soon as it is copied, so the peak is the
      * output plus one chunk. */
     for (size_t i = 0; i < cs->n_chunks; i++) {
@@ -283,15 +277,10 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out) {
 
 int ppk__bytes_copy(const ppk_allocator *a, const uint8_t *in, size_t n, ppk_bytes *out) {
     memset(out, 0, sizeof *out);
-    ppk_allocator t;
-    ppk__transient_allocator(&t, a);
-    size_t cap = n ? n : 1;
-    out->data = t.alloc(t.opaque, cap);
+    out->data = ppk__bytes_alloc(a, n);
     if (!out->data) return PPK_ENOMEM;
     if (n) memcpy(out->data, in, n);
     out->len = n;
-    out->cap_ = cap;
-    out->alloc_ = t;
     return 0;
 }
 

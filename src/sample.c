@@ -91,14 +91,14 @@ int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f) {
     return rc ? rc : ppk__sbuf_push_frame(&s->sb, f);
 }
 
-int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename, uint64_t address,
-                          int64_t line) {
+int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename, int64_t line,
+                          uint64_t address) {
     int rc = check(s, 1);
     return rc ? rc : ppk__sbuf_push_simple_frame(&s->sb, name, filename, address, line);
 }
 
-int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id, uint64_t address,
-                                  int64_t line) {
+int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id, int64_t line,
+                                  uint64_t address) {
     int rc = check(s, 1);
     if (rc) return rc;
     rc = ppk__fdict_check(&atomic_load(&s->rec)->fdict, id);
@@ -106,7 +106,7 @@ int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id, uint64_t ad
 }
 
 int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line) {
-    return ppk_sample_push_frame_id_addr(s, id, 0, line);
+    return ppk_sample_push_frame_id_addr(s, id, line, 0);
 }
 
 int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value) {

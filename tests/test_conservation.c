@@ -95,11 +95,11 @@ static void *produce(void *arg) {
         values_of(p->t, k, v);
         STEP(ppk_sample_start(s));
         int n = snprintf(leaf, sizeof leaf, "leaf_%d_%ld", p->t, k % 7);
-        STEP(ppk_sample_push_frame(s, (ppk_str){leaf, (size_t)n}, PPK_STR("work.py"), 0,
-                                   10 + k % 7));
+        STEP(ppk_sample_push_frame(s, (ppk_str){leaf, (size_t)n}, PPK_STR("work.py"),
+                                   10 + k % 7, 0));
         STEP(ppk_sample_push_frame(s, k % 2 ? PPK_STR("mid_odd") : PPK_STR("mid_even"),
-                                   PPK_STR("work.py"), 0, 5));
-        STEP(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("main.py"), 0, 1));
+                                   PPK_STR("work.py"), 5, 0));
+        STEP(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("main.py"), 1, 0));
         STEP(ppk_sample_push_label_num(s, PPK_STR("thread id"), p->t, PPK_STR("")));
         n = snprintf(task, sizeof task, "task-%d-%ld", p->t, k);
         STEP(ppk_sample_push_label_str(s, PPK_STR("task name"), (ppk_str){task, (size_t)n}));

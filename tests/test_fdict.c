@@ -134,7 +134,7 @@ static int equiv_sample(ppk_sample *s, int k, const ppk_function_id *ids) {
         int64_t line = 10 * i + k % 3;
         uint64_t addr = i == 2 ? 0x1000u + (uint64_t)k : 0;
         if (ids && i != 1) {
-            rc = addr ? ppk_sample_push_frame_id_addr(s, ids[j], addr, line)
+            rc = addr ? ppk_sample_push_frame_id_addr(s, ids[j], line, addr)
                       : ppk_sample_push_frame_id(s, ids[j], line);
         } else {
             ppk_frame fr = {.name = f[j].name, .system_name = f[j].system_name,

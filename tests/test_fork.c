@@ -202,9 +202,9 @@ static void *produce(void *arg) {
         p->errors += ppk_sample_start(s) != 0;
         sched_yield();
         p->errors += ppk_sample_push_frame(s, k % 2 ? PPK_STR("odd") : PPK_STR("even"),
-                                           PPK_STR("p.py"), 0, 1) != 0;
+                                           PPK_STR("p.py"), 1, 0) != 0;
         sched_yield();
-        p->errors += ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("p.py"), 0, 2) != 0;
+        p->errors += ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("p.py"), 2, 0) != 0;
         p->errors += ppk_sample_push_label_num(s, PPK_STR("thread id"), p->t, PPK_STR("")) != 0;
         int n = snprintf(task, sizeof task, "task-%d-%ld", p->t, k);
         sched_yield();
@@ -418,7 +418,7 @@ static void *child_flush(void *arg) {
         char task[32];
         snprintf(task, sizeof task, "child-%d-%d", c->t, i);
         int rc = ppk_sample_start(s);
-        if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("child_fn"), PPK_STR("c.py"), 0, i);
+        if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("child_fn"), PPK_STR("c.py"), i, 0);
         if (!rc) rc = ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task));
         if (!rc) rc = ppk_sample_set_value(s, 0, 1);
         if (!rc) rc = ppk_sample_set_value(s, 1, 1000 + i);
@@ -451,7 +451,7 @@ static int child_case1(ppk_recorder *r, ppk_sample *half) {
     child_flusher c[2] = {{r, 0, 300, 0}, {r, 1, 300, 0}};
     thread tid[2];
     for (int i = 0; i < 2; i++) CHECK_EQ_INT(spawn(&tid[i], child_flush, &c[i]), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(half, PPK_STR("main"), PPK_STR("m.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(half, PPK_STR("main"), PPK_STR("m.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_set_value(half, 1, 7), 0);
     CHECK_EQ_INT(ppk_sample_flush(half), 0);
     for (int i = 0; i < 2; i++) join(&tid[i], NULL);
@@ -525,7 +525,7 @@ static void test_fork_during_export(void) {
     ppk_sample *half = NULL;
     CHECK_EQ_INT(ppk_sample_create(r, &half), 0);
     CHECK_EQ_INT(ppk_sample_start(half), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(half, PPK_STR("forking_leaf"), PPK_STR("m.py"), 0, 9), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(half, PPK_STR("forking_leaf"), PPK_STR("m.py"), 9, 0), 0);
     CHECK_EQ_INT(ppk_sample_push_label_str(half, PPK_STR("task name"), PPK_STR("forking")), 0);
     CHECK_EQ_INT(ppk_sample_set_value(half, 0, 1), 0);
 
@@ -760,7 +760,7 @@ static int child_case3(ppk_recorder *r) {
     if (ppk_sample_create(r, &s) != 0) return 2;
     for (int i = 0; i < 3; i++) {
         bad |= ppk_sample_start(s) != 0;
-        bad |= ppk_sample_push_frame(s, PPK_STR("child"), PPK_STR("c.py"), 0, 1) != 0;
+        bad |= ppk_sample_push_frame(s, PPK_STR("child"), PPK_STR("c.py"), 1, 0) != 0;
         bad |= ppk_sample_set_value(s, 0, 1) != 0;
         bad |= ppk_sample_flush(s) != 0;
     }

@@ -108,7 +108,7 @@ static void builder_op(fz_in *in, bstate *st, builder *b, int op) {
     case OP_FRAME2: {
         ppk_str name = fz_str(in, 1, &bad), file = fz_str(in, 1, &bad);
         uint64_t addr = (fz_u8(in) & 1) ? fz_u64(in) : 0;
-        rc = ppk_sample_push_frame(b->s, name, file, addr, fz_value(in));
+        rc = ppk_sample_push_frame(b->s, name, file, fz_value(in), addr);
         op = OP_FRAME;
         break;
     }
@@ -229,7 +229,7 @@ static void op_bulk(fz_in *in, bstate *st) {
             int len = snprintf(name, sizeof name, "fn_%llu_%d", (unsigned long long)id, i);
             rc = ppk_sample_push_frame(b->s, (ppk_str){name, (size_t)len},
                                        (shape & 8) ? PPK_STR("bulk.py") : (ppk_str){name, (size_t)len},
-                                       0, (int64_t)id);
+                                       (int64_t)id, 0);
         }
         int vl = snprintf(val, sizeof val, "task-%llu", (unsigned long long)id);
         if (rc == 0) rc = ppk_sample_push_label_str(b->s, PPK_STR("task name"), (ppk_str){val, (size_t)vl});

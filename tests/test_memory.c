@@ -288,7 +288,7 @@ static void test_recorder_counts_degradations(void) {
             char task[48];
             snprintf(task, sizeof task, "task-%d-%d-padding-padding", w, k);
             CHECK_EQ_INT(ppk_sample_start(s), 0);
-            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 1, 0), 0);
             CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task)), 0);
             CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
             CHECK_EQ_INT(ppk_sample_flush(s), 0);
@@ -356,8 +356,8 @@ static void test_builder_scratch_limit(void) {
     CHECK_EQ_INT(ppk_sample_start(s), 0);
     for (int i = 0; i < 20; i++) { /* 20 KB of names */
         name[0] = (char)('a' + i);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){name, sizeof name}, PPK_STR("f.py"), 0,
-                                           i),
+        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){name, sizeof name}, PPK_STR("f.py"),
+                                           i, 0),
                      0);
     }
     CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("big"), (ppk_str){name, sizeof name}),

@@ -661,7 +661,7 @@ static void test_reserved_key_after_cut(void) {
 static void test_encode_options_and_codecs(void) {
     ppk_profile *p = make();
     fill(p, 200, 4);
-    ppk_bytes out = {(uint8_t *)1, 1, 0, {0}};
+    ppk_bytes out = {(uint8_t *)1, 1};
     ppk_encode_options bad = {(ppk_codec)7, 0, 0, 0};
     CHECK_EQ_INT(ppk_profile_encode(p, &bad, &out), PPK_EINVAL);
     CHECK(out.data == NULL && out.len == 0);

@@ -95,8 +95,8 @@ static char *export_describe(ppk_recorder *r) {
 /* A simple sample: a 2-frame stack and a task name label. */
 static int simple_sample(ppk_sample *s, const char *task, int64_t wall) {
     int rc = ppk_sample_start(s);
-    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 0, 3);
-    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("a.py"), 0, 1);
+    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 3, 0);
+    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("a.py"), 1, 0);
     if (!rc) rc = ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task));
     if (!rc) rc = ppk_sample_set_value(s, 0, 1);
     if (!rc) rc = ppk_sample_set_value(s, 1, wall);
@@ -136,7 +136,7 @@ static void test_state_machine(void) {
     int64_t v[2] = {1, 2};
 
     /* Nothing begun. */
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 1, 0), PPK_ESTATE);
     ppk_frame fr = {.name = PPK_STR("f")};
     CHECK_EQ_INT(ppk_sample_push_frame_ex(s, &fr), PPK_ESTATE);
     CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k"), PPK_STR("v")), PPK_ESTATE);
@@ -150,12 +150,12 @@ static void test_state_machine(void) {
     /* Begun: start again is refused; flush ends it; then flush and drop are refused. */
     CHECK_EQ_INT(ppk_sample_start(s), 0);
     CHECK_EQ_INT(ppk_sample_start(s), PPK_ESTATE);
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_set_values(s, v, 2), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), PPK_ESTATE);
     CHECK_EQ_INT(ppk_sample_drop(s), PPK_ESTATE);
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 1, 0), PPK_ESTATE);
 
     /* Drop ends a sample too. */
     CHECK_EQ_INT(ppk_sample_start(s), 0);
@@ -201,7 +201,7 @@ static void test_closed(void) {
         return;
     }
     CHECK_EQ_INT(ppk_sample_start(busy), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(busy, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(busy, PPK_STR("f"), PPK_STR("f.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_push_label_str(busy, PPK_STR("k"), PPK_STR("v")), 0);
     CHECK_EQ_INT(simple_sample(idle, "t", 1), 0);
 
@@ -209,7 +209,7 @@ static void test_closed(void) {
 
     int64_t v[2] = {1, 1};
     ppk_frame fr = {.name = PPK_STR("g")};
-    CHECK_EQ_INT(ppk_sample_push_frame(busy, PPK_STR("g"), PPK_STR("g.py"), 0, 1), PPK_ECLOSED);
+    CHECK_EQ_INT(ppk_sample_push_frame(busy, PPK_STR("g"), PPK_STR("g.py"), 1, 0), PPK_ECLOSED);
     CHECK_EQ_INT(ppk_sample_push_frame_ex(busy, &fr), PPK_ECLOSED);
     CHECK_EQ_INT(ppk_sample_push_label_str(busy, PPK_STR("k2"), PPK_STR("v")), PPK_ECLOSED);
     CHECK_EQ_INT(ppk_sample_push_label_num(busy, PPK_STR("k3"), 1, PPK_STR("")), PPK_ECLOSED);
@@ -349,16 +349,16 @@ static void test_seal_then_last_export(void) {
 static void build_with_noise(ppk_sample *s, int noise, const char *task) {
     CHECK_EQ_INT(ppk_sample_start(s), 0);
     if (noise) {
-        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){NULL, 5}, PPK_STR("x.py"), 0, 1),
+        CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){NULL, 5}, PPK_STR("x.py"), 1, 0),
                      PPK_ENULL);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("x"), (ppk_str){NULL, 2}, 0, 1),
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("x"), (ppk_str){NULL, 2}, 1, 0),
                      PPK_ENULL);
         ppk_mapping bad_map = {0x1000, 0x2000, 0, {NULL, 3}, PPK_STR("")};
         ppk_frame bad = {.name = PPK_STR("x"), .mapping = &bad_map};
         CHECK_EQ_INT(ppk_sample_push_frame_ex(s, &bad), PPK_ENULL);
         CHECK(ppk_sample_push_frame_ex(s, NULL) != 0);
     }
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 0x10, 3), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 3, 0x10), 0);
     ppk_mapping map = {0x400000, 0x500000, 0x1000, PPK_STR("/usr/lib/libx.so"),
                        PPK_STR("abcdef")};
     ppk_frame mid = {PPK_STR("mid"), PPK_STR("_Z3midv"), PPK_STR("mid.c"), 10, 12, 0x400123,
@@ -400,7 +400,7 @@ static void build_with_noise(ppk_sample *s, int noise, const char *task) {
         CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){NULL, 1}, PPK_STR(""), 0, 0),
                      PPK_ENULL);
     }
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("main.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("main.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), 0);
 }
 
@@ -457,7 +457,7 @@ static void test_duplicate_label_sample_usable(void) {
         CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k"), PPK_STR("second")),
                      PPK_EDUPLABEL);
         CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("k2"), PPK_STR("third")), 0);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 0, 1), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("f"), PPK_STR("f.py"), 1, 0), 0);
         CHECK_EQ_INT(ppk_sample_set_value(s, 0, 3), 0);
         CHECK_EQ_INT(ppk_sample_flush(s), 0);
         pr_profile pp;
@@ -485,8 +485,8 @@ static void test_drop_discards(void) {
     if (s) {
         CHECK_EQ_INT(simple_sample(s, "kept-1", 10), 0);
         CHECK_EQ_INT(ppk_sample_start(s), 0);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("dropped_fn"), PPK_STR("dropped.py"), 0,
-                                           9),
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("dropped_fn"), PPK_STR("dropped.py"), 9,
+                                           0),
                      0);
         CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), PPK_STR("dropped-task")),
                      0);
@@ -545,7 +545,7 @@ static void transient_sample(ppk_sample *s, int i, int transient) {
     CHECK_EQ_INT(ppk_sample_start(s), 0);
     if (transient) {
         ppk_str n = dup_str(name), f = dup_str(file);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, n, f, 0, i), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, n, f, i, 0), 0);
         scrub(n);
         scrub(f);
 
@@ -582,7 +582,7 @@ static void transient_sample(ppk_sample *s, int i, int transient) {
         memset(vals, 0xEE, 2 * sizeof *vals);
         free(vals);
     } else {
-        CHECK_EQ_INT(ppk_sample_push_frame(s, ppk_cstr(name), ppk_cstr(file), 0, i), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, ppk_cstr(name), ppk_cstr(file), i, 0), 0);
         ppk_mapping m = {0x10000u * (uint64_t)(i % 4 + 1), 0x10000u * (uint64_t)(i % 4 + 2), 0,
                          ppk_cstr(mapfile), ppk_cstr(build)};
         ppk_frame fr = {PPK_STR("native"), ppk_cstr(sys), PPK_STR("native.c"), 3, 4,
@@ -1212,7 +1212,7 @@ static void test_stats_degradations(void) {
 
     /* One invalid UTF-8 string, repaired. */
     CHECK_EQ_INT(ppk_sample_start(s), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("bad\xff" "utf8"), PPK_STR("u.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("bad\xff" "utf8"), PPK_STR("u.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), 0);
 
@@ -1221,7 +1221,7 @@ static void test_stats_degradations(void) {
     for (int i = 0; i < 6; i++) {
         char fn[16];
         snprintf(fn, sizeof fn, "deep_%d", i);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, ppk_cstr(fn), PPK_STR("d.py"), 0, i + 1), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, ppk_cstr(fn), PPK_STR("d.py"), i + 1, 0), 0);
     }
     CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), 0);
@@ -1229,7 +1229,7 @@ static void test_stats_degradations(void) {
     /* Two samples that aggregate and saturate. */
     for (int i = 0; i < 2; i++) {
         CHECK_EQ_INT(ppk_sample_start(s), 0);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("sat"), PPK_STR("s.py"), 0, 1), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("sat"), PPK_STR("s.py"), 1, 0), 0);
         CHECK_EQ_INT(ppk_sample_set_value(s, 1, INT64_MAX), 0);
         CHECK_EQ_INT(ppk_sample_flush(s), 0);
     }
@@ -1240,7 +1240,7 @@ static void test_stats_degradations(void) {
     char *big = malloc(big_len);
     memset(big, 'z', big_len);
     CHECK_EQ_INT(ppk_sample_start(s), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){big, big_len}, PPK_STR("big.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, (ppk_str){big, big_len}, PPK_STR("big.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1000), 0);
     atomic_store(&fa.fail, 1);
     CHECK_EQ_INT(ppk_sample_flush(s), PPK_ENOMEM);
@@ -1319,7 +1319,7 @@ static void test_export_fields(void) {
     int64_t t0 = ppk_now_ns();
     CHECK_EQ_INT(simple_sample(s, "a", 1), 0);
     CHECK_EQ_INT(ppk_sample_start(s), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("ts"), PPK_STR("t.py"), 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("ts"), PPK_STR("t.py"), 1, 0), 0);
     CHECK_EQ_INT(ppk_sample_set_timestamp(s, 1234567), 0);
     CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), 0);
@@ -1379,7 +1379,7 @@ static void test_shards(void) {
         for (int k = 0; k <= i; k++) { /* shard i: i + 1 samples */
             CHECK_EQ_INT(ppk_sample_start(b[i]), 0);
             ppk_str name = {fn[i], strlen(fn[i])};
-            CHECK_EQ_INT(ppk_sample_push_frame(b[i], name, PPK_STR("s.py"), 0, 1 + i), 0);
+            CHECK_EQ_INT(ppk_sample_push_frame(b[i], name, PPK_STR("s.py"), 1 + i, 0), 0);
             CHECK_EQ_INT(ppk_sample_push_label_num(b[i], PPK_STR("local root span id"), 7,
                                                    PPK_STR("")),
                          0);

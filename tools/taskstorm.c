@@ -139,7 +139,7 @@ typedef struct worker {
  * stale; `ids` is the thread's cache) or by strings. */
 static int push_frame(worker *wk, ppk_sample *s, ppk_function_id *ids, uint16_t fn) {
     if (!ids)
-        return ppk_sample_push_frame(s, w.fn_name[fn], w.fn_file[fn], 0, w.fn_line[fn]);
+        return ppk_sample_push_frame(s, w.fn_name[fn], w.fn_file[fn], w.fn_line[fn], 0);
     for (;;) {
         if (!ids[fn]) {
             ppk_function f = {w.fn_name[fn], PPK_STR(""), w.fn_file[fn], 0};

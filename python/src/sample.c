@@ -80,7 +80,7 @@ static int push_frame(SampleObject *self, PyObject *name_obj, PyObject *file_obj
         goto out;
     ppk_sample *s = builder(self, what);
     if (!s) goto out;
-    rc = ppk_sample_push_frame(s, name, file, 0, line);
+    rc = ppk_sample_push_frame(s, name, file, line, 0);
     if (rc) ppk_py_error(rc, what, NULL);
 out:
     Py_XDECREF(kn);
