@@ -14,6 +14,13 @@
  *   slowsink starts a thread that calls ppk_recorder_export(r, NULL), as the background
  *            exporter does: the same, then the sink's write(), which sleeps 200 ms;
  *            times every sample while it runs.
+ *   forks    exports to the sinks (untimed), which also hands the window to a Datadog
+ *            upload sink whose server (a listening socket in this process that never
+ *            accepts) never answers, so its transfer hangs; then a thread forks 24
+ *            times, 3 ms apart (each child exits at once), handing the upload sink a new
+ *            export every third fork (a transfer aborted by four forks in a row is
+ *            dropped); times every sample while it runs. Its "export ms" column is the
+ *            median time of one fork() call.
  * In each situation the timed samples go into a window that an export has just emptied,
  * so the three differ only in what the other thread does. Percentiles are nearest-rank
  * over every timed sample of the situation; `timer` is the median cost of one
@@ -27,17 +34,24 @@
 #include "bench.h"
 #include "w1.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IDLE_SAMPLES 20000u
+#define FORKS_PER_ROUND 24
 
-enum situation { IDLE, ENCODE, SLOWSINK, N_SITUATIONS };
-static const char *const situation_name[N_SITUATIONS] = {"idle", "encode", "slowsink"};
+enum situation { IDLE, ENCODE, SLOWSINK, FORKS, N_SITUATIONS };
+static const char *const situation_name[N_SITUATIONS] = {"idle", "encode", "slowsink",
+                                                         "forks"};
 
 typedef struct series {
     double *v;
@@ -54,6 +68,7 @@ static struct {
     long sink_ms;
     atomic_int exporting;
     int export_rc;
+    ppk_sink upload; /* to a server that never answers */
     series flush[N_SITUATIONS], sample[N_SITUATIONS], export_ms[N_SITUATIONS];
 } g;
 
@@ -105,8 +120,40 @@ static void *exporter(void *arg) {
     return NULL;
 }
 
+/* Forks FORKS_PER_ROUND times while the upload sink has a transfer in flight. */
+static void *forker(void *arg) {
+    (void)arg;
+    static uint8_t bytes[64];
+    for (int i = 0; i < FORKS_PER_ROUND; i++) {
+        if (i % 3 == 0) {
+            ppk_export e = {.data = {bytes, sizeof bytes}, .codec = PPK_CODEC_ZSTD, .seq = 1};
+            g.upload.write(g.upload.opaque, &e);
+        }
+        struct timespec gap = {0, 3000000};
+        nanosleep(&gap, NULL); /* the transfer connects and sends */
+        double t0 = bench_now_ns();
+        pid_t child = fork();
+        if (child == 0) _exit(0);
+        push(&g.export_ms[FORKS], (bench_now_ns() - t0) * 1e-6);
+        if (child > 0) waitpid(child, NULL, 0);
+    }
+    atomic_store(&g.exporting, 0);
+    return NULL;
+}
+
 static void round_of(enum situation sit) {
     while (g.in_window < W1_WINDOW) record_one(-1);
+    if (sit == FORKS) {
+        int rc = ppk_recorder_export(g.rec, NULL);
+        if (rc) fail("ppk_recorder_export", rc);
+        g.in_window = 0;
+        pthread_t t;
+        atomic_store(&g.exporting, 1);
+        if (pthread_create(&t, NULL, forker, NULL)) fail("pthread_create", PPK_ESYS);
+        while (atomic_load(&g.exporting)) record_one((int)sit);
+        pthread_join(t, NULL);
+        return;
+    }
     if (sit == IDLE) {
         ppk_export e;
         double t0 = bench_now_ns();
@@ -185,6 +232,23 @@ int main(int argc, char **argv) {
     int rc = ppk_recorder_create(&cfg, &g.rec);
     ppk_sink sink = {slow_write, NULL, NULL};
     if (!rc) rc = ppk_recorder_add_sink(g.rec, &sink);
+    /* The server that never answers: connections wait in the listen backlog. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 64) ||
+        getsockname(lfd, (struct sockaddr *)&a, &al))
+        fail("listening socket", PPK_ESYS);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    ppk_datadog_config dd;
+    ppk_datadog_config_init(&dd);
+    dd.agent_url = ppk_cstr(url);
+    dd.upload.timeout_ms = 3600000;
+    dd.upload.fork_timeout_ms = 5000;
+    char err[256] = "";
+    if (!rc && ppk_sink_datadog(&dd, &g.upload, err, sizeof err)) fail(err, PPK_EINVAL);
+    if (!rc) rc = ppk_recorder_add_sink(g.rec, &g.upload);
     if (!rc) rc = ppk_sample_create(g.rec, &g.s);
     if (rc) fail("setup", rc);
     if (w1_init(&g.w)) fail("w1_init", PPK_ENOMEM);
@@ -214,7 +278,12 @@ int main(int argc, char **argv) {
                fs[sit].p99 / 1e3, fs[sit].max / 1e3);
     }
     printf("  (export ms: median time of the export call of each round; for idle it ran "
-           "alone, before the timed samples)\n");
+           "alone, before the timed samples; for forks, of one fork() call)\n");
+    ppk_upload_stats us;
+    ppk_sink_upload_stats(&g.upload, &us);
+    printf("  upload sink: %llu transfers aborted by a fork and sent again, %llu dropped "
+           "after four\n",
+           (unsigned long long)us.fork_restarts, (unsigned long long)us.dropped_failed);
     printf("{\"bench\": \"latency\", \"variant\": \"%s\", \"rounds\": %d, \"sink_ms\": %ld, "
            "\"timer_ns\": %.0f",
            vname, rounds, g.sink_ms, timer);
@@ -229,6 +298,7 @@ int main(int argc, char **argv) {
 
     ppk_sample_free(g.s);
     ppk_recorder_free(g.rec);
+    close(lfd);
     w1_free(&g.w);
     for (int sit = 0; sit < N_SITUATIONS; sit++) {
         free(g.flush[sit].v);

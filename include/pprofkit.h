@@ -732,10 +732,12 @@ PPK_API int ppk_sample_drop(ppk_sample *s);
  * safe. Create upload sinks before the process starts other threads that may use libcurl
  * (or call curl_global_init() yourself first). curl_global_cleanup() is never called.
  *
- * Fork: before fork() an in-flight transfer is aborted (the prepare handler waits for it,
- * at most fork_timeout_ms). The parent then sends it again, as if nothing happened. In the
- * child the sink is usable and empty: the parent's queued exports are the parent's to
- * send; the uploader thread starts again on the child's first write.
+ * Fork: before fork() an in-flight transfer is aborted, its socket shut down (the prepare
+ * handler waits for it to end, at most fork_timeout_ms; milliseconds once the socket is
+ * connected). The parent then sends it again, as if nothing happened; a transfer aborted
+ * by forks four times in a row is dropped (dropped_failed, fail_other). In the child the
+ * sink is usable and empty: the parent's queued exports are the parent's to send; the
+ * uploader thread starts again on the child's first write.
  *
  * Lifetime: the recorder destroys its sinks when it is freed. Destroying an upload sink
  * waits up to shutdown_timeout_ms for the queue to drain, then cancels what is left; a
@@ -764,7 +766,8 @@ typedef struct ppk_upload_stats {
     uint64_t bytes_sent;          /* request bodies of those */
     uint64_t attempts;            /* transfers started (retries and fork restarts too) */
     uint64_t retries;             /* second attempts after a failure */
-    uint64_t fork_restarts;       /* transfers aborted for a fork and sent again */
+    uint64_t fork_restarts;       /* transfers aborted for a fork and sent again (at most
+                                   * three times in a row, then dropped as failed) */
     /* Exports dropped, by reason; each export is counted once. */
     uint64_t dropped_queue_full;  /* the oldest, when a write found the queue full */
     uint64_t dropped_failed;      /* failed (after the retry, when one was allowed) */

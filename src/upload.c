@@ -272,6 +272,7 @@ void ppk__upload_atfork_prepare(void) {
         pthread_mutex_lock(&u->lock);
         u->fork_pending = 1;
         atomic_store(&u->abort, PPK__ABORT_FORK);
+        ppk__upload_interrupt(u, PPK__ABORT_FORK);
         struct timespec dl;
         ppk__upload_deadline_in(&dl, u->cfg.fork_timeout_ms);
         while (u->in_transfer && pthread_cond_timedwait(&u->idle, &u->lock, &dl) != ETIMEDOUT) {
@@ -299,6 +300,7 @@ void ppk__upload_atfork_child(void) {
             u->curl = NULL;
             u->in_transfer = 0;
         }
+        u->sock = -1; /* the parent's, if any */
         job_free(u, u->current);
         u->current = NULL;
         drop_queue(u);
@@ -425,6 +427,7 @@ static void shutdown_drain(ppk__uploader *u, const struct timespec *deadline) {
     }
     u->cancel = 1;
     atomic_store(&u->abort, PPK__ABORT_SHUTDOWN);
+    ppk__upload_interrupt(u, PPK__ABORT_SHUTDOWN);
     pthread_cond_broadcast(&u->wake);
     pthread_mutex_unlock(&u->lock);
 }
@@ -555,6 +558,7 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         return PPK_ENOMEM;
     }
     memset(u, 0, sizeof *u);
+    u->sock = -1;
     u->ua.a = ua0.a;
     atomic_store(&u->ua.bytes, sizeof *u);
     atomic_store(&u->ua.peak, sizeof *u);

@@ -20,6 +20,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* ---- libcurl global state ------------------------------------------------------------ */
 
@@ -66,6 +68,33 @@ static int progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl
     return a != PPK__ABORT_NONE;
 }
 
+/* The transfer's socket is opened and closed here, so that the uploader knows it. */
+static curl_socket_t open_socket_cb(void *clientp, curlsocktype purpose,
+                                    struct curl_sockaddr *a) {
+    (void)purpose;
+    ppk__uploader *u = clientp;
+    curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd == CURL_SOCKET_BAD) return fd;
+    pthread_mutex_lock(&u->lock);
+    u->sock = fd;
+    pthread_mutex_unlock(&u->lock);
+    return fd;
+}
+
+static int close_socket_cb(void *clientp, curl_socket_t fd) {
+    ppk__uploader *u = clientp;
+    pthread_mutex_lock(&u->lock);
+    if (u->sock == fd) u->sock = -1;
+    pthread_mutex_unlock(&u->lock);
+    return close(fd);
+}
+
+void ppk__upload_interrupt(ppk__uploader *u, int reason) {
+    if (!u->in_transfer) return;
+    u->interrupted = reason;
+    if (u->sock >= 0) shutdown(u->sock, SHUT_RDWR);
+}
+
 static size_t discard_cb(char *p, size_t size, size_t n, void *opaque) {
     (void)p;
     (void)opaque;
@@ -89,6 +118,10 @@ static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, u);
     curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, u);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, u);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_cb);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -133,7 +166,7 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
         goto out;
     }
 
-    int attempt = 0;
+    int attempt = 0, fork_aborts = 0;
     for (;;) {
         pthread_mutex_lock(&u->lock);
         if (u->cancel) {
@@ -142,6 +175,7 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
             break;
         }
         u->in_transfer = 1;
+        u->interrupted = PPK__ABORT_NONE;
         u->st.attempts++;
         pthread_mutex_unlock(&u->lock);
 
@@ -151,14 +185,26 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
         pthread_mutex_lock(&u->lock);
         u->in_transfer = 0;
         pthread_cond_broadcast(&u->idle);
-        if (cc == CURLE_ABORTED_BY_CALLBACK && u->cb_reason == PPK__ABORT_FORK && !u->cancel) {
-            /* Aborted so that fork() finds no transfer in flight: send it again. */
+        /* Ended by an abort: through the progress callback, or by its socket shut down
+         * (a transport error then). */
+        int aborted = cc == CURLE_ABORTED_BY_CALLBACK ? u->cb_reason
+                      : cc != CURLE_OK               ? u->interrupted
+                                                     : PPK__ABORT_NONE;
+        if (aborted == PPK__ABORT_FORK && !u->cancel) {
+            /* Aborted so that fork() finds no transfer in flight: send it again, unless
+             * forks keep aborting it. */
+            if (++fork_aborts > PPK__MAX_FORK_RESTARTS) {
+                u->st.fail_other++;
+                u->st.dropped_failed++;
+                pthread_mutex_unlock(&u->lock);
+                break;
+            }
             u->st.fork_restarts++;
             while (u->fork_pending) pthread_cond_wait(&u->wake, &u->lock);
             pthread_mutex_unlock(&u->lock);
             continue;
         }
-        if (cc == CURLE_ABORTED_BY_CALLBACK && u->cancel) {
+        if (aborted && u->cancel) {
             u->st.dropped_shutdown++;
             pthread_mutex_unlock(&u->lock);
             break;

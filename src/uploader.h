@@ -17,6 +17,10 @@
 /* Why `abort` is set: what the progress callback ends a transfer for. */
 enum { PPK__ABORT_NONE = 0, PPK__ABORT_FORK = 1, PPK__ABORT_SHUTDOWN = 2 };
 
+/* A transfer aborted for forks this many times in a row is dropped as failed, so that a
+ * process that forks all the time does not send the same export again forever. */
+#define PPK__MAX_FORK_RESTARTS 3
+
 /* One upload sink: its configuration, its queue, its thread and curl handle, its
  * statistics; one of the process-wide list that the fork handlers walk. */
 typedef struct ppk__uploader {
@@ -44,6 +48,11 @@ typedef struct ppk__uploader {
     int shut_callers; /* threads inside upload_shutdown; destroy waits for none */
     _Atomic int abort;
     int cb_reason;    /* uploader thread only: the abort the progress callback saw */
+    /* The transfer's socket (-1: none), so that an abort need not wait for the progress
+     * callback: shutting the socket down (ppk__upload_interrupt) ends the transfer at
+     * once; `interrupted` then says why (PPK__ABORT_*). Under lock. */
+    int sock;
+    int interrupted;
     CURL *curl;       /* used by the uploader thread only */
     ppk_upload_stats st;
     struct ppk__uploader *next_global;
@@ -52,6 +61,9 @@ typedef struct ppk__uploader {
 /* Sets *ts to ms milliseconds from now (a negative ms counts as 0) on CLOCK_MONOTONIC,
  * the clock of the uploader's conditions. */
 void ppk__upload_deadline_in(struct timespec *ts, int64_t ms);
+
+/* Ends the transfer in flight now, for `reason` (PPK__ABORT_*): the lock held. */
+void ppk__upload_interrupt(ppk__uploader *u, int reason);
 
 /* Sends one job: build, transfer, at most one retry, the outcome counted in the
  * statistics. Uploader thread only, called without the lock. */

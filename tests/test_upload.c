@@ -1138,11 +1138,56 @@ static int fork_during_upload(void) {
     fflush(stdout);
     ppk_recorder_free(r);
     rx_finish(&x, 1, 10000);
-    /* The fork waits for the abort (tens of ms at least): a flusher left to run makes
-     * thousands of flushes in that time; one blocked by a recorder lock makes none or
-     * the few it finished before the recorder's handler took its locks. */
+    /* The fork waits for the abort: ~1 ms when the transfer's socket is shut down (then
+     * there is nothing to tell), up to the progress callback's interval when it is not
+     * (a transfer still resolving or connecting). In a slow one, a flusher left to run
+     * makes thousands of flushes; one blocked by a recorder lock makes none or the few
+     * it finished before the recorder's handler took its locks. */
     if (fork_ms < 20) return 0; /* too quick to tell: nothing to check */
     return during >= 100 ? 0 : 2;
+}
+
+/* A process that forks again and again while an upload is in flight: each fork aborts
+ * the transfer at once (its socket shut down) and the parent sends it again, but not
+ * forever: the fourth abort in a row drops it, counted as failed (pprofkit.h). */
+static void test_forks_do_not_restart_forever(void) {
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c = fast_cfg();
+    c.upload.timeout_ms = 30000;
+    c.upload.fork_timeout_ms = 10000;
+    ppk_sink s = dd_sink_to(url, &c);
+    uint8_t buf[256];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0);
+    int64_t slowest = 0;
+    for (int i = 1; i <= 4; i++) {
+        CHECK_EQ_INT(rx_wait_got(&x, i, 15000), i); /* attempt i is in flight */
+        int64_t t0 = now_ms();
+        pid_t child = fork();
+        if (child == 0) _exit(0);
+        int64_t took = now_ms() - t0;
+        if (took > slowest) slowest = took;
+        CHECK(child > 0);
+        waitpid(child, NULL, 0);
+    }
+    /* Far below the transfer's 30 s and the fork timeout's 10 s: not waited for. */
+    CHECK(slowest < 2000);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 10000), 0);
+    ppk_upload_stats st;
+    ppk_sink_upload_stats(&s, &st);
+    CHECK_EQ_U64(st.attempts, 4);
+    CHECK_EQ_U64(st.fork_restarts, 3);
+    CHECK_EQ_U64(st.dropped_failed, 1);
+    CHECK_EQ_U64(st.sent, 0);
+    check_conserved(&st);
+    fprintf(stderr, "  4 forks with an upload in flight: the slowest took %lld ms\n",
+            (long long)slowest);
+    s.destroy(s.opaque);
+    rx_finish(&x, 1, 10000);
 }
 
 static void test_fork_does_not_stall_flushes(void) {
@@ -1182,5 +1227,6 @@ int main(void) {
     RUN(test_shutdown_concurrent);
     RUN(test_pyroscope_refuses_zstd);
     RUN(test_fork_in_flight);
+    RUN(test_forks_do_not_restart_forever);
     return check_summary();
 }
