@@ -69,9 +69,8 @@ typedef struct tslot {
     uint64_t held_since;
     PyObject *name_obj; /* its name then (borrowed: held until the end of the next pass) */
     const void *ts;     /* its thread state then (only prefetched) */
-    /* Set by phase 0 of this tick: its CPU clock, and where in SamplerObject.tick its
-     * frames were copied if the clock had not moved (NO_COPY: not copied). */
-    int64_t cpu_pre;
+    /* Set by phase 0 of this tick: where in SamplerObject.tick its frames were copied,
+     * its CPU clock not having moved by then (NO_COPY: not copied). */
     size_t pre_first;
 } tslot;
 
@@ -207,8 +206,8 @@ typedef struct SamplerObject {
      * that keep what the gathered frames point to alive until the next phase 1. */
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
     uint64_t fcache_evictions; /* entries whose code was replaced, ever */
-    vec refs, old_refs; /* this pass's; the previous one's, until this one has copied
-                         * the frames it reuses */
+    vec refs, old_refs; /* this pass's; the previous one's, until this one has taken
+                         * what it reuses (the names of idle threads) */
 
     /* The main thread: sampled by main_callback (in the main thread, with the GIL) or
      * by the sampler's pass, never both in one tick (main_state says which). */
@@ -295,10 +294,11 @@ size_t ppk_py_running_tasks(running_task *out, size_t max);
 
 /* ---- sampler_record.c: phase 2, without the GIL ----------------------------------- */
 
-/* Phase 0, before taking the GIL, so that it is not held for this work: the CPU clock
- * of every thread of the previous pass; the frames of those whose clock has not moved
- * copied into the new pass (which phase 1 takes if the thread is still there); and
- * prefetches of what phase 1 will read of them. */
+/* Phase 0, before taking the GIL, so that it is not held for this work: the frames of
+ * each thread of the previous pass whose CPU clock has not moved since, copied into the
+ * new pass (which phase 1 takes if the clock still has not moved then), and prefetches
+ * of what phase 1 will read of them. (Reading a thread's clock the first time after the
+ * sampler slept costs microseconds; again, right after, a fraction of one.) */
 void ppk_py_prepare(SamplerObject *sp);
 
 /* What ppk_py_record_thread did, added to the statistics by its caller. */

@@ -47,11 +47,10 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
 
 /* Phase 0 for one thread's slot. */
 static void prepare_slot(SamplerObject *sp, tslot *s) {
-    s->cpu_pre = thread_cpu_ns(s->tid);
     s->pre_first = NO_COPY;
     size_t n = s->n_frames;
-    if (!n || s->cpu_pre < 0 || s->cpu_pre != s->cpu_ns || vec_reserve(&sp->tick.frames, n))
-        return;
+    int64_t cpu = n ? thread_cpu_ns(s->tid) : -1;
+    if (cpu < 0 || cpu != s->cpu_ns || vec_reserve(&sp->tick.frames, n)) return;
     s->pre_first = sp->tick.frames.n;
     memcpy(&AT(sp->tick.frames, gframe, s->pre_first), &AT(sp->prev.frames, gframe, s->first_frame),
            n * sizeof(gframe));

@@ -212,18 +212,19 @@ void ppk_py_gc_resume(int was_enabled) {
 
 /* A thread whose CPU clock has not moved since its previous sample has run no code
  * since: its frames are the ones gathered then (`prev`, its slot), which phase 0 copied
- * into this pass (ppk_py_prepare) instead of walking them here. The clock was read
- * before the GIL was taken: the thread may have run since, and the copy shows it as it
- * was then. Their strings belong to code objects that the thread releases when it pops
- * those frames, so each copied frame's code must be held until the next pass, like a
- * walked frame's: by its frame cache entry if that still holds it (an entry evicted from
- * now on keeps its code in sp->refs until the next pass), else by a reference taken
- * here. Until then the previous pass's references (old_refs) hold what its entries did
- * not. When no entry was evicted since all these frames were found in their entries
+ * into this pass (ppk_py_prepare) when the clock had not moved by then, instead of
+ * walking them here. The clock is read again here, with the GIL (gt->cpu_now): still
+ * unchanged, the thread has not run since phase 0 either, so the copy is its stack now,
+ * and the task and tags read now go with it. Their strings belong to code objects that
+ * the thread releases when it pops those frames, which it may do as soon as the GIL is
+ * released, so each copied frame's code must be held until the next pass, like a walked
+ * frame's: by its frame cache entry if that still holds it (an entry evicted from now on
+ * keeps its code in sp->refs until the next pass), else by a reference taken here. When
+ * no entry was evicted since all these frames were found in their entries
  * (held_since), there is nothing to check. 1 if taken; 0 (nothing changed) if there is
- * no copy or no room for the references. */
+ * no copy, the thread ran, or there is no room for the references. */
 static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *prev) {
-    if (!prev || prev->pre_first == NO_COPY) return 0;
+    if (!prev || prev->pre_first == NO_COPY || gt->cpu_now != prev->cpu_ns) return 0;
     size_t n = prev->n_frames;
     int check = prev->held_since != sp->fcache_evictions;
     if (check && vec_reserve(&sp->refs, n)) return 0;
@@ -275,7 +276,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->ident = t->thread_id;
     gt->native_id = t->native_thread_id;
     gt->ts = t;
-    gt->cpu_now = prev ? prev->cpu_pre : thread_cpu_ns(gt->native_id);
+    gt->cpu_now = thread_cpu_ns(gt->native_id);
     gt->first_frame = b->frames.n;
     gt->first_label = b->labels.n;
     int reused = reuse_frames(sp, b, gt, prev);
@@ -381,10 +382,8 @@ int ppk_py_gather(SamplerObject *sp) {
         const tslot *prev = mode ? &sp->main_prev
                                  : ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
         /* An empty slot (a new thread), or a main thread the previous pass did not
-         * gather, or whose clock a callback read after phase 0 did (ppk_py_main_deltas
-         * needs its clock to go forward). */
-        if (!prev->native_id || prev->ident != t->thread_id || prev->native_id != native ||
-            (mode && prev->cpu_pre < sp->main_cpu_ns))
+         * gather. */
+        if (!prev->native_id || prev->ident != t->thread_id || prev->native_id != native)
             prev = NULL;
         rc = ppk_py_gather_thread(sp, &sp->tick, t, prev, active, tasks, n_tasks);
         if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;

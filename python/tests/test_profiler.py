@@ -303,9 +303,9 @@ class TestThreads(ProfilerTest):
     def test_idle_stacks_of_dying_code(self):
         # Stacks copied from tick to tick while their code objects die as soon as the
         # threads wake, and frame cache entries are evicted all the time (a stress test,
-        # run under ASan too; the window it covers, a thread waking between the
-        # sampler's phase 0 and its taking the GIL, is hit by chance): the run ends
-        # cleanly, every sample is in the files, and the made functions are there.
+        # run under ASan too; threads wake between the sampler's phase 0 and its taking
+        # the GIL by chance): the run ends cleanly, every sample is in the files, and the
+        # made functions are there.
         run = self.cli(["--rate", "1000", "churn.py", "4", "2"])
         (me,) = run.json()
         self.check_summary(run)
