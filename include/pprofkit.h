@@ -430,6 +430,12 @@ PPK_API void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st);
 typedef struct ppk_recorder ppk_recorder;
 typedef struct ppk_sample ppk_sample;
 
+/* An endpoint and the number of requests counted for it in a window. */
+typedef struct ppk_endpoint_count {
+    ppk_str endpoint;
+    int64_t count;
+} ppk_endpoint_count;
+
 /* One exported window. */
 typedef struct ppk_export {
     ppk_bytes data;          /* the encoded (compressed) profile */
@@ -439,13 +445,14 @@ typedef struct ppk_export {
     uint64_t seq;            /* 1 for the recorder's first export, then 2, 3, ... */
     ppk_profile_stats stats; /* of the window, taken before it was reset */
     double encode_ms;        /* encoding and compression time */
-    /* The retired window itself, for sinks that report more than the profile (e.g.
-     * ppk_profile_foreach_endpoint_count). Valid during ppk_sink.write only, read only;
-     * NULL in an export returned by ppk_recorder_export. */
-    const ppk_profile *window;
+    /* The window's endpoint counts (ppk_recorder_add_endpoint_count), in the order the
+     * endpoints were first counted; owned by the export (copied, freed with it). When
+     * there was no memory for them, none (and endpoints_dropped in the statistics). */
+    const ppk_endpoint_count *endpoint_counts;
+    size_t n_endpoint_counts;
 } ppk_export;
 
-/* Frees e->data and zeroes *e. Accepts NULL. */
+/* Frees e->data and the endpoint counts, and zeroes *e. Accepts NULL. */
 PPK_API void ppk_export_free(ppk_export *e);
 
 /*

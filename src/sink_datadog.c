@@ -250,9 +250,9 @@ static void add_endpoint(void *opaque, ppk_str endpoint, int64_t count) {
 /* Exporting thread: the endpoint counts, as a JSON object (nothing when there are none). */
 static int dd_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
     (void)ctx;
-    if (!e->window) return 0;
     ep_state s = {extra, 0};
-    ppk_profile_foreach_endpoint_count(e->window, add_endpoint, &s);
+    for (size_t i = 0; i < e->n_endpoint_counts; i++)
+        add_endpoint(&s, e->endpoint_counts[i].endpoint, e->endpoint_counts[i].count);
     if (s.n) ppk__ubuf_adds(extra, "}");
     return 0;
 }

@@ -1360,6 +1360,37 @@ static int count_labels(const pr_profile *pp, const pr_sample *s, const char *ke
     return n;
 }
 
+/* An export the caller takes (ppk_recorder_export(r, &e)) carries the window's endpoint
+ * counts, in the order the endpoints were first counted, copied: they outlive the window
+ * (the next export, which resets it) until ppk_export_free. */
+static void test_export_endpoint_counts(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_NONE);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("GET /b"), 2), 0);
+    CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("GET /a"), 1), 0);
+    CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("GET /b"), 3), 0);
+    ppk_export e, next;
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    CHECK_EQ_INT(ppk_recorder_add_endpoint_count(r, PPK_STR("POST /c"), 9), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, &next), 0);
+    CHECK_EQ_U64(e.n_endpoint_counts, 2);
+    if (e.n_endpoint_counts == 2) {
+        CHECK_STR(e.endpoint_counts[0].endpoint.ptr, e.endpoint_counts[0].endpoint.len, "GET /b");
+        CHECK(e.endpoint_counts[0].count == 5);
+        CHECK_STR(e.endpoint_counts[1].endpoint.ptr, e.endpoint_counts[1].endpoint.len, "GET /a");
+        CHECK(e.endpoint_counts[1].count == 1);
+    }
+    CHECK_EQ_U64(next.n_endpoint_counts, 1);
+    ppk_export_free(&e);
+    CHECK(e.endpoint_counts == NULL && e.n_endpoint_counts == 0);
+    ppk_export_free(&next);
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    CHECK_EQ_U64(e.n_endpoint_counts, 0);
+    CHECK(e.endpoint_counts == NULL);
+    ppk_export_free(&e);
+    ppk_recorder_free(r);
+}
+
 /* Three shards, one builder on each: the samples of all three are in one export, with
  * their own frames and labels; an endpoint set on the recorder labels the samples of
  * every shard whose span id it names, except a sample that has its own "trace endpoint". */
@@ -1445,5 +1476,6 @@ int main(void) {
     RUN(test_stats_degradations);
     RUN(test_export_fields);
     RUN(test_shards);
+    RUN(test_export_endpoint_counts);
     return check_summary();
 }

@@ -320,11 +320,13 @@ static PyStructSequence_Field export_fields[] = {
     {"seq", "1 for the recorder's first export, then 2, 3, ..."},
     {"stats", "the window's statistics (dict), taken before it was reset"},
     {"encode_ms", "encoding and compression time"},
+    {"endpoint_counts", "the window's endpoint counts: {endpoint: count} in the order first "
+                        "counted"},
     {NULL, NULL},
 };
 
 static PyStructSequence_Desc export_desc = {
-    "pprofkit.Export", "One exported window of a Recorder.", export_fields, 7,
+    "pprofkit.Export", "One exported window of a Recorder.", export_fields, 8,
 };
 
 /* ---- Module ------------------------------------------------------------------------ */

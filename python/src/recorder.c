@@ -332,10 +332,25 @@ static PyObject *Recorder_stop(RecorderObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* {endpoint: count}; the strings are valid UTF-8 (the window repaired them). */
+static PyObject *endpoint_counts(const ppk_export *e) {
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < e->n_endpoint_counts; i++) {
+        const ppk_endpoint_count *c = &e->endpoint_counts[i];
+        PyObject *k = PyUnicode_DecodeUTF8(c->endpoint.ptr, (Py_ssize_t)c->endpoint.len,
+                                           "replace");
+        PyObject *v = PyLong_FromLongLong(c->count);
+        if (!k || !v || PyDict_SetItem(d, k, v)) Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
 static PyObject *export_object(const ppk_export *e) {
     PyObject *ex = PyStructSequence_New(ppk_py_ExportType);
     if (!ex) return NULL;
-    PyObject *items[7] = {
+    PyObject *items[8] = {
         PyBytes_FromStringAndSize((const char *)e->data.data, (Py_ssize_t)e->data.len),
         PyUnicode_FromString(codec_names[e->codec <= PPK_CODEC_NONE ? e->codec : 0]),
         PyLong_FromLongLong(e->start_ns),
@@ -343,9 +358,10 @@ static PyObject *export_object(const ppk_export *e) {
         PyLong_FromUnsignedLongLong(e->seq),
         ppk_py_profile_stats(&e->stats),
         PyFloat_FromDouble(e->encode_ms),
+        endpoint_counts(e),
     };
     int ok = 1;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         if (!items[i]) ok = 0;
         PyStructSequence_SET_ITEM(ex, i, items[i] ? items[i] : Py_NewRef(Py_None));
     }

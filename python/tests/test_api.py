@@ -297,11 +297,13 @@ class EndpointTest(RecorderCase):
         self.assertEqual(got, [(42, "GET /x"), (42, "mine"), (43, "POST /y"),
                                (44, "PUT /z"), (45, None)])
         self.assertEqual(e.stats["endpoints"], 3)
+        self.assertEqual(list(e.endpoint_counts.items()), [("GET /x", 5), ("POST /y", 2)])
         # Endpoints belong to the window: the next one has none.
         self.smp.record(fr, [1, 1], {"local root span id": 42})
         e, p = self.export()
         self.assertEqual(p.samples[0][1], {"local root span id": 42})
         self.assertEqual(e.stats["endpoints"], 0)
+        self.assertEqual(e.endpoint_counts, {})
 
 
 class CodecTest(unittest.TestCase):
@@ -372,7 +374,8 @@ class ExportTest(RecorderCase):
         # A struct sequence: indexable, in the documented field order.
         self.assertEqual(e2[0], e2.data)
         self.assertEqual(e2[4], 2)
-        self.assertEqual(len(e2), 7)
+        self.assertEqual(len(e2), 8)
+        self.assertEqual(e2[7], e2.endpoint_counts)
 
     def test_seal_then_last_window(self):
         # seal(): flushes are refused (and counted) from then on; export() takes the
