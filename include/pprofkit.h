@@ -517,6 +517,16 @@ typedef struct ppk_recorder_config {
     size_t max_functions;
     size_t max_function_bytes;
     uint32_t function_ttl_exports;
+    /* Endpoint registrations (ppk_recorder_set_endpoint) are the recorder's, kept across
+     * windows: at most max_endpoints (default 16,384) holding at most max_endpoint_bytes
+     * (default 1 MiB: the endpoints plus 32 bytes each); past them a registration is
+     * dropped and counted (endpoints_dropped). One that no sample carried (by its
+     * "local root span id") and that was not set again during endpoint_ttl_exports
+     * exports in a row (default 4, at least 1) is evicted at the export that ends that
+     * stretch. */
+    size_t max_endpoints;
+    size_t max_endpoint_bytes;
+    uint32_t endpoint_ttl_exports;
 } ppk_recorder_config;
 
 /* Defaults, as documented above, and no sample types. */
@@ -580,8 +590,10 @@ PPK_API void ppk_recorder_stop(ppk_recorder *r);
  */
 PPK_API void ppk_recorder_seal(ppk_recorder *r);
 
-/* Registers an endpoint in the active window (see ppk_profile_set_endpoint), or adds
- * to an endpoint count. Thread safe. */
+/* Registers the endpoint of a local root span (see ppk_profile_set_endpoint) for this and
+ * later windows, as long as samples carry it (max_endpoints, endpoint_ttl_exports); or
+ * adds to the active window's count of an endpoint. Thread safe.
+ * @return 0, PPK_EINVAL (span id 0, count < 0), PPK_ENULL, PPK_ECLOSED, PPK_ENOMEM. */
 PPK_API int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id,
                                       ppk_str endpoint);
 PPK_API int ppk_recorder_add_endpoint_count(ppk_recorder *r, ppk_str endpoint,
@@ -624,6 +636,7 @@ typedef struct ppk_recorder_stats {
     uint64_t functions_evicted;
     uint64_t functions_refused;
     uint64_t samples_dropped_stale;
+    uint64_t endpoints; /* registrations kept now (endpoints_dropped: those refused too) */
 } ppk_recorder_stats;
 
 /* Fills `st`. Thread safe; the figures are each exact, taken under the lock. */

@@ -47,9 +47,11 @@ static void lock_all(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
     for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_lock(&r->shards[i].lock);
     ppk__fdict_lock(&r->fdict);
+    pthread_mutex_lock(&r->endpoints.lock);
 }
 
 static void unlock_all(ppk_recorder *r) {
+    pthread_mutex_unlock(&r->endpoints.lock);
     ppk__fdict_unlock(&r->fdict);
     for (size_t i = r->n_shards; i-- > 0;) pthread_mutex_unlock(&r->shards[i].lock);
     pthread_mutex_unlock(&r->lock);
@@ -121,6 +123,9 @@ void ppk_recorder_config_init(ppk_recorder_config *cfg) {
     cfg->max_functions = 65536;
     cfg->max_function_bytes = 8 << 20;
     cfg->function_ttl_exports = 4;
+    cfg->max_endpoints = 16384;
+    cfg->max_endpoint_bytes = 1 << 20;
+    cfg->endpoint_ttl_exports = 4;
 }
 
 static int add_sink_locked(ppk_recorder *r, const ppk_sink *sink) {
@@ -163,7 +168,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (!cfg || cfg->export_period_ms <= 0 || cfg->builder_max_bytes < 4096 ||
         cfg->builder_keep_bytes > cfg->builder_max_bytes || cfg->shards > PPK__MAX_SHARDS ||
         cfg->max_functions == 0 || cfg->max_functions > PPK__FD_MAX_ENTRIES ||
-        cfg->function_ttl_exports == 0)
+        cfg->function_ttl_exports == 0 || cfg->endpoint_ttl_exports == 0)
         return PPK_EINVAL;
     int rc = ppk__compress_check(cfg->codec, cfg->level);
     if (rc) return rc;
@@ -195,6 +200,10 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     rc = ppk__fdict_init(&r->fdict, &cfg->profile.allocator, cfg->max_functions,
                          cfg->max_function_bytes, cfg->profile.max_string_len,
                          cfg->function_ttl_exports);
+    int eps_rc = ppk__endpoints_init(&r->endpoints, &cfg->profile.allocator, cfg->max_endpoints,
+                                     cfg->max_endpoint_bytes, cfg->endpoint_ttl_exports,
+                                     cfg->profile.max_string_len);
+    if (!rc) rc = eps_rc;
     for (size_t i = 0; !rc && i < n; i++)
         if (!(rc = window_create(r, &cfg->profile, &r->shards[i].active)))
             rc = window_create(r, &cfg->profile, &r->shards[i].spare);
@@ -206,6 +215,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (rc) {
         free_shards(r);
         ppk__fdict_destroy(&r->fdict);
+        if (!eps_rc) ppk__endpoints_destroy(&r->endpoints);
         mem = r->mem;
         ppk__mem_free(&mem, r, sizeof *r);
         return rc;
@@ -366,6 +376,11 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     memcpy(sinks, r->sinks, n_sinks * sizeof *sinks);
     pthread_mutex_unlock(&r->lock);
 
+    /* To the sinks, and there are none: not encoded; its samples count as dropped. */
+    int nowhere = !out && !n_sinks;
+    /* The registrations go into the first window, where the encoder reads them. */
+    if (!nowhere) ppk__endpoints_to_window(&r->endpoints, w[0]);
+
     ppk_export e;
     memset(&e, 0, sizeof e);
     e.codec = r->codec;
@@ -379,12 +394,11 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
         ppk_profile_stats_get(w[i], &ws);
         add_window_stats(&e.stats, &ws);
     }
-    /* To the sinks, and there are none: not encoded; its samples count as dropped. */
-    int nowhere = !out && !n_sinks;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ppk_encode_options o = {r->codec, r->level, e.start_ns, e.end_ns};
     if (!nowhere) rc = ppk__profile_encode_many(w, n, &r->pb, &o, &e.data);
+    ppk__endpoints_end_epoch(&r->endpoints, w, n);
     /* A buffer that grew for a burst shrinks back after an ordinary window. */
     ppk__pb_shrink(&r->pb, r->pb.len);
     e.encode_ms = ms_since(&t0);
@@ -548,8 +562,8 @@ void ppk__shard_settle_locked(ppk__shard *sh) {
 
 /* ---- endpoints, statistics, free ---------------------------------------------------- */
 
-/* Endpoints go to the first shard's window: the encoder reads them there for the
- * samples of every shard. Returns it locked (with the recorder's lock), or NULL. */
+/* Endpoint counts go to the first shard's window (an export copies them from there).
+ * Returns it locked (with the recorder's lock), or NULL. */
 static ppk_profile *endpoint_window(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
     ppk__recorder_settle_locked(r);
@@ -568,12 +582,13 @@ static void endpoint_done(ppk_recorder *r) {
 }
 
 int ppk_recorder_set_endpoint(ppk_recorder *r, uint64_t local_root_span_id, ppk_str endpoint) {
-    if (!r) return PPK_EINVAL;
-    ppk_profile *w = endpoint_window(r);
-    if (!w) return PPK_ECLOSED;
-    int rc = ppk_profile_set_endpoint(w, local_root_span_id, endpoint);
-    endpoint_done(r);
-    return rc;
+    if (!r || local_root_span_id == 0) return PPK_EINVAL;
+    if (!endpoint.ptr && endpoint.len) return PPK_ENULL;
+    pthread_mutex_lock(&r->lock);
+    int closed = r->closed;
+    pthread_mutex_unlock(&r->lock);
+    if (closed) return PPK_ECLOSED;
+    return ppk__endpoints_set(&r->endpoints, local_root_span_id, endpoint);
 }
 
 int ppk_recorder_add_endpoint_count(ppk_recorder *r, ppk_str endpoint, int64_t count) {
@@ -610,6 +625,11 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
     }
     pthread_mutex_unlock(&r->lock);
     ppk__fdict_stats(&r->fdict, st);
+    size_t n;
+    uint64_t dropped;
+    ppk__endpoints_counts(&r->endpoints, &n, &dropped);
+    st->endpoints = n;
+    st->endpoints_dropped += dropped;
 }
 
 int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,
@@ -663,6 +683,7 @@ void ppk_recorder_free(ppk_recorder *r) {
     for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_destroy(&r->shards[i].lock);
     free_shards(r);
     ppk__fdict_destroy(&r->fdict);
+    ppk__endpoints_destroy(&r->endpoints);
     ppk__pb_destroy(&r->pb);
     pthread_cond_destroy(&r->wake);
     pthread_cond_destroy(&r->export_done);

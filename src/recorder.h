@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "endpoints.h"
 #include "fdict.h"
 #include "profile.h"
 #include "sbuf.h"
@@ -64,6 +65,7 @@ struct ppk_recorder {
     ppk_sample *builders;
     ppk__fdict fdict;          /* functions interned by id: a lock of its own, taken */
                                /* after a shard's (a flush resolving an id) */
+    ppk__endpoints endpoints;  /* a lock of its own, taken alone (or last, at fork) */
 
     /* The background exporter. */
     int64_t period_ms;

@@ -1360,6 +1360,155 @@ static int count_labels(const pr_profile *pp, const pr_sample *s, const char *ke
     return n;
 }
 
+/* One sample of span `span` (0: none), exported alone: the "trace endpoint" it got in the
+ * profile, copied into `out` ("" for none). */
+static void span_endpoint(ppk_recorder *r, uint64_t span, char *out, size_t n) {
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("handler"), PPK_STR("h.py"), 1, 0), 0);
+    if (span)
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("local root span id"), (int64_t)span,
+                                               PPK_STR("")),
+                     0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    ppk_sample_free(s);
+    out[0] = 0;
+    pr_profile pp;
+    if (export_parse(r, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        if (pp.nsamples == 1) {
+            pr_str v = pr_label_str(&pp, &pp.samples[0], "trace endpoint");
+            snprintf(out, n, "%.*s", (int)v.len, v.len ? v.ptr : "");
+        }
+        pr_free(&pp);
+    }
+}
+
+/* Endpoint registrations are the recorder's: a span registered once labels its samples
+ * in every window they fall in, while samples carry it; one that no sample carried
+ * during endpoint_ttl_exports exports is evicted; the count is bounded. */
+static void test_endpoints_across_windows(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.endpoint_ttl_exports = 2;
+    cfg.max_endpoints = 3;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    char got[64];
+    CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 7, PPK_STR("GET /long")), 0);
+    CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 8, PPK_STR("GET /idle")), 0);
+    CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 0, PPK_STR("x")), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 9, (ppk_str){NULL, 1}), PPK_ENULL);
+    /* Span 7 runs through four windows without registering again; 8 is never sampled. */
+    for (int w = 0; w < 4; w++) {
+        span_endpoint(r, 7, got, sizeof got);
+        CHECK(strcmp(got, "GET /long") == 0);
+    }
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.endpoints, 1); /* 8: unused for 2 exports, evicted */
+    span_endpoint(r, 8, got, sizeof got);
+    CHECK(strcmp(got, "") == 0);
+    /* Setting again replaces. */
+    CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 7, PPK_STR("GET /v2")), 0);
+    span_endpoint(r, 7, got, sizeof got);
+    CHECK(strcmp(got, "GET /v2") == 0);
+    /* At most 3: the fourth registration is dropped, counted. */
+    for (uint64_t span = 10; span < 13; span++)
+        CHECK_EQ_INT(ppk_recorder_set_endpoint(r, span, PPK_STR("GET /n")), 0);
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.endpoints, 3);
+    CHECK_EQ_U64(st.endpoints_dropped, 1);
+    span_endpoint(r, 12, got, sizeof got);
+    CHECK(strcmp(got, "") == 0);
+    span_endpoint(r, 11, got, sizeof got);
+    CHECK(strcmp(got, "GET /n") == 0);
+    ppk_recorder_free(r);
+}
+
+/* Registrations and samples of spans from two threads while a third exports back to
+ * back (run under ThreadSanitizer too): every sample lands in an export, a sample's
+ * endpoint is never another span's, the registrations stay bounded. With a TTL of one
+ * export, a registration can be evicted before its sample is flushed (the worker paused
+ * over two exports): that sample has no endpoint. With a TTL no run reaches, every
+ * sample has its span's. */
+static atomic_int eps_running;
+
+static void *span_worker(void *arg) {
+    ppk_recorder *r = arg;
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    for (uint64_t i = 1; atomic_load(&eps_running) && i <= 20000; i++) {
+        uint64_t span = 1 + i % 500;
+        char ep[32];
+        snprintf(ep, sizeof ep, "GET /%llu", (unsigned long long)span);
+        CHECK_EQ_INT(ppk_recorder_set_endpoint(r, span, ppk_cstr(ep)), 0);
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("work"), PPK_STR("w.py"), 1, 0), 0);
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("local root span id"), (int64_t)span,
+                                               PPK_STR("")),
+                     0);
+        CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    }
+    ppk_sample_free(s);
+    return NULL;
+}
+
+static void endpoints_concurrent(uint32_t ttl) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.endpoint_ttl_exports = ttl;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    atomic_store(&eps_running, 1);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) CHECK_EQ_INT(pthread_create(&t[i], NULL, span_worker, r), 0);
+    uint64_t samples = 0, labelled = 0, wrong = 0, exports = 0;
+    for (int done = 0; !done;) {
+        done = pthread_tryjoin_np(t[0], NULL) == 0;
+        if (done) pthread_join(t[1], NULL);
+        pr_profile pp;
+        if (export_parse(r, &pp) != 0) break;
+        exports++;
+        int ic = pr_type_index(&pp, "samples");
+        for (size_t j = 0; j < pp.nsamples; j++) {
+            const pr_sample *ps = &pp.samples[j];
+            int64_t span = pr_label_num(&pp, ps, "local root span id", 0);
+            pr_str v = pr_label_str(&pp, ps, "trace endpoint");
+            char want[32];
+            snprintf(want, sizeof want, "GET /%lld", (long long)span);
+            uint64_t n = (uint64_t)ps->val[ic];
+            samples += n;
+            if (v.len) {
+                labelled += n;
+                wrong += pr_streq(v, want) ? 0 : n;
+            }
+        }
+        pr_free(&pp);
+    }
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(samples, st.samples_flushed);
+    CHECK_EQ_U64(wrong, 0);
+    if (ttl > 1) CHECK_EQ_U64(labelled, samples);
+    CHECK(st.endpoints <= 500);
+    CHECK_EQ_U64(st.endpoints_dropped, 0);
+    fprintf(stderr, "  endpoints, TTL %u: %llu samples in %llu exports, %llu labelled\n", ttl,
+            (unsigned long long)samples, (unsigned long long)exports,
+            (unsigned long long)labelled);
+    ppk_recorder_free(r);
+}
+
+static void test_endpoints_concurrent(void) {
+    endpoints_concurrent(1);
+    endpoints_concurrent(UINT32_MAX);
+}
+
 /* An export the caller takes (ppk_recorder_export(r, &e)) carries the window's endpoint
  * counts, in the order the endpoints were first counted, copied: they outlive the window
  * (the next export, which resets it) until ppk_export_free. */
@@ -1477,5 +1626,7 @@ int main(void) {
     RUN(test_export_fields);
     RUN(test_shards);
     RUN(test_export_endpoint_counts);
+    RUN(test_endpoints_across_windows);
+    RUN(test_endpoints_concurrent);
     return check_summary();
 }

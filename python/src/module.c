@@ -215,6 +215,7 @@ static const stat_field recorder_fields[] = {
     U64(ppk_recorder_stats, functions_evicted),
     U64(ppk_recorder_stats, functions_refused),
     U64(ppk_recorder_stats, samples_dropped_stale),
+    U64(ppk_recorder_stats, endpoints),
 };
 
 static const stat_field profile_fields[] = {

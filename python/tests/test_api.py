@@ -298,12 +298,14 @@ class EndpointTest(RecorderCase):
                                (44, "PUT /z"), (45, None)])
         self.assertEqual(e.stats["endpoints"], 3)
         self.assertEqual(list(e.endpoint_counts.items()), [("GET /x", 5), ("POST /y", 2)])
-        # Endpoints belong to the window: the next one has none.
+        # Registrations are the recorder's: a span's samples in the next window are
+        # labelled too. Endpoint counts belong to the window: the next one has none.
         self.smp.record(fr, [1, 1], {"local root span id": 42})
         e, p = self.export()
-        self.assertEqual(p.samples[0][1], {"local root span id": 42})
-        self.assertEqual(e.stats["endpoints"], 0)
+        self.assertEqual(p.samples[0][1], {"local root span id": 42, "trace endpoint": "GET /x"})
+        self.assertEqual(e.stats["endpoints"], 3)
         self.assertEqual(e.endpoint_counts, {})
+        self.assertEqual(r.stats()["endpoints"], 3)
 
 
 class CodecTest(unittest.TestCase):
@@ -422,7 +424,7 @@ class StatsTest(RecorderCase):
                 "timestamps_dropped", "endpoints_dropped", "samples_dropped_nomem",
                 "samples_dropped_closed", "samples_lost_export", "export_failures",
                 "sink_failures", "samples_lost_sink", "samples_dropped_no_sink", "functions", "function_bytes", "functions_evicted",
-                "functions_refused", "samples_dropped_stale"}
+                "functions_refused", "samples_dropped_stale", "endpoints"}
         self.assertEqual(set(st), keys)
         self.assertTrue(all(v == 0 for k, v in st.items()
                             if k not in ("window_bytes", "window_bytes_peak", "strings")))

@@ -1,0 +1,167 @@
+/*
+ * endpoints.c - a recorder's endpoint registrations, kept across windows (endpoints.h).
+ */
+#include "endpoints.h"
+
+#include <string.h>
+
+#include "dict.h"
+#include "profile.h"
+#include "utf8.h"
+
+/* What a registration costs against max_bytes besides its string. */
+#define ENTRY_BYTES 32
+
+struct ppk__ep {
+    uint64_t span; /* 0: an empty slot (span ids are never 0) */
+    char *str;
+    size_t len;
+    uint64_t last_used; /* the epoch it was last set in, or carried by a sample of */
+};
+
+static const char SPAN_KEY[] = "local root span id";
+
+int ppk__endpoints_init(ppk__endpoints *eps, const ppk_allocator *a, size_t max_n,
+                        size_t max_bytes, uint32_t ttl, size_t max_len) {
+    memset(eps, 0, sizeof *eps);
+    ppk__mem_init(&eps->mem, a);
+    eps->max_len = max_len;
+    eps->max_n = max_n;
+    eps->max_bytes = max_bytes;
+    eps->ttl = ttl;
+    return pthread_mutex_init(&eps->lock, NULL) ? PPK_ESYS : 0;
+}
+
+static void free_slots(ppk__endpoints *eps, ppk__ep *slots, size_t cap) {
+    for (size_t i = 0; i < cap; i++)
+        if (slots[i].span) ppk__mem_free(&eps->mem, slots[i].str, slots[i].len ? slots[i].len : 1);
+    ppk__mem_free(&eps->mem, slots, cap * sizeof *slots);
+}
+
+void ppk__endpoints_destroy(ppk__endpoints *eps) {
+    if (eps->slots) free_slots(eps, eps->slots, eps->cap);
+    eps->slots = NULL;
+    pthread_mutex_destroy(&eps->lock);
+}
+
+static ppk__ep *find(ppk__ep *slots, size_t cap, uint64_t span) {
+    size_t mask = cap - 1;
+    for (size_t i = (size_t)ppk__hash(&span, sizeof span) & mask;; i = (i + 1) & mask)
+        if (slots[i].span == span || !slots[i].span) return &slots[i];
+}
+
+/* Moves the live entries into a table of `cap` slots (a power of two, more than twice
+ * their number). -1: no memory (nothing changed). */
+static int rehash(ppk__endpoints *eps, size_t cap) {
+    ppk__ep *fresh = ppk__mem_alloc_array(&eps->mem, cap, sizeof *fresh);
+    if (!fresh) return -1;
+    memset(fresh, 0, cap * sizeof *fresh);
+    for (size_t i = 0; i < eps->cap; i++)
+        if (eps->slots[i].span) *find(fresh, cap, eps->slots[i].span) = eps->slots[i];
+    ppk__mem_free(&eps->mem, eps->slots, eps->cap * sizeof *eps->slots);
+    eps->slots = fresh;
+    eps->cap = cap;
+    return 0;
+}
+
+int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint) {
+    /* Cut as a window would cut it (at a character boundary): no need to keep more. */
+    size_t len = ppk__utf8_cut((const uint8_t *)endpoint.ptr, endpoint.len, eps->max_len);
+    int rc = 0;
+    pthread_mutex_lock(&eps->lock);
+    ppk__ep *e = eps->cap ? find(eps->slots, eps->cap, span) : NULL;
+    int is_new = !e || !e->span;
+    size_t old = is_new ? 0 : e->len + ENTRY_BYTES;
+    if ((is_new && eps->n == eps->max_n) ||
+        eps->bytes - old + len + ENTRY_BYTES > eps->max_bytes) {
+        eps->dropped++;
+        goto out;
+    }
+    char *s = ppk__mem_alloc(&eps->mem, len ? len : 1);
+    if (!s || (is_new && (eps->n + 1) * 2 > eps->cap &&
+               rehash(eps, eps->cap ? 2 * eps->cap : 64))) {
+        if (s) ppk__mem_free(&eps->mem, s, len ? len : 1);
+        rc = PPK_ENOMEM;
+        goto out;
+    }
+    if (len) memcpy(s, endpoint.ptr, len);
+    e = find(eps->slots, eps->cap, span);
+    if (e->span) {
+        ppk__mem_free(&eps->mem, e->str, e->len ? e->len : 1);
+        eps->bytes -= e->len + ENTRY_BYTES;
+    } else {
+        eps->n++;
+    }
+    *e = (ppk__ep){span, s, len, eps->epoch};
+    eps->bytes += len + ENTRY_BYTES;
+out:
+    pthread_mutex_unlock(&eps->lock);
+    return rc;
+}
+
+void ppk__endpoints_to_window(ppk__endpoints *eps, ppk_profile *w) {
+    pthread_mutex_lock(&eps->lock);
+    for (size_t i = 0; i < eps->cap; i++) {
+        const ppk__ep *e = &eps->slots[i];
+        /* Past the window's memory budget the window counts it (endpoints_dropped). */
+        if (e->span) ppk_profile_set_endpoint(w, e->span, (ppk_str){e->str, e->len});
+    }
+    pthread_mutex_unlock(&eps->lock);
+}
+
+/* Neither set nor carried by a sample in the last ttl windows (the one ending now
+ * included): last_used is the epoch of the last window it was set or used in. */
+static int stale(const ppk__endpoints *eps, const ppk__ep *e) {
+    return eps->epoch - e->last_used >= eps->ttl;
+}
+
+void ppk__endpoints_end_epoch(ppk__endpoints *eps, ppk_profile *const *ws, size_t n) {
+    pthread_mutex_lock(&eps->lock);
+    for (size_t k = 0; k < n && eps->n; k++) {
+        const ppk_profile *w = ws[k];
+        uint32_t key = ppk__strtab_find(&w->strings, SPAN_KEY, sizeof SPAN_KEY - 1);
+        if (key == PPK_DICT_NONE) continue;
+        for (uint32_t id = 0; id < w->labels.n; id++) {
+            ppk__label_rec l = ppk__label_get(w, id);
+            if (l.key != key || !l.is_num || !l.num) continue;
+            ppk__ep *e = find(eps->slots, eps->cap, (uint64_t)l.num);
+            if (e->span) e->last_used = eps->epoch;
+        }
+    }
+    /* The unused ones go; the others move to a new table (linear probing cannot leave
+     * holes in a chain). Without memory for it, none goes this time. */
+    size_t keep = 0;
+    for (size_t i = 0; i < eps->cap; i++)
+        keep += eps->slots[i].span && !stale(eps, &eps->slots[i]);
+    if (keep < eps->n) {
+        size_t cap = 64;
+        while (cap < keep * 2 + 2) cap *= 2;
+        ppk__ep *fresh = ppk__mem_alloc_array(&eps->mem, cap, sizeof *fresh);
+        if (fresh) {
+            memset(fresh, 0, cap * sizeof *fresh);
+            for (size_t i = 0; i < eps->cap; i++) {
+                ppk__ep *e = &eps->slots[i];
+                if (!e->span) continue;
+                if (!stale(eps, e)) {
+                    *find(fresh, cap, e->span) = *e;
+                    continue;
+                }
+                ppk__mem_free(&eps->mem, e->str, e->len ? e->len : 1);
+                eps->bytes -= e->len + ENTRY_BYTES;
+            }
+            ppk__mem_free(&eps->mem, eps->slots, eps->cap * sizeof *eps->slots);
+            eps->slots = fresh;
+            eps->cap = cap;
+            eps->n = keep;
+        }
+    }
+    eps->epoch++;
+    pthread_mutex_unlock(&eps->lock);
+}
+
+void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped) {
+    pthread_mutex_lock(&eps->lock);
+    *n = eps->n;
+    *dropped = eps->dropped;
+    pthread_mutex_unlock(&eps->lock);
+}

@@ -1,0 +1,51 @@
+/*
+ * endpoints.h - a recorder's endpoint registrations (local root span id -> endpoint),
+ * kept across windows.
+ *
+ * A span can outlive a window: its endpoint, registered once, must label its samples in
+ * every window they fall in. So the recorder keeps the registrations here, not in a
+ * window: at each export they are copied into the retired first window (where the
+ * encoder looks them up for the samples of every shard), then the retired windows are
+ * scanned for the span ids their samples carry, and a registration that was neither set
+ * nor carried by a sample during ttl exports in a row is evicted. Bounded by a count and
+ * bytes (strings plus ENTRY_BYTES each): past them a new registration is dropped and
+ * counted. One lock of its own, taken alone (or after the recorder's, at fork).
+ */
+#ifndef PPK_ENDPOINTS_H
+#define PPK_ENDPOINTS_H
+
+#include <pthread.h>
+
+#include "alloc.h"
+#include "pprofkit.h"
+
+typedef struct ppk__ep ppk__ep;
+
+typedef struct ppk__endpoints {
+    pthread_mutex_t lock;
+    ppk__mem mem;
+    ppk__ep *slots; /* open addressing by span id (0: empty), at most half full */
+    size_t cap, n, bytes;
+    size_t max_n, max_bytes, max_len;
+    uint32_t ttl;
+    uint64_t epoch;   /* exports ended */
+    uint64_t dropped; /* registrations refused by the bounds */
+} ppk__endpoints;
+
+/* max_len: the windows' max_string_len (an endpoint is kept cut to it). 0 or PPK_ESYS. */
+int ppk__endpoints_init(ppk__endpoints *eps, const ppk_allocator *a, size_t max_n,
+                        size_t max_bytes, uint32_t ttl, size_t max_len);
+void ppk__endpoints_destroy(ppk__endpoints *eps);
+/* Registers (or replaces) span's endpoint. 0, or PPK_ENOMEM; past the bounds the
+ * registration is dropped and counted, and 0 returned. */
+int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint);
+/* Copies every registration into window w (ppk_profile_set_endpoint), which the caller
+ * alone holds. */
+void ppk__endpoints_to_window(ppk__endpoints *eps, ppk_profile *w);
+/* After an export of the windows ws[0..n): marks the registrations their samples carry
+ * as used, evicts those unused for ttl exports, and begins the next epoch. */
+void ppk__endpoints_end_epoch(ppk__endpoints *eps, ppk_profile *const *ws, size_t n);
+/* Registrations kept, and dropped so far. */
+void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped);
+
+#endif
