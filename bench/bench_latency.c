@@ -20,14 +20,15 @@
  *            times, 3 ms apart (each child exits at once), handing the upload sink a new
  *            export every third fork (a transfer aborted by four forks in a row is
  *            dropped); times every sample while it runs. Its "export ms" column is the
- *            median time of one fork() call.
+ *            median time of one fork() call. With --no-upload there is no upload sink:
+ *            the same forks without a transfer to abort.
  * In each situation the timed samples go into a window that an export has just emptied,
  * so the three differ only in what the other thread does. Percentiles are nearest-rank
  * over every timed sample of the situation; `timer` is the median cost of one
  * clock_gettime pair, included in every figure; ">1ms" counts the flushes that took
  * longer than 1 ms (on a busy 2-vCPU VM, mostly the producer being descheduled).
  * Prints a table and one JSON line. Nothing is asserted.
- * Usage: bench_latency [--storm] [--rounds N] [--sink-ms MS]
+ * Usage: bench_latency [--storm] [--rounds N] [--sink-ms MS] [--no-upload]
  */
 #include <pprofkit.h>
 
@@ -68,7 +69,7 @@ static struct {
     long sink_ms;
     atomic_int exporting;
     int export_rc;
-    ppk_sink upload; /* to a server that never answers */
+    ppk_sink upload; /* to a server that never answers (write NULL: --no-upload) */
     series flush[N_SITUATIONS], sample[N_SITUATIONS], export_ms[N_SITUATIONS];
 } g;
 
@@ -125,7 +126,7 @@ static void *forker(void *arg) {
     (void)arg;
     static uint8_t bytes[64];
     for (int i = 0; i < FORKS_PER_ROUND; i++) {
-        if (i % 3 == 0) {
+        if (i % 3 == 0 && g.upload.write) {
             ppk_export e = {.data = {bytes, sizeof bytes}, .codec = PPK_CODEC_ZSTD, .seq = 1};
             g.upload.write(g.upload.opaque, &e);
         }
@@ -204,7 +205,7 @@ static figures figures_of(series *s) {
 }
 
 int main(int argc, char **argv) {
-    int rounds = 5;
+    int rounds = 5, no_upload = 0;
     g.sink_ms = 200;
     g.variant = W1_STEADY;
     for (int i = 1; i < argc; i++) {
@@ -216,9 +217,11 @@ int main(int argc, char **argv) {
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sink-ms") && i + 1 < argc)
             g.sink_ms = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--no-upload"))
+            no_upload = 1;
         else {
             fprintf(stderr, "usage: bench_latency [--storm|--steady] [--rounds N] "
-                            "[--sink-ms MS]\n");
+                            "[--sink-ms MS] [--no-upload]\n");
             return 2;
         }
     }
@@ -247,8 +250,10 @@ int main(int argc, char **argv) {
     dd.upload.timeout_ms = 3600000;
     dd.upload.fork_timeout_ms = 5000;
     char err[256] = "";
-    if (!rc && ppk_sink_datadog(&dd, &g.upload, err, sizeof err)) fail(err, PPK_EINVAL);
-    if (!rc) rc = ppk_recorder_add_sink(g.rec, &g.upload);
+    if (!rc && !no_upload) {
+        if (ppk_sink_datadog(&dd, &g.upload, err, sizeof err)) fail(err, PPK_EINVAL);
+        rc = ppk_recorder_add_sink(g.rec, &g.upload);
+    }
     if (!rc) rc = ppk_sample_create(g.rec, &g.s);
     if (rc) fail("setup", rc);
     if (w1_init(&g.w)) fail("w1_init", PPK_ENOMEM);
@@ -280,13 +285,15 @@ int main(int argc, char **argv) {
     printf("  (export ms: median time of the export call of each round; for idle it ran "
            "alone, before the timed samples; for forks, of one fork() call)\n");
     ppk_upload_stats us;
-    ppk_sink_upload_stats(&g.upload, &us);
-    printf("  upload sink: %llu transfers aborted by a fork and sent again, %llu dropped "
-           "after four\n",
-           (unsigned long long)us.fork_restarts, (unsigned long long)us.dropped_failed);
+    if (ppk_sink_upload_stats(&g.upload, &us) == 0)
+        printf("  upload sink: %llu transfers aborted by a fork and sent again, %llu dropped "
+               "after four\n",
+               (unsigned long long)us.fork_restarts, (unsigned long long)us.dropped_failed);
+    else
+        printf("  no upload sink (--no-upload)\n");
     printf("{\"bench\": \"latency\", \"variant\": \"%s\", \"rounds\": %d, \"sink_ms\": %ld, "
-           "\"timer_ns\": %.0f",
-           vname, rounds, g.sink_ms, timer);
+           "\"upload\": %s, \"timer_ns\": %.0f",
+           vname, rounds, g.sink_ms, no_upload ? "false" : "true", timer);
     for (int sit = 0; sit < N_SITUATIONS; sit++)
         printf(", \"%s\": {\"samples\": %zu, \"export_ms\": %.1f, \"flush_p50_ns\": %.0f, "
                "\"flush_p99_ns\": %.0f, \"flush_p999_ns\": %.0f, \"flush_max_ns\": %.0f, "
