@@ -1360,19 +1360,23 @@ static int count_labels(const pr_profile *pp, const pr_sample *s, const char *ke
     return n;
 }
 
-/* One sample of span `span` (0: none), exported alone: the "trace endpoint" it got in the
+/* Flushes one sample of span `span` with builder s. */
+static void flush_span_sample(ppk_sample *s, uint64_t span) {
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("handler"), PPK_STR("h.py"), 1, 0), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("local root span id"), (int64_t)span,
+                                           PPK_STR("")),
+                 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+}
+
+/* One sample of span `span`, exported alone: the "trace endpoint" it got in the
  * profile, copied into `out` ("" for none). */
 static void span_endpoint(ppk_recorder *r, uint64_t span, char *out, size_t n) {
     ppk_sample *s = NULL;
     CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
-    CHECK_EQ_INT(ppk_sample_start(s), 0);
-    CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("handler"), PPK_STR("h.py"), 1, 0), 0);
-    if (span)
-        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("local root span id"), (int64_t)span,
-                                               PPK_STR("")),
-                     0);
-    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
-    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    flush_span_sample(s, span);
     ppk_sample_free(s);
     out[0] = 0;
     pr_profile pp;
@@ -1446,13 +1450,7 @@ static void *span_worker(void *arg) {
         char ep[32];
         snprintf(ep, sizeof ep, "GET /%llu", (unsigned long long)span);
         CHECK_EQ_INT(ppk_recorder_set_endpoint(r, span, ppk_cstr(ep)), 0);
-        CHECK_EQ_INT(ppk_sample_start(s), 0);
-        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("work"), PPK_STR("w.py"), 1, 0), 0);
-        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("local root span id"), (int64_t)span,
-                                               PPK_STR("")),
-                     0);
-        CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
-        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+        flush_span_sample(s, span);
     }
     ppk_sample_free(s);
     return NULL;

@@ -139,6 +139,15 @@ static int rx_finish(rx *x, int stop, int64_t ms) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* A receiver that reads requests and never answers, and its URL. -1 if it did not
+ * start (the failure is counted). */
+static int hang_server(rx *x, char url[64]) {
+    CHECK_EQ_INT(rx_start(x, "hang", "{}", NULL), 0);
+    if (!x->pid) return -1;
+    snprintf(url, 64, "http://127.0.0.1:%d", x->port);
+    return 0;
+}
+
 /* ---- recording ------------------------------------------------------------------------ */
 
 #define TOTAL_WALL 60 /* 10 + 20 + 30 */
@@ -743,10 +752,8 @@ static void test_http_413_not_retried(void) { status_case(413, 1); }
 /* A server that never answers: writes return at once; transfers time out, counted. */
 static void test_never_answers(void) {
     rx x;
-    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
-    if (!x.pid) return;
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    if (hang_server(&x, url)) return;
     ppk_datadog_config c = fast_cfg();
     c.upload.timeout_ms = 1500;
     ppk_sink s = dd_sink_to(url, &c);
@@ -808,10 +815,8 @@ static void test_slow_reader(void) {
 /* Many large exports while the server hangs: memory stays within the queue's bound. */
 static void test_memory_bounded(void) {
     rx x;
-    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
-    if (!x.pid) return;
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    if (hang_server(&x, url)) return;
     ppk_datadog_config c = fast_cfg();
     c.upload.timeout_ms = 20000;
     ppk_sink s = dd_sink_to(url, &c);
@@ -840,10 +845,8 @@ static void test_memory_bounded(void) {
 /* Shutdown with an upload in flight to a server that never answers: bounded, counted. */
 static void test_shutdown_cancels(void) {
     rx x;
-    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
-    if (!x.pid) return;
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    if (hang_server(&x, url)) return;
     ppk_datadog_config c = fast_cfg();
     c.upload.timeout_ms = 60000;
     ppk_sink s = dd_sink_to(url, &c);
@@ -874,10 +877,8 @@ static void test_shutdown_cancels(void) {
  * shutdown_timeout_ms (and the cancelled transfers' ends), not one per sink. */
 static void test_free_shuts_sinks_down_together(void) {
     rx x;
-    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
-    if (!x.pid) return;
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    if (hang_server(&x, url)) return;
     ppk_datadog_config c = fast_cfg();
     c.upload.timeout_ms = 60000;
     c.upload.shutdown_timeout_ms = 1500;
@@ -1152,10 +1153,8 @@ static int fork_during_upload(void) {
  * forever: the fourth abort in a row drops it, counted as failed (pprofkit.h). */
 static void test_forks_do_not_restart_forever(void) {
     rx x;
-    CHECK_EQ_INT(rx_start(&x, "hang", "{}", NULL), 0);
-    if (!x.pid) return;
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    if (hang_server(&x, url)) return;
     ppk_datadog_config c = fast_cfg();
     c.upload.timeout_ms = 30000;
     c.upload.fork_timeout_ms = 10000;
