@@ -398,10 +398,10 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ppk_encode_options o = {r->codec, r->level, e.start_ns, e.end_ns};
     if (!nowhere) rc = ppk__profile_encode_many(w, n, &r->pb, &o, &e.data);
-    ppk__endpoints_end_epoch(&r->endpoints, w, n);
     /* A buffer that grew for a burst shrinks back after an ordinary window. */
     ppk__pb_shrink(&r->pb, r->pb.len);
     e.encode_ms = ms_since(&t0);
+    ppk__endpoints_end_epoch(&r->endpoints, w, n);
     size_t sink_failures = 0;
     uint64_t counts_dropped = 0;
     if (!rc && !nowhere) copy_endpoint_counts(r, w[0], &e, &counts_dropped);
