@@ -165,3 +165,40 @@ void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped) {
     *dropped = eps->dropped;
     pthread_mutex_unlock(&eps->lock);
 }
+
+/* ---- endpoint counts, for the export ----------------------------------------------- */
+
+typedef struct count_copy {
+    ppk_endpoint_count *at;
+    char *text;
+    size_t n, bytes;
+} count_copy;
+
+static void measure_count(void *opaque, ppk_str endpoint, int64_t count) {
+    (void)count;
+    count_copy *c = opaque;
+    c->n++;
+    c->bytes += endpoint.len;
+}
+
+static void copy_count(void *opaque, ppk_str endpoint, int64_t count) {
+    count_copy *c = opaque;
+    if (endpoint.len) memcpy(c->text, endpoint.ptr, endpoint.len);
+    *c->at++ = (ppk_endpoint_count){{c->text, endpoint.len}, count};
+    c->text += endpoint.len;
+}
+
+uint64_t ppk__endpoint_counts_copy(const ppk_profile *w, const ppk_allocator *a, ppk_export *e) {
+    count_copy c = {0};
+    ppk_profile_foreach_endpoint_count(w, measure_count, &c);
+    if (!c.n) return 0;
+    size_t n = c.n;
+    uint8_t *block = ppk__bytes_alloc(a, n * sizeof(ppk_endpoint_count) + c.bytes);
+    if (!block) return n;
+    c.at = (ppk_endpoint_count *)(void *)block;
+    c.text = (char *)block + n * sizeof(ppk_endpoint_count);
+    ppk_profile_foreach_endpoint_count(w, copy_count, &c);
+    e->endpoint_counts = (const ppk_endpoint_count *)(void *)block;
+    e->n_endpoint_counts = n;
+    return 0;
+}

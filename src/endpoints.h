@@ -10,6 +10,8 @@
  * nor carried by a sample during ttl exports in a row is evicted. Bounded by a count and
  * bytes (strings plus ENTRY_BYTES each): past them a new registration is dropped and
  * counted. One lock of its own, taken alone (or after the recorder's, at fork).
+ *
+ * Also: the copy of a window's endpoint counts that an export carries.
  */
 #ifndef PPK_ENDPOINTS_H
 #define PPK_ENDPOINTS_H
@@ -47,5 +49,10 @@ void ppk__endpoints_to_window(ppk__endpoints *eps, ppk_profile *w);
 void ppk__endpoints_end_epoch(ppk__endpoints *eps, ppk_profile *const *ws, size_t n);
 /* Registrations kept, and dropped so far. */
 void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped);
+
+/* Copies window w's endpoint counts into e (one block from `a`, freed by
+ * ppk_export_free: the array, then the strings). Returns the counts dropped for want of
+ * memory (then e has none). */
+uint64_t ppk__endpoint_counts_copy(const ppk_profile *w, const ppk_allocator *a, ppk_export *e);
 
 #endif

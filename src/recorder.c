@@ -248,47 +248,6 @@ void ppk_export_free(ppk_export *e) {
     memset(e, 0, sizeof *e);
 }
 
-/* The endpoint counts of window w, copied into one block: the array, then the strings. */
-typedef struct count_copy {
-    ppk_endpoint_count *at;
-    char *text;
-    size_t n, bytes;
-} count_copy;
-
-static void measure_count(void *opaque, ppk_str endpoint, int64_t count) {
-    (void)count;
-    count_copy *c = opaque;
-    c->n++;
-    c->bytes += endpoint.len;
-}
-
-static void copy_count(void *opaque, ppk_str endpoint, int64_t count) {
-    count_copy *c = opaque;
-    if (endpoint.len) memcpy(c->text, endpoint.ptr, endpoint.len);
-    *c->at++ = (ppk_endpoint_count){{c->text, endpoint.len}, count};
-    c->text += endpoint.len;
-}
-
-/* Fills e's endpoint counts from window w; with no memory for them, counts them as
- * dropped in *dropped. */
-static void copy_endpoint_counts(ppk_recorder *r, const ppk_profile *w, ppk_export *e,
-                                 uint64_t *dropped) {
-    count_copy c = {0};
-    ppk_profile_foreach_endpoint_count(w, measure_count, &c);
-    if (!c.n) return;
-    size_t n = c.n;
-    uint8_t *block = ppk__bytes_alloc(&r->mem.a, n * sizeof(ppk_endpoint_count) + c.bytes);
-    if (!block) {
-        *dropped += n;
-        return;
-    }
-    c.at = (ppk_endpoint_count *)(void *)block;
-    c.text = (char *)block + n * sizeof(ppk_endpoint_count);
-    ppk_profile_foreach_endpoint_count(w, copy_count, &c);
-    e->endpoint_counts = (const ppk_endpoint_count *)(void *)block;
-    e->n_endpoint_counts = n;
-}
-
 static double ms_since(const struct timespec *t0) {
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -404,7 +363,7 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     ppk__endpoints_end_epoch(&r->endpoints, w, n);
     size_t sink_failures = 0;
     uint64_t counts_dropped = 0;
-    if (!rc && !nowhere) copy_endpoint_counts(r, w[0], &e, &counts_dropped);
+    if (!rc && !nowhere) counts_dropped = ppk__endpoint_counts_copy(w[0], &r->mem.a, &e);
     if (!rc && !out)
         for (size_t i = 0; i < n_sinks; i++)
             if (sinks[i].write(sinks[i].opaque, &e) != 0) sink_failures++;
