@@ -1,4 +1,6 @@
 """python -m pprofkit run [options] (script.py | -m module) [args...]
+python -m pprofkit top [--sample-type T] [-n N] FILE...
+python -m pprofkit collapsed [--sample-type T] FILE...
 
 Runs a Python program under the sampling profiler, like `python -m cProfile`: profiles
 (.pb.gz, read by `go tool pprof`) go to a directory every --export-period seconds and at
@@ -105,7 +107,34 @@ def _parser():
     r.add_argument("-m", dest="module", metavar="MODULE",
                    help="run a module, like python -m")
     r.add_argument("args", nargs=argparse.REMAINDER, help="script.py and its arguments")
+    for name, what in (("top", "the functions with the most flat value, as go tool pprof "
+                               "-top lists them"),
+                       ("collapsed", "folded stacks (root;...;leaf value) for flamegraph.pl "
+                                     "and speedscope")):
+        v = sub.add_parser(name, help=what + ", summed over the files")
+        v.add_argument("--sample-type", metavar="T",
+                       help="e.g. cpu-time (default: the profile's default, else the last)")
+        if name == "top":
+            v.add_argument("-n", type=int, default=20, help="rows (0: all; default 20)")
+        v.add_argument("files", nargs="+", metavar="FILE", help="pprof files (.pb.gz, ...)")
     return p
+
+
+def view(ns):
+    from . import view as v
+
+    try:
+        profiles = [v.read_profile(f) for f in ns.files]
+        if ns.command == "top":
+            rows, total, unit = v.top(profiles, ns.sample_type)
+            print(v.format_top(rows, total, unit, ns.n))
+        else:
+            for stack, value in v.collapsed(profiles, ns.sample_type).items():
+                print("%s %d" % (stack, value))
+    except (OSError, ValueError) as e:
+        print("python -m pprofkit %s: %s" % (ns.command, e), file=sys.stderr)
+        return 1
+    return 0
 
 
 def summary_line(s):
@@ -250,7 +279,7 @@ def main(argv=None):
     if ns.command == "run":
         ns.args = program
         return run(ns)
-    return 2
+    return view(ns)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,289 @@
+"""Reading pprof files without Go: `python -m pprofkit top` and `collapsed`.
+
+read_profile() decodes a profile (profile.proto: gzip, zstd or uncompressed) into plain
+Python data; top() gives each function's flat and cumulative value over one or more
+profiles, as `go tool pprof -top` does; collapsed() gives Brendan Gregg's folded stacks
+(`root;caller;leaf value`), the input of flamegraph.pl and speedscope.
+
+The decoder is strict: a field that runs past the end of its message, a varint longer
+than 10 bytes, an index out of the string table or a sample with more values than sample
+types is an error (ValueError) naming the message and the byte offset; it never reads
+past the data it was given.
+"""
+
+import gzip
+import shutil
+import subprocess
+import zlib
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+class Profile:
+    """A decoded profile: sample_types [(type, unit)], samples [(stack, values,
+    labels)] with stack the (function name, filename) pairs leaf first, values one per
+    sample type, labels {key: str or int}; default_sample_type (str or None)."""
+
+    def __init__(self):
+        self.sample_types = []
+        self.samples = []
+        self.default_sample_type = None
+        self.time_nanos = 0
+        self.duration_nanos = 0
+
+
+def _varint(buf, pos, end, what):
+    result = shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise ValueError("%s: varint at byte %d runs past the end" % (what, start))
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("%s: varint at byte %d is longer than 10 bytes" % (what, start))
+
+
+def _fields(buf, pos, end, what):
+    """(field number, wire type, value or (start, end) of a length-delimited field)."""
+    while pos < end:
+        at = pos
+        key, pos = _varint(buf, pos, end, what)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos, end, what)
+            yield field, wire, value
+        elif wire == 2:
+            n, pos = _varint(buf, pos, end, what)
+            if n > end - pos:
+                raise ValueError("%s: field %d at byte %d runs past the end of its message"
+                                 % (what, field, at))
+            yield field, wire, (pos, pos + n)
+            pos += n
+        elif wire == 1:
+            if end - pos < 8:
+                raise ValueError("%s: fixed64 at byte %d runs past the end" % (what, at))
+            yield field, wire, int.from_bytes(buf[pos:pos + 8], "little")
+            pos += 8
+        elif wire == 5:
+            if end - pos < 4:
+                raise ValueError("%s: fixed32 at byte %d runs past the end" % (what, at))
+            yield field, wire, int.from_bytes(buf[pos:pos + 4], "little")
+            pos += 4
+        else:
+            raise ValueError("%s: wire type %d at byte %d" % (what, wire, at))
+
+
+def _ints(buf, wire, value, what, signed=False):
+    """The integers of a repeated field: packed (wire 2) or one (wire 0)."""
+    if wire == 0:
+        vals = [value]
+    elif wire == 2:
+        vals = []
+        pos, end = value
+        while pos < end:
+            v, pos = _varint(buf, pos, end, what)
+            vals.append(v)
+    else:
+        raise ValueError("%s: wire type %d for integers" % (what, wire))
+    if signed:
+        vals = [v - (1 << 64) if v >= 1 << 63 else v for v in vals]
+    return vals
+
+
+def _decompress(data):
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ValueError("gzip: %s" % e) from None
+    if data[:4] == ZSTD_MAGIC:
+        exe = shutil.which("zstd")
+        if not exe:
+            raise ValueError("zstd-compressed profile and no zstd command to read it")
+        p = subprocess.run([exe, "-dc"], input=data, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if p.returncode:
+            raise ValueError("zstd: %s" % p.stderr.decode(errors="replace").strip())
+        return p.stdout
+    return data
+
+
+def read_profile(data):
+    """A Profile from the bytes of a pprof file (or a path). ValueError if malformed."""
+    if isinstance(data, str):
+        with open(data, "rb") as f:
+            data = f.read()
+    buf = _decompress(bytes(data))
+    end = len(buf)
+    strings, types, raw_samples, locations, functions = [], [], [], {}, {}
+    default_type = 0
+    prof = Profile()
+    for field, wire, v in _fields(buf, 0, end, "Profile"):
+        if field == 6 and wire == 2:
+            strings.append(bytes(buf[v[0]:v[1]]).decode("utf-8", "replace"))
+        elif field == 1 and wire == 2:
+            t = {1: 0, 2: 0}
+            for f, w, x in _fields(buf, v[0], v[1], "ValueType"):
+                if w == 0:
+                    t[f] = x
+            types.append((t[1], t[2]))
+        elif field == 2 and wire == 2:
+            raw_samples.append(v)
+        elif field == 4 and wire == 2:
+            loc_id, lines = 0, []
+            for f, w, x in _fields(buf, v[0], v[1], "Location"):
+                if f == 1 and w == 0:
+                    loc_id = x
+                elif f == 4 and w == 2:
+                    fn = 0
+                    for lf, lw, lx in _fields(buf, x[0], x[1], "Line"):
+                        if lf == 1 and lw == 0:
+                            fn = lx
+                    lines.append(fn)
+            locations[loc_id] = lines
+        elif field == 5 and wire == 2:
+            fid, name, filename = 0, 0, 0
+            for f, w, x in _fields(buf, v[0], v[1], "Function"):
+                if w != 0:
+                    continue
+                if f == 1:
+                    fid = x
+                elif f == 2:
+                    name = x
+                elif f == 4:
+                    filename = x
+            functions[fid] = (name, filename)
+        elif field == 9 and wire == 0:
+            prof.time_nanos = v
+        elif field == 10 and wire == 0:
+            prof.duration_nanos = v
+        elif field == 14 and wire == 0:
+            default_type = v
+
+    def s(i, what):
+        if i >= len(strings):
+            raise ValueError("%s: string index %d past the table (%d strings)"
+                             % (what, i, len(strings)))
+        return strings[i]
+
+    prof.sample_types = [(s(t, "ValueType"), s(u, "ValueType")) for t, u in types]
+    if default_type:
+        prof.default_sample_type = s(default_type, "Profile.default_sample_type")
+    names = {fid: (s(n, "Function"), s(f, "Function")) for fid, (n, f) in functions.items()}
+    for start, stop in raw_samples:
+        stack, values, labels = [], [], {}
+        for f, w, x in _fields(buf, start, stop, "Sample"):
+            if f == 1:
+                for loc in _ints(buf, w, x, "Sample.location_id"):
+                    if loc not in locations:
+                        raise ValueError("Sample: location %d is not in the profile" % loc)
+                    for fid in locations[loc]:  # inlined first, the caller last
+                        stack.append(names.get(fid, ("?", "")))
+            elif f == 2:
+                values.extend(_ints(buf, w, x, "Sample.value", signed=True))
+            elif f == 3 and w == 2:
+                key = sval = 0
+                num = None
+                for lf, lw, lx in _fields(buf, x[0], x[1], "Label"):
+                    if lw != 0:
+                        continue
+                    if lf == 1:
+                        key = lx
+                    elif lf == 2:
+                        sval = lx
+                    elif lf == 3:
+                        num = lx - (1 << 64) if lx >= 1 << 63 else lx
+                labels[s(key, "Label")] = s(sval, "Label") if sval else (num or 0)
+        if len(values) > len(prof.sample_types):
+            raise ValueError("Sample at byte %d: %d values for %d sample types"
+                             % (start, len(values), len(prof.sample_types)))
+        values += [0] * (len(prof.sample_types) - len(values))
+        prof.samples.append((stack, values, labels))
+    return prof
+
+
+def _type_index(profiles, sample_type):
+    types = profiles[0].sample_types
+    if not types:
+        raise ValueError("the profile has no sample types")
+    for p in profiles[1:]:
+        if p.sample_types != types:
+            raise ValueError("the profiles have different sample types")
+    if sample_type is None:
+        sample_type = profiles[0].default_sample_type or types[-1][0]
+    for i, (t, _) in enumerate(types):
+        if t == sample_type:
+            return i
+    raise ValueError("no sample type %r (there are: %s)"
+                     % (sample_type, ", ".join(t for t, _ in types)))
+
+
+def top(profiles, sample_type=None):
+    """(rows, total, unit): rows [(name, flat, cum)] sorted by flat, then name, as
+    `go tool pprof -top` lists them (functions of the same name in different files
+    are one row, as there); a function's cum counts each sample once however often the
+    function is on its stack."""
+    i = _type_index(profiles, sample_type)
+    unit = profiles[0].sample_types[i][1]
+    flat, cum = {}, {}
+    total = 0
+    for p in profiles:
+        for stack, values, _ in p.samples:
+            v = values[i]
+            if not v:
+                continue
+            total += v
+            if stack:
+                flat[stack[0][0]] = flat.get(stack[0][0], 0) + v
+            for name in {name for name, _ in stack}:
+                cum[name] = cum.get(name, 0) + v
+    rows = [(name, flat.get(name, 0), c) for name, c in cum.items()]
+    rows.sort(key=lambda r: (-abs(r[1]), r[0]))
+    return rows, total, unit
+
+
+def collapsed(profiles, sample_type=None):
+    """{"root;caller;leaf": value} over the profiles (samples with a zero value left out)."""
+    i = _type_index(profiles, sample_type)
+    out = {}
+    for p in profiles:
+        for stack, values, _ in p.samples:
+            if values[i] and stack:
+                key = ";".join(name for name, _ in reversed(stack))
+                out[key] = out.get(key, 0) + values[i]
+    return out
+
+
+def _human(v, unit):
+    """A value the way go tool pprof shows one: nanoseconds and bytes scaled."""
+    if unit == "nanoseconds":
+        for div, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+            if abs(v) >= div:
+                return "%.2f%s" % (v / div, name)
+        return "%dns" % v
+    if unit == "bytes":
+        for div, name in ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")):
+            if abs(v) >= div:
+                return "%.2f%s" % (v / div, name)
+        return "%dB" % v
+    return "%d" % v
+
+
+def format_top(rows, total, unit, n=20):
+    lines = []
+    shown = rows[:n] if n else rows
+    lines.append("Showing %d of %d functions; total %s (%s)"
+                 % (len(shown), len(rows), _human(total, unit), unit))
+    lines.append("%10s %7s %7s %10s %7s  %s" % ("flat", "flat%", "sum%", "cum", "cum%", "name"))
+    acc = 0
+    for name, f, c in shown:
+        acc += f
+        pct = (lambda x: 100.0 * x / total if total else 0.0)
+        lines.append("%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s" % (
+            _human(f, unit), pct(f), pct(acc), _human(c, unit), pct(c), name))
+    return "\n".join(lines)

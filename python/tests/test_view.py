@@ -1,0 +1,119 @@
+"""Issue 16 (first part): `python -m pprofkit top` and `collapsed`, checked against
+`go tool pprof -top` number for number on the profiler's own files, one and several at a
+time, for each sample type; the decoder refuses malformed input with a ValueError."""
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import zlib
+
+import support
+from pprofkit import view
+from test_profiler import ProfilerTest
+
+
+def go_top(paths, sample_type, unit):
+    """{name: (flat, cum)} from go tool pprof -top, in order, exact: nanoseconds printed
+    as such (-unit=ns; the default rounds), counts as they are."""
+    cmd = ["go", "tool", "pprof", "-top", "-nodecount=1000000", "-nodefraction=0",
+           "-sample_index=" + sample_type] + (["-unit=ns"] if unit == "nanoseconds" else [])
+    cmd += list(paths)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=support.go_env(), check=True).stdout.decode()
+    rows, seen_header = {}, False
+    for line in out.splitlines():
+        if line.strip().startswith("flat"):
+            seen_header = True
+        elif seen_header and line.strip():
+            parts = line.split(None, 5)
+            rows[parts[5]] = (support._go_number(parts[0]), support._go_number(parts[3]))
+    return rows
+
+
+class TestView(ProfilerTest):
+    @classmethod
+    def setUpClass(cls):
+        # Runs for the whole class: three busy threads and a sleeping one, a file every
+        # 0.4 s; and a recursion 6 deep (a function several times on one stack counts
+        # once in its cum).
+        cls.dir = tempfile.mkdtemp(prefix="ppk-view-")
+        cls.addClassCleanup(shutil.rmtree, cls.dir, True)
+        run = cls().cli(["--export-period", "0.4", "threads.py", "1.0"], out_dir=cls.dir)
+        deep = cls().cli(["work.py", "--seconds", "0.4", "--depth", "6"])
+        cls.files = sorted(run.files) + deep.files
+
+    def test_top_agrees_with_go(self):
+        self.assertGreaterEqual(len(self.files), 2, self.files)
+        profiles = {f: view.read_profile(f) for f in self.files}
+        types = [t for t, _ in profiles[self.files[0]].sample_types]
+        self.assertEqual(types, ["wall-time", "cpu-time", "samples"])
+        for paths in [self.files[:1], self.files[-1:], self.files]:
+            for t in types:
+                rows, total, unit = view.top([profiles[p] for p in paths], t)
+                mine = {name: (flat, cum) for name, flat, cum in rows if flat or cum}
+                go = go_top(paths, t, unit)
+                self.assertEqual(mine, go, (paths, t))
+                # The rows in go's order: by flat, then by name.
+                self.assertEqual([n for n, f, c in rows if f or c], list(go), (paths, t))
+                self.assertEqual(total, sum(flat for _, flat, _ in rows))
+
+    def test_collapsed(self):
+        profiles = [view.read_profile(f) for f in self.files]
+        folded = view.collapsed(profiles, "cpu-time")
+        rows, total, _ = view.top(profiles, "cpu-time")
+        self.assertEqual(sum(folded.values()), total)
+        by_leaf = {}
+        for stack, v in folded.items():
+            leaf = stack.split(";")[-1]
+            by_leaf[leaf] = by_leaf.get(leaf, 0) + v
+        self.assertEqual(by_leaf, {name: flat for name, flat, _ in rows if flat})
+        # Root first: every stack of a worker thread starts where threading starts it.
+        self.assertTrue(any(s.endswith(";alpha_hot") for s in folded), list(folded)[:5])
+
+    def test_cli(self):
+        env = dict(os.environ)
+        out = subprocess.run([sys.executable, "-m", "pprofkit", "top", "-n", "3",
+                              "--sample-type", "cpu-time"] + self.files,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.decode().splitlines()
+        self.assertEqual(len(lines), 5, lines)  # the header, the columns, three rows
+        self.assertTrue(lines[0].startswith("Showing 3 of "), lines)
+        bad = os.path.join(self.dir, "bad.pb")
+        with open(bad, "wb") as f:
+            f.write(b"\x0a\x05ab")  # a field longer than the data
+        out = subprocess.run([sys.executable, "-m", "pprofkit", "top", bad],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn(b"runs past the end", out.stderr)
+        out = subprocess.run([sys.executable, "-m", "pprofkit", "top", "--sample-type",
+                              "alloc-space", self.files[0]],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn(b"no sample type 'alloc-space'", out.stderr)
+
+    def test_malformed_input_is_an_error(self):
+        with open(self.files[0], "rb") as f:
+            raw = zlib.decompress(f.read(), 31)
+        with self.assertRaisesRegex(ValueError, "byte"):
+            view.read_profile(raw[:len(raw) // 2])
+        with self.assertRaisesRegex(ValueError, "gzip"):
+            view.read_profile(b"\x1f\x8b" + b"\x00" * 20)
+        # Random corruption: a Profile or a ValueError, never anything else.
+        rng = random.Random(7)
+        for _ in range(300):
+            b = bytearray(raw)
+            for _ in range(rng.randrange(1, 8)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            try:
+                view.read_profile(bytes(b))
+            except ValueError:
+                pass
+
+
+if __name__ == "__main__":
+    unittest.main()
