@@ -1,6 +1,7 @@
 """python -m pprofkit run [options] (script.py | -m module) [args...]
 python -m pprofkit top [--sample-type T] [-n N] FILE...
 python -m pprofkit collapsed [--sample-type T] FILE...
+python -m pprofkit diff [--sample-type T] [-n N] BEFORE AFTER
 
 Runs a Python program under the sampling profiler, like `python -m cProfile`: profiles
 (.pb.gz, read by `go tool pprof`) go to a directory every --export-period seconds and at
@@ -117,6 +118,12 @@ def _parser():
         if name == "top":
             v.add_argument("-n", type=int, default=20, help="rows (0: all; default 20)")
         v.add_argument("files", nargs="+", metavar="FILE", help="pprof files (.pb.gz, ...)")
+    d = sub.add_parser("diff", help="the functions whose flat value changed the most "
+                                    "between two profiles")
+    d.add_argument("--sample-type", metavar="T")
+    d.add_argument("-n", type=int, default=20, help="rows (0: all; default 20)")
+    d.add_argument("before")
+    d.add_argument("after")
     return p
 
 
@@ -124,6 +131,11 @@ def view(ns):
     from . import view as v
 
     try:
+        if ns.command == "diff":
+            rows, unit = v.diff([v.read_profile(ns.before)], [v.read_profile(ns.after)],
+                                ns.sample_type)
+            print(v.format_diff(rows, unit, ns.n))
+            return 0
         profiles = [v.read_profile(f) for f in ns.files]
         if ns.command == "top":
             rows, total, unit = v.top(profiles, ns.sample_type)

@@ -247,6 +247,22 @@ def top(profiles, sample_type=None):
     return rows, total, unit
 
 
+def diff(before, after, sample_type=None):
+    """(rows, unit): the functions whose flat value changed, [(name, flat before, flat
+    after)] sorted by the size of the change (then name); each side summed over its
+    profiles."""
+    rows_b, _, unit = top(before, sample_type)
+    rows_a, _, unit_a = top(after, sample_type)
+    if unit != unit_a:
+        raise ValueError("the profiles' units differ (%s, %s)" % (unit, unit_a))
+    fb = {name: flat for name, flat, _ in rows_b}
+    fa = {name: flat for name, flat, _ in rows_a}
+    rows = [(name, fb.get(name, 0), fa.get(name, 0)) for name in set(fb) | set(fa)
+            if fb.get(name, 0) != fa.get(name, 0)]
+    rows.sort(key=lambda r: (-abs(r[2] - r[1]), r[0]))
+    return rows, unit
+
+
 def collapsed(profiles, sample_type=None):
     """{"root;caller;leaf": value} over the profiles (samples with a zero value left out)."""
     i = _type_index(profiles, sample_type)
@@ -272,6 +288,17 @@ def _human(v, unit):
                 return "%.2f%s" % (v / div, name)
         return "%dB" % v
     return "%d" % v
+
+
+def format_diff(rows, unit, n=20):
+    shown = rows[:n] if n else rows
+    lines = ["%d functions changed; showing %d" % (len(rows), len(shown)),
+             "%10s %10s %10s  %s" % ("before", "after", "change", "name")]
+    for name, b, a in shown:
+        sign = "+" if a >= b else "-"
+        lines.append("%10s %10s %10s  %s" % (_human(b, unit), _human(a, unit),
+                                             sign + _human(abs(a - b), unit), name))
+    return "\n".join(lines)
 
 
 def format_top(rows, total, unit, n=20):

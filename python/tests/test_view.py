@@ -74,6 +74,26 @@ class TestView(ProfilerTest):
         # Root first: every stack of a worker thread starts where threading starts it.
         self.assertTrue(any(s.endswith(";alpha_hot") for s in folded), list(folded)[:5])
 
+    def test_diff(self):
+        # Two windows of the same run: each function's change is its flat value in the
+        # second minus the first (top's numbers); against itself, nothing changed.
+        a, b = (view.read_profile(f) for f in self.files[:2])
+        rows, unit = view.diff([a], [b], "cpu-time")
+        self.assertEqual(unit, "nanoseconds")
+        fa = {n: f for n, f, _ in view.top([a], "cpu-time")[0]}
+        fb = {n: f for n, f, _ in view.top([b], "cpu-time")[0]}
+        self.assertEqual({n: (x, y) for n, x, y in rows},
+                         {n: (fa.get(n, 0), fb.get(n, 0)) for n in set(fa) | set(fb)
+                          if fa.get(n, 0) != fb.get(n, 0)})
+        changes = [abs(y - x) for _, x, y in rows]
+        self.assertEqual(changes, sorted(changes, reverse=True))
+        self.assertEqual(view.diff([a], [a], "cpu-time")[0], [])
+        out = subprocess.run([sys.executable, "-m", "pprofkit", "diff", "-n", "2"] +
+                             self.files[:2], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertTrue(out.stdout.decode().startswith("%d functions changed"
+                                                       % len(view.diff([a], [b])[0])))
+
     def test_cli(self):
         env = dict(os.environ)
         out = subprocess.run([sys.executable, "-m", "pprofkit", "top", "-n", "3",
