@@ -17,6 +17,7 @@ struct ppk__ep {
     char *str;
     size_t len;
     uint64_t last_used; /* the epoch it was last set in, or carried by a sample of */
+    uint64_t carried;   /* 1 + the last epoch a sample carried it in; 0: none */
 };
 
 static const char SPAN_KEY[] = "local root span id";
@@ -92,19 +93,41 @@ int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint) {
     } else {
         eps->n++;
     }
-    *e = (ppk__ep){span, s, len, eps->epoch};
+    *e = (ppk__ep){span, s, len, eps->epoch, 0};
     eps->bytes += len + ENTRY_BYTES;
 out:
     pthread_mutex_unlock(&eps->lock);
     return rc;
 }
 
-void ppk__endpoints_to_window(ppk__endpoints *eps, ppk_profile *w) {
+/* Marks the registrations the samples of ws[0..n) carry as used in this epoch. */
+static void mark_used(ppk__endpoints *eps, ppk_profile *const *ws, size_t n) {
+    for (size_t k = 0; k < n && eps->n; k++) {
+        const ppk_profile *w = ws[k];
+        uint32_t key = ppk__strtab_find(&w->strings, SPAN_KEY, sizeof SPAN_KEY - 1);
+        if (key == PPK_DICT_NONE) continue;
+        for (uint32_t id = 0; id < w->labels.n; id++) {
+            ppk__label_rec l = ppk__label_get(w, id);
+            if (l.key != key || !l.is_num || !l.num) continue;
+            ppk__ep *e = find(eps->slots, eps->cap, (uint64_t)l.num);
+            if (e->span) {
+                e->last_used = eps->epoch;
+                e->carried = eps->epoch + 1;
+            }
+        }
+    }
+}
+
+void ppk__endpoints_to_windows(ppk__endpoints *eps, ppk_profile *const *ws, size_t n,
+                               int copy) {
     pthread_mutex_lock(&eps->lock);
-    for (size_t i = 0; i < eps->cap; i++) {
+    mark_used(eps, ws, n);
+    for (size_t i = 0; copy && i < eps->cap; i++) {
         const ppk__ep *e = &eps->slots[i];
-        /* Past the window's memory budget the window counts it (endpoints_dropped). */
-        if (e->span) ppk_profile_set_endpoint(w, e->span, (ppk_str){e->str, e->len});
+        /* Only those a sample carries: the others would only add strings to the
+         * profile. Past the window's budget, the window counts it (endpoints_dropped). */
+        if (e->span && e->carried == eps->epoch + 1)
+            ppk_profile_set_endpoint(ws[0], e->span, (ppk_str){e->str, e->len});
     }
     pthread_mutex_unlock(&eps->lock);
 }
@@ -115,19 +138,8 @@ static int stale(const ppk__endpoints *eps, const ppk__ep *e) {
     return eps->epoch - e->last_used >= eps->ttl;
 }
 
-void ppk__endpoints_end_epoch(ppk__endpoints *eps, ppk_profile *const *ws, size_t n) {
+void ppk__endpoints_end_epoch(ppk__endpoints *eps) {
     pthread_mutex_lock(&eps->lock);
-    for (size_t k = 0; k < n && eps->n; k++) {
-        const ppk_profile *w = ws[k];
-        uint32_t key = ppk__strtab_find(&w->strings, SPAN_KEY, sizeof SPAN_KEY - 1);
-        if (key == PPK_DICT_NONE) continue;
-        for (uint32_t id = 0; id < w->labels.n; id++) {
-            ppk__label_rec l = ppk__label_get(w, id);
-            if (l.key != key || !l.is_num || !l.num) continue;
-            ppk__ep *e = find(eps->slots, eps->cap, (uint64_t)l.num);
-            if (e->span) e->last_used = eps->epoch;
-        }
-    }
     /* The unused ones go; the others move to a new table (linear probing cannot leave
      * holes in a chain). Without memory for it, none goes this time. */
     size_t keep = 0;

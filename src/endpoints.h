@@ -4,10 +4,11 @@
  *
  * A span can outlive a window: its endpoint, registered once, must label its samples in
  * every window they fall in. So the recorder keeps the registrations here, not in a
- * window: at each export they are copied into the retired first window (where the
- * encoder looks them up for the samples of every shard), then the retired windows are
- * scanned for the span ids their samples carry, and a registration that was neither set
- * nor carried by a sample during ttl exports in a row is evicted. Bounded by a count and
+ * window: at each export the retired windows are scanned for the span ids their samples
+ * carry, those registrations are copied into the retired first window (where the
+ * encoder looks them up for the samples of every shard), and after the encode a
+ * registration that was neither set nor carried by a sample during ttl exports in a row
+ * is evicted. Bounded by a count and
  * bytes (strings plus ENTRY_BYTES each): past them a new registration is dropped and
  * counted. One lock of its own, taken alone (or after the recorder's, at fork).
  *
@@ -41,12 +42,14 @@ void ppk__endpoints_destroy(ppk__endpoints *eps);
 /* Registers (or replaces) span's endpoint. 0, or PPK_ENOMEM; past the bounds the
  * registration is dropped and counted, and 0 returned. */
 int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint);
-/* Copies every registration into window w (ppk_profile_set_endpoint), which the caller
- * alone holds. */
-void ppk__endpoints_to_window(ppk__endpoints *eps, ppk_profile *w);
-/* After an export of the windows ws[0..n): marks the registrations their samples carry
- * as used, evicts those unused for ttl exports, and begins the next epoch. */
-void ppk__endpoints_end_epoch(ppk__endpoints *eps, ppk_profile *const *ws, size_t n);
+/* Marks the registrations the samples of the retired windows ws[0..n) carry as used,
+ * and, if `copy`, copies them into ws[0] (ppk_profile_set_endpoint), for the encode. The
+ * caller alone holds the windows. */
+void ppk__endpoints_to_windows(ppk__endpoints *eps, ppk_profile *const *ws, size_t n,
+                               int copy);
+/* After the export: evicts the registrations unused for ttl exports and begins the next
+ * epoch. */
+void ppk__endpoints_end_epoch(ppk__endpoints *eps);
 /* Registrations kept, and dropped so far. */
 void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped);
 

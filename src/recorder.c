@@ -95,6 +95,7 @@ static void atfork_child(void) {
         r->seq = 0;
         memset(&r->totals, 0, sizeof r->totals);
         r->fdict.evicted = r->fdict.refused = 0;
+        r->endpoints.dropped = 0;
         atomic_store(&r->settle_pending, 1);
         unlock_all(r);
     }
@@ -337,8 +338,9 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
 
     /* To the sinks, and there are none: not encoded; its samples count as dropped. */
     int nowhere = !out && !n_sinks;
-    /* The registrations go into the first window, where the encoder reads them. */
-    if (!nowhere) ppk__endpoints_to_window(&r->endpoints, w[0]);
+    /* The registrations the samples carry go into the first window, where the encoder
+     * reads them. */
+    ppk__endpoints_to_windows(&r->endpoints, w, n, !nowhere);
 
     ppk_export e;
     memset(&e, 0, sizeof e);
@@ -360,7 +362,7 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     /* A buffer that grew for a burst shrinks back after an ordinary window. */
     ppk__pb_shrink(&r->pb, r->pb.len);
     e.encode_ms = ms_since(&t0);
-    ppk__endpoints_end_epoch(&r->endpoints, w, n);
+    ppk__endpoints_end_epoch(&r->endpoints);
     size_t sink_failures = 0;
     uint64_t counts_dropped = 0;
     if (!rc && !nowhere) counts_dropped = ppk__endpoint_counts_copy(w[0], &r->mem.a, &e);

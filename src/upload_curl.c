@@ -237,6 +237,7 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
         }
         if (retryable && attempt == 0 && !u->cancel) {
             attempt = 1;
+            fork_aborts = 0; /* "in a row": a failure of its own came between */
             u->st.retries++;
             struct timespec dl;
             ppk__upload_deadline_in(&dl, u->cfg.retry_backoff_ms);

@@ -83,6 +83,9 @@ static int main_callback(void *unused) {
         if (expected == MAIN_CANCELLED) atomic_store(&sp->main_state, MAIN_IDLE);
         return 0; /* the sampler's pass found it blocked and sampled it there */
     }
+    pthread_mutex_lock(&sp->lock);
+    uint64_t seq = sp->main_seq; /* the request this answers */
+    pthread_mutex_unlock(&sp->lock);
     RecorderObject *r = sp->recorder;
     if (!r->rec || r->closing) return 0; /* unanswered: the sampler's pass sees it */
     int64_t now = mono_ns();
@@ -109,7 +112,7 @@ static int main_callback(void *unused) {
         others += o != t && o != sp->ts;
     int64_t end = mono_ns();
     pthread_mutex_lock(&sp->lock);
-    sp->main_answered = 1;
+    sp->main_answered = seq;
     sp->main_others = rc ? -1 : others;
     pthread_cond_signal(&sp->wake);
     int passless = sp->passless;
@@ -145,9 +148,9 @@ static int wait_alone(SamplerObject *sp) {
     int64_t until = mono_ns() + ANSWER_WAIT_NS;
     struct timespec ts = {until / 1000000000, until % 1000000000};
     pthread_mutex_lock(&sp->lock);
-    while (!sp->stop && !sp->main_answered)
+    while (!sp->stop && sp->main_answered != sp->main_seq)
         if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
-    int alone = sp->main_answered && sp->main_others == 0;
+    int alone = sp->main_answered == sp->main_seq && sp->main_others == 0;
     pthread_mutex_unlock(&sp->lock);
     return alone;
 }
@@ -157,6 +160,11 @@ static int wait_alone(SamplerObject *sp) {
 static void skip_pass(SamplerObject *sp) {
     int64_t now = mono_ns();
     sp->tick.threads.n = 0;
+    /* Ids the last pass learnt would be given to the frame cache at the next pass with
+     * the previous buffer: after this tick's swap, later than the references that keep
+     * their code objects' addresses from being reused. They are dropped (an id is
+     * learnt again at its next use). */
+    sp->tick.fixups.n = sp->prev.fixups.n = 0;
     rec_counts c = {0, 0, 0};
     ppk_py_record_all(sp, now, &c);
     struct timespec own;
@@ -194,8 +202,10 @@ static void *sampler_main(void *arg) {
         sp->main_requested_now = 0;
         if ((st == MAIN_IDLE || st == MAIN_DONE) && sp->main_ident) {
             pthread_mutex_lock(&sp->lock);
-            int alone = sp->main_answered && sp->main_others == 0;
-            sp->main_answered = 0;
+            /* The previous request answered: the main thread was alone then. */
+            int alone = sp->main_seq && sp->main_answered == sp->main_seq &&
+                        sp->main_others == 0;
+            sp->main_seq++;
             pthread_mutex_unlock(&sp->lock);
             atomic_store(&sp->main_state, MAIN_REQUESTED);
             if (Py_AddPendingCall(main_callback, NULL) == 0) {

@@ -220,9 +220,11 @@ typedef struct SamplerObject {
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
     tslot main_prev; /* its frames in prev, if the sampler's pass gathered it there */
     int main_requested_now;            /* this tick asked main_callback to run */
-    /* Set by main_callback when it ran for this tick's request (under lock), with the
-     * number of other threads it saw (besides the sampler's); main_others -1: unknown. */
-    int main_answered, main_others;
+    /* Requests made (main_seq, counted by the sampler thread), and the last one that
+     * main_callback answered, with the number of other threads it saw then (besides the
+     * sampler's; -1: unknown). Under lock. */
+    uint64_t main_seq, main_answered;
+    int main_others;
     /* The last tick had no pass (skip_pass): no frames of a pass wait to be copied or
      * recorded, so main_callback may release the references (under lock). */
     int passless;

@@ -328,9 +328,19 @@ PyObject *ppk_py_threads_by_ident(void) {
     return active && PyDict_Check(active) ? active : NULL;
 }
 
+/* Drops the references of `refs`. A last reference's finalizer may run Python code that
+ * lets the GIL go, and a pass or the main thread's callback may then use the vector: it
+ * is taken first (they find it empty), and given back unless one started a new one. */
 static void release(vec *refs) {
-    for (size_t i = 0; i < refs->n; i++) Py_DECREF(AT(*refs, PyObject *, i));
-    refs->n = 0;
+    vec taken = *refs;
+    refs->items = NULL;
+    refs->n = refs->cap = 0;
+    for (size_t i = 0; i < taken.n; i++) Py_DECREF(AT(taken, PyObject *, i));
+    taken.n = 0;
+    if (refs->items)
+        vec_free(&taken);
+    else
+        *refs = taken;
 }
 
 void ppk_py_release_refs(SamplerObject *sp) {
