@@ -4,8 +4,10 @@
  *
  * The thread is a raw pthread (so that gevent's monkey-patching cannot make it a
  * greenlet) with a thread state of its own. It wakes on absolute CLOCK_MONOTONIC
- * deadlines; a tick has two phases:
+ * deadlines; a tick has three phases:
  *
+ *   0. Without the GIL (ppk_py_prepare): each thread of the previous pass whose CPU
+ *      clock has not moved since gets its previous frames copied into this pass.
  *   1. With the GIL: walk every thread state's frames with the public C API
  *      (PyInterpreterState_ThreadHead, PyThreadState_Next, PyThreadState_GetFrame,
  *      PyFrame_GetBack, PyFrame_GetCode, PyFrame_GetLineNumber) and note, per frame, the
@@ -16,10 +18,12 @@
  *      mid-walk): attributes are read only through types whose attribute lookup is
  *      the generic one and that define no descriptor of that name (safe_getattr), and
  *      the only call is _asyncio.Task.get_name, a C function.
- *   2. Without the GIL: per thread, CPU time from the thread's CPU clock, then one
- *      sample pushed into the recorder (the library copies the strings), and flushed.
+ *      A thread whose CPU clock (read here again) still has not moved takes its copy
+ *      from phase 0 instead of being walked, and keeps its name (sampler_walk.c).
+ *   2. Without the GIL: per thread, one sample pushed into the recorder (the library
+ *      copies the strings; CPU time from the clock read in phase 1), and flushed.
  *      The references taken in phase 1 keep every string alive; they are released at
- *      the start of the next phase 1 (or at stop), with the GIL.
+ *      the end of the next phase 1 (or at stop), with the GIL.
  *
  * So the GIL is held only for the walk, and no pprofkit lock is ever held while the
  * thread waits for the GIL.
@@ -34,7 +38,10 @@
  * callback has not run when the sampler's pass comes, which then samples it where it
  * blocks and cancels the callback. Pending calls run in the main thread only, so other
  * threads that alternate Python code and blocking calls are seen when they block. (On
- * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.)
+ * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.) When
+ * the main thread was the only Python thread at its previous answer, the sampler waits
+ * up to ANSWER_WAIT_NS for this one and, still alone, skips phases 0 to 2 (skip_pass):
+ * taking the GIL from a running main thread would only make it wait, twice.
  *
  * During phase 2 the recorder counts the sampler as busy, so Recorder.close() waits for
  * it; a recorder closed under the sampler ends its thread (stop() still joins it).
