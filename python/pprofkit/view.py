@@ -78,6 +78,15 @@ def _fields(buf, pos, end, what):
             raise ValueError("%s: wire type %d at byte %d" % (what, wire, at))
 
 
+def _scalars(buf, span, what):
+    """{field: value} of a message's varint fields (the last one of each)."""
+    return {f: x for f, w, x in _fields(buf, span[0], span[1], what) if w == 0}
+
+
+def _int64(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
 def _ints(buf, wire, value, what, signed=False):
     """The integers of a repeated field: packed (wire 2) or one (wire 0)."""
     if wire == 0:
@@ -90,9 +99,7 @@ def _ints(buf, wire, value, what, signed=False):
             vals.append(v)
     else:
         raise ValueError("%s: wire type %d for integers" % (what, wire))
-    if signed:
-        vals = [v - (1 << 64) if v >= 1 << 63 else v for v in vals]
-    return vals
+    return [_int64(v) for v in vals] if signed else vals
 
 
 def _decompress(data):
@@ -127,11 +134,8 @@ def read_profile(data):
         if field == 6 and wire == 2:
             strings.append(bytes(buf[v[0]:v[1]]).decode("utf-8", "replace"))
         elif field == 1 and wire == 2:
-            t = {1: 0, 2: 0}
-            for f, w, x in _fields(buf, v[0], v[1], "ValueType"):
-                if w == 0:
-                    t[f] = x
-            types.append((t[1], t[2]))
+            t = _scalars(buf, v, "ValueType")
+            types.append((t.get(1, 0), t.get(2, 0)))
         elif field == 2 and wire == 2:
             raw_samples.append(v)
         elif field == 4 and wire == 2:
@@ -140,24 +144,11 @@ def read_profile(data):
                 if f == 1 and w == 0:
                     loc_id = x
                 elif f == 4 and w == 2:
-                    fn = 0
-                    for lf, lw, lx in _fields(buf, x[0], x[1], "Line"):
-                        if lf == 1 and lw == 0:
-                            fn = lx
-                    lines.append(fn)
+                    lines.append(_scalars(buf, x, "Line").get(1, 0))
             locations[loc_id] = lines
         elif field == 5 and wire == 2:
-            fid, name, filename = 0, 0, 0
-            for f, w, x in _fields(buf, v[0], v[1], "Function"):
-                if w != 0:
-                    continue
-                if f == 1:
-                    fid = x
-                elif f == 2:
-                    name = x
-                elif f == 4:
-                    filename = x
-            functions[fid] = (name, filename)
+            fn = _scalars(buf, v, "Function")
+            functions[fn.get(1, 0)] = (fn.get(2, 0), fn.get(4, 0))
         elif field == 9 and wire == 0:
             prof.time_nanos = v
         elif field == 10 and wire == 0:
@@ -187,18 +178,9 @@ def read_profile(data):
             elif f == 2:
                 values.extend(_ints(buf, w, x, "Sample.value", signed=True))
             elif f == 3 and w == 2:
-                key = sval = 0
-                num = None
-                for lf, lw, lx in _fields(buf, x[0], x[1], "Label"):
-                    if lw != 0:
-                        continue
-                    if lf == 1:
-                        key = lx
-                    elif lf == 2:
-                        sval = lx
-                    elif lf == 3:
-                        num = lx - (1 << 64) if lx >= 1 << 63 else lx
-                labels[s(key, "Label")] = s(sval, "Label") if sval else (num or 0)
+                lab = _scalars(buf, x, "Label")
+                key = s(lab.get(1, 0), "Label")
+                labels[key] = s(lab[2], "Label") if lab.get(2) else _int64(lab.get(3, 0))
         if len(values) > len(prof.sample_types):
             raise ValueError("Sample at byte %d: %d values for %d sample types"
                              % (start, len(values), len(prof.sample_types)))

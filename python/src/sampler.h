@@ -278,7 +278,7 @@ void ppk_py_release_refs(SamplerObject *sp);
  * what they point to may be released. */
 void ppk_py_forget_frames(SamplerObject *sp);
 /* The sampler's pass: every thread but its own; the main thread only when it is
- * blocked. -1: no memory (the tick is skipped). */
+ * blocked. -1: no memory (the tick is skipped; the caller then forgets the frames). */
 int ppk_py_gather(SamplerObject *sp);
 /* Gives the frame cache the function ids b's phase 2 learnt (with the GIL). */
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b);

@@ -399,7 +399,6 @@ int ppk_py_gather(SamplerObject *sp) {
         if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
     }
     ppk_py_gc_resume(gc);
-    if (rc) ppk_py_forget_frames(sp);
-    release(&sp->old_refs);
+    release(&sp->old_refs); /* a failed pass: the caller forgets the frames */
     return rc;
 }
