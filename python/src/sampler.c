@@ -92,16 +92,20 @@ static int main_callback(void *unused) {
     }
     pthread_mutex_lock(&sp->lock);
     uint64_t seq = sp->main_seq; /* the request this answers */
-    pthread_mutex_unlock(&sp->lock);
     RecorderObject *r = sp->recorder;
-    if (!r->rec || r->closing) return 0; /* unanswered: the sampler's pass sees it */
+    int open = r->rec && !r->closing;
+    /* The sampler, waiting for this answer, leaves the tasks to it (TASKS_ASKED). */
+    int do_tasks = open && sp->cb_tasks == TASKS_ASKED;
+    if (do_tasks) sp->cb_tasks = TASKS_BUSY;
+    pthread_mutex_unlock(&sp->lock);
+    if (!open) return 0; /* unanswered: the sampler's pass sees it */
     int64_t now = mono_ns();
     gbuf *b = &sp->cb;
     b->frames.n = b->labels.n = b->threads.n = 0;
     int gc = ppk_py_gc_pause();
     running_task tasks[MAX_LOOPS];
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
-    rec_counts c = {0, 0, 0};
+    rec_counts c = {0};
     PyThreadState *t = PyThreadState_Get();
     int rc = ppk_py_gather_thread(sp, b, t, NULL, ppk_py_threads_by_ident(), tasks, n_tasks);
     ppk_py_gc_resume(gc);
@@ -112,6 +116,11 @@ static int main_callback(void *unused) {
         ppk_py_record_thread(sp, sp->cb_builder, b, gt, cpu, &c);
         ppk_py_apply_fixups(sp, b); /* the GIL is held here */
     }
+    if (do_tasks) {
+        gc = ppk_py_gc_pause();
+        ppk_py_gather_tasks(sp, ppk_py_threads_by_ident(), tasks, n_tasks);
+        ppk_py_gc_resume(gc);
+    }
     /* The gathered strings were copied by the pushes: the references can go with the
      * sampler's next pass. */
     int others = 0;
@@ -121,6 +130,8 @@ static int main_callback(void *unused) {
     pthread_mutex_lock(&sp->lock);
     sp->main_answered = seq;
     sp->main_others = rc ? -1 : others;
+    sp->main_task = rc || !b->threads.n ? NULL : (void *)(uintptr_t)AT(b->threads, gthread, 0).task_id;
+    if (do_tasks) sp->cb_tasks = TASKS_DONE;
     pthread_cond_signal(&sp->wake);
     int passless = sp->passless;
     sp->st.main_callbacks++;
@@ -150,14 +161,20 @@ static int finalizing(void) {
 #define ANSWER_WAIT_NS 1000000
 
 /* Waits up to ANSWER_WAIT_NS for main_callback to answer this tick's request: 1 if it
- * did and saw no thread but itself and the sampler's. */
-static int wait_alone(SamplerObject *sp) {
+ * did, saw no thread but itself and the sampler's, and read the asyncio tasks if they
+ * are sampled (*tasks_read: it read them). */
+static int wait_alone(SamplerObject *sp, int *tasks_read) {
     int64_t until = mono_ns() + ANSWER_WAIT_NS;
     struct timespec ts = {until / 1000000000, until % 1000000000};
     pthread_mutex_lock(&sp->lock);
     while (!sp->stop && sp->main_answered != sp->main_seq)
         if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
-    int alone = sp->main_answered == sp->main_seq && sp->main_others == 0;
+    if (sp->cb_tasks == TASKS_ASKED) sp->cb_tasks = TASKS_NONE; /* too late: the pass will */
+    while (sp->cb_tasks == TASKS_BUSY) pthread_cond_wait(&sp->wake, &sp->lock);
+    *tasks_read = sp->cb_tasks == TASKS_DONE;
+    sp->cb_tasks = TASKS_NONE;
+    int alone = sp->main_answered == sp->main_seq && sp->main_others == 0 &&
+                (!sp->tasks || *tasks_read);
     pthread_mutex_unlock(&sp->lock);
     return alone;
 }
@@ -172,7 +189,7 @@ static void skip_pass(SamplerObject *sp) {
      * their code objects' addresses from being reused. They are dropped (an id is
      * learnt again at its next use). */
     sp->tick.fixups.n = sp->prev.fixups.n = 0;
-    rec_counts c = {0, 0, 0};
+    rec_counts c = {0};
     ppk_py_record_all(sp, now, &c);
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
@@ -213,6 +230,7 @@ static void *sampler_main(void *arg) {
             int alone = sp->main_seq && sp->main_answered == sp->main_seq &&
                         sp->main_others == 0;
             sp->main_seq++;
+            sp->cb_tasks = alone && sp->tasks ? TASKS_ASKED : TASKS_NONE;
             pthread_mutex_unlock(&sp->lock);
             atomic_store(&sp->main_state, MAIN_REQUESTED);
             if (Py_AddPendingCall(main_callback, NULL) == 0) {
@@ -221,12 +239,15 @@ static void *sampler_main(void *arg) {
                 /* The main thread was the only one at its previous sample: if it
                  * answers soon and still is, there is nothing else to sample, and
                  * taking the GIL would only make it wait (a forced switch, twice). */
-                if (alone && wait_alone(sp)) {
+                if (alone && wait_alone(sp, &sp->tasks_by_cb)) {
                     skip_pass(sp);
                     continue;
                 }
             } else {
                 atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
+                pthread_mutex_lock(&sp->lock);
+                sp->cb_tasks = TASKS_NONE;
+                pthread_mutex_unlock(&sp->lock);
             }
         }
 
@@ -247,7 +268,7 @@ static void *sampler_main(void *arg) {
         int64_t t2 = mono_ns();
         PyEval_SaveThread();
         if (!open) break; /* the recorder was closed under the sampler */
-        rec_counts c = {0, 0, 0};
+        rec_counts c = {0};
         if (ok) {
             ppk_py_record_all(sp, t1, &c);
             atomic_fetch_sub(&r->busy, 1);
@@ -264,6 +285,7 @@ static void *sampler_main(void *arg) {
         sp->st.samples += c.samples;
         sp->st.samples_failed += c.failed;
         sp->st.labels_refused += c.labels_refused;
+        sp->st.task_samples += c.task_samples;
         uint64_t wait = (uint64_t)(t1 - t0), hold = (uint64_t)(t2 - t1);
         sp->st.gil_wait_ns_total += wait;
         if (wait > sp->st.gil_wait_ns_max) sp->st.gil_wait_ns_max = wait;
@@ -309,6 +331,7 @@ static void free_buffers(SamplerObject *sp) {
     gbuf_free(&sp->tick);
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
+    ppk_py_free_tasks(sp);
     vec_free(&sp->refs);
     vec_free(&sp->old_refs);
     free(sp->slots);
@@ -431,7 +454,9 @@ static int sampler_start(SamplerObject *sp) {
     }
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
-    sp->ts = sp->fcache ? PyThreadState_New(sp->interp) : NULL;
+    sp->ts = sp->fcache && (!sp->tasks_on || !ppk_py_tasks_init(sp))
+                 ? PyThreadState_New(sp->interp)
+                 : NULL;
     if (!sp->ts || baseline(sp, mono_ns())) {
         release_thread_state(sp);
         sp->state = SAMPLER_STOPPED;
@@ -449,6 +474,21 @@ static int sampler_start(SamplerObject *sp) {
     live_add(sp);
     if (sp->main_ident && !main_sampler) main_sampler = sp;
     return 0;
+}
+
+/* Records what waiting tasks accumulated (with the GIL, the thread joined): the
+ * recorder's last window holds it. */
+static void flush_tasks(SamplerObject *sp) {
+    RecorderObject *r = sp->recorder;
+    if (!sp->tasks || !r->rec || r->closing || !sp->builder) return;
+    rec_counts c = {0};
+    ppk_py_flush_tasks(sp, &c);
+    pthread_mutex_lock(&sp->lock);
+    sp->st.samples += c.samples;
+    sp->st.samples_failed += c.failed;
+    sp->st.labels_refused += c.labels_refused;
+    sp->st.task_samples += c.task_samples;
+    pthread_mutex_unlock(&sp->lock);
 }
 
 /* Stops and joins the thread (with the GIL released), then frees its state. A stop
@@ -470,6 +510,7 @@ static void sampler_stop(SamplerObject *sp) {
     PyThreadState *save = PyEval_SaveThread();
     pthread_join(thread, NULL);
     PyEval_RestoreThread(save);
+    flush_tasks(sp);
     release_thread_state(sp);
     sp->state = SAMPLER_STOPPED;
 }
@@ -517,14 +558,23 @@ static int index_arg(PyObject *o, const char *what, size_t n_values, int *out) {
 }
 
 static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"recorder",  "rate_hz",     "wall_index", "cpu_index",
-                             "count_index", "tags_thread", "tags_task", "function_ids", NULL};
+    static char *kwlist[] = {"recorder",     "rate_hz",       "wall_index",
+                             "cpu_index",    "count_index",   "tags_thread",
+                             "tags_task",    "function_ids",  "asyncio_tasks",
+                             "max_tasks_per_tick", "coalesce_ticks", NULL};
     PyObject *rec_obj, *wall = NULL, *cpu = NULL, *count = NULL, *tt = NULL, *tk = NULL;
     double rate = 100.0;
-    int ids = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOp", kwlist, &ppk_py_RecorderType,
-                                     &rec_obj, &rate, &wall, &cpu, &count, &tt, &tk, &ids))
+    int ids = 1, tasks = 0;
+    long long max_tasks = 2000, coalesce = 10;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOppLL", kwlist, &ppk_py_RecorderType,
+                                     &rec_obj, &rate, &wall, &cpu, &count, &tt, &tk, &ids,
+                                     &tasks, &max_tasks, &coalesce))
         return NULL;
+    if (max_tasks < 1 || max_tasks > 10000000 || coalesce < 1 || coalesce > 1000000) {
+        PyErr_SetString(PyExc_ValueError, "max_tasks_per_tick must be between 1 and 10000000 "
+                                          "and coalesce_ticks between 1 and 1000000");
+        return NULL;
+    }
     RecorderObject *r = (RecorderObject *)rec_obj;
     if (ppk_py_recorder_check_open(r)) return NULL;
     if (!(rate >= 0.1 && rate <= 10000.0)) {
@@ -554,6 +604,9 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sp->cpu_idx = ci;
     sp->count_idx = ki;
     sp->function_ids = ids;
+    sp->tasks_on = tasks;
+    sp->max_tasks = (size_t)max_tasks;
+    sp->coalesce = (uint64_t)coalesce;
     gbuf_init(&sp->tick);
     gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
@@ -646,12 +699,17 @@ PyTypeObject ppk_py_SamplerType = {
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Sampler(recorder, *, rate_hz=100.0, wall_index=None, cpu_index=None, "
-              "count_index=None, tags_thread=None, tags_task=None, function_ids=True)\n\n"
+              "count_index=None, tags_thread=None, tags_task=None, function_ids=True, "
+              "asyncio_tasks=False, max_tasks_per_tick=2000, coalesce_ticks=10)\n\n"
               "A native thread that samples every Python thread rate_hz times a second into "
               "the recorder: frames, thread and asyncio task labels, wall and CPU time "
               "(ns) and a count at the given sample type indices (None: not recorded). "
               "function_ids: frames are pushed by function id (the recorder's function "
-              "dictionary), else by their strings.",
+              "dictionary), else by their strings. asyncio_tasks: also one sample per "
+              "waiting asyncio task per tick (its coroutine chain, its name, wall time), "
+              "visiting at most max_tasks_per_tick tasks a tick (the others at the next "
+              "ones), a task that has not moved recorded as one sample every "
+              "coalesce_ticks ticks.",
     .tp_methods = Sampler_methods,
     .tp_getset = Sampler_getset,
     .tp_new = Sampler_new,

@@ -38,6 +38,8 @@ typedef struct gthread {
     const void *ts;     /* its thread state (prefetched at the next tick) */
     ppk_str task_name; /* empty: no task, or no name */
     int64_t task_id;   /* 0: no task */
+    ppk_str parent_name; /* a waiting task's: the task awaiting it (empty: none known) */
+    int64_t parent_id;   /* 0: none */
     size_t first_frame, n_frames;
     size_t first_label, n_labels;
     int64_t wall_ns;
@@ -165,7 +167,12 @@ static inline void gbuf_free(gbuf *b) {
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
     X(ticks_without_gil)      /* the main thread sampled itself and was alone */    \
-    X(refs_held)              /* references held at the last tick (not a sum) */
+    X(refs_held)              /* references held at the last tick (not a sum) */ \
+    X(tasks_seen)             /* waiting asyncio tasks sampled (one per task per tick) */ \
+    X(tasks_walked)           /* of which their coroutine chain was read (it had moved) */ \
+    X(tasks_skipped)          /* live tasks left for a later tick (max_tasks_per_tick) */ \
+    X(task_samples)           /* samples recorded for them (coalesced ticks) */ \
+    X(task_ns_total)          /* reading them, with the GIL (part of gil_hold_ns_total) */
 
 #define PPK_PY_STAT_FIELD_(name) uint64_t name;
 typedef struct sampler_stats {
@@ -181,6 +188,9 @@ typedef struct SamplerObject {
     int64_t period_ns;
     int wall_idx, cpu_idx, count_idx; /* -1: not recorded */
     int function_ids; /* frames pushed by function id (else by their strings) */
+    int tasks_on;         /* sample asyncio tasks that wait (sampler_tasks.c) */
+    size_t max_tasks;     /* tasks visited per tick at most */
+    uint64_t coalesce;    /* ticks of an unchanged waiting task recorded as one sample */
 
     PyInterpreterState *interp;
     pthread_t thread;
@@ -229,12 +239,20 @@ typedef struct SamplerObject {
      * recorded, so main_callback may release the references (under lock). */
     int passless;
     int main_blocked_now;              /* this tick's pass sampled the main thread */
+    /* The asyncio tasks (sampler_tasks.c): read by the sampler thread's pass, or by
+     * main_callback when the sampler waits for it (cb_tasks, under lock). */
+    struct task_table *tasks;
+    int cb_tasks;    /* TASKS_NONE, _ASKED (the callback may read them), _BUSY, _DONE */
+    int tasks_by_cb; /* this tick's callback read them (the sampler thread's) */
+    void *main_task; /* the task the callback's last sample showed running (compared) */
     sampler_stats st; /* under lock */
 } SamplerObject;
 
 enum { SAMPLER_STOPPED, SAMPLER_STARTING, SAMPLER_RUNNING, SAMPLER_STOPPING };
 
 enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
+
+enum { TASKS_NONE, TASKS_ASKED, TASKS_BUSY, TASKS_DONE };
 
 /* How the main thread was found: running Python code (it sampled itself), blocked
  * since this tick (it ran Python code since its previous sample), or blocked since the
@@ -259,6 +277,11 @@ static inline int64_t thread_cpu_ns(unsigned long tid) {
     if (clock_gettime(cid, &ts)) return -1;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+/* What ppk_py_record_thread did, added to the statistics by its caller. */
+typedef struct rec_counts {
+    uint64_t samples, failed, labels_refused, task_samples;
+} rec_counts;
 
 /* The loops running a task now: pairs (thread ident, task). */
 typedef struct running_task {
@@ -294,6 +317,39 @@ PyObject *ppk_py_threads_by_ident(void);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
 size_t ppk_py_running_tasks(running_task *out, size_t max);
 
+/* Helpers of phase 1 that sampler_tasks.c shares. */
+PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name);
+PyObject *ppk_py_module_attr(PyObject *mod, PyObject *attr);
+int ppk_py_keep_ref(SamplerObject *sp, PyObject *o);
+ppk_str ppk_py_utf8(PyObject *s);
+/* The same, but a str with lone surrogates gets them encoded as such, in a new bytes
+ * object (*bytes, to keep alive with the str; NULL when not needed). */
+ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes);
+PyObject *ppk_py_task_name(PyObject *task);
+int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out);
+/* The tuple of pprofkit.tag() labels for `key` in dict `tags` (borrowed), or NULL. */
+PyObject *ppk_py_tags_of(PyObject *tags, PyObject *key);
+/* Appends the labels of such a tuple to `labels`; their number. */
+size_t ppk_py_tag_labels(PyObject *t, vec *labels);
+
+/* ---- sampler_tasks.c: asyncio tasks that wait -------------------------------------- */
+
+/* Sets up the task table (start). -1: no memory. */
+int ppk_py_tasks_init(SamplerObject *sp);
+/* Phase 1 for tasks (with the GIL, after the threads): visits up to max_tasks live tasks
+ * of asyncio's task set, reading the coroutine chain of those that moved. */
+void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task *running,
+                         size_t n_running);
+/* Phase 2 for tasks: their wall time since their previous sample, recorded one sample
+ * per task every `coalesce` ticks or when its stack changed or it ended. */
+void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c);
+/* Records what the tasks accumulated (at stop; the thread has ended). */
+void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c);
+/* Releases the table and its references (with the GIL, the thread stopped). */
+void ppk_py_free_tasks(SamplerObject *sp);
+/* Live tasks in asyncio's task set (0 if asyncio is not imported). */
+size_t ppk_py_tasks_live(void);
+
 /* ---- sampler_record.c: phase 2, without the GIL ----------------------------------- */
 
 /* Phase 0, before taking the GIL, so that it is not held for this work: the frames of
@@ -303,10 +359,6 @@ size_t ppk_py_running_tasks(running_task *out, size_t max);
  * sampler slept costs microseconds; again, right after, a fraction of one.) */
 void ppk_py_prepare(SamplerObject *sp);
 
-/* What ppk_py_record_thread did, added to the statistics by its caller. */
-typedef struct rec_counts {
-    uint64_t samples, failed, labels_refused;
-} rec_counts;
 
 tslot *ppk_py_slot_find(tslot *slots, size_t cap, unsigned long ident, unsigned long native);
 /* Makes room for `n` threads in both slot tables. -1: no memory. */
@@ -314,6 +366,10 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n);
 /* Pushes one gathered thread as a sample with builder s, and flushes it. */
 void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
                           int64_t cpu, rec_counts *c);
+/* The same for a sample of frames and labels of its own, with its count. */
+void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread *gt,
+                   gframe *frames, const glabel *labels, int64_t cpu, int64_t count,
+                   rec_counts *c);
 /* The main thread's wall time (into gt) and the CPU time charged to this sample. */
 int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now);
 /* Phase 2 for every thread of sp->tick, gathered at `now`. */

@@ -71,25 +71,26 @@ void ppk_py_prepare(SamplerObject *sp) {
 
 static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thread native id"),
                      L_THREAD_NAME = PPK_STR("thread name"), L_TASK_NAME = PPK_STR("task name"),
-                     L_TASK_ID = PPK_STR("task id");
+                     L_TASK_ID = PPK_STR("task id"), L_PARENT = PPK_STR("parent task"),
+                     L_PARENT_ID = PPK_STR("parent task id");
 
 /* The function id of g, interned now if the frame cache did not know it (the entry
- * learns it with the GIL: a fixup in b). 0 if the dictionary refuses it (full). */
-static ppk_function_id function_id(SamplerObject *sp, gbuf *b, gframe *g) {
+ * learns it with the GIL: a fixup). 0 if the dictionary refuses it (full). */
+static ppk_function_id function_id(SamplerObject *sp, vec *fixups, gframe *g) {
     if (g->fid) return g->fid;
     ppk_function fn = {g->name, {NULL, 0}, g->file, g->start_line};
     if (ppk_recorder_intern_function(sp->recorder->rec, &fn, &g->fid)) return 0;
-    fixup *x = vec_push(&b->fixups);
+    fixup *x = vec_push(fixups);
     if (x) *x = (fixup){g->slot, g->lasti, g->code, g->fid};
     return g->fid;
 }
 
 /* Pushes frame g: by function id, or by its strings when the dictionary refuses it. */
-static void push_frame(SamplerObject *sp, ppk_sample *s, gbuf *b, gframe *g, int by_id) {
+static void push_frame(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *g, int by_id) {
     /* An id evicted since the cache learnt it (unused for the recorder's
      * function_ttl_exports exports) is interned again, once. */
     for (int attempt = 0; by_id && attempt < 2; attempt++) {
-        ppk_function_id id = function_id(sp, b, g);
+        ppk_function_id id = function_id(sp, fixups, g);
         if (!id) break;
         if (ppk_sample_push_frame_id(s, id, g->line) != PPK_ESTALE) return;
         g->fid = 0;
@@ -99,13 +100,21 @@ static void push_frame(SamplerObject *sp, ppk_sample *s, gbuf *b, gframe *g, int
     ppk_sample_push_frame_ex(s, &f);
 }
 
-/* One sample of gt, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused:
- * 1 if a label was refused. */
-static int record(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt, int64_t cpu,
-                  int by_id, uint64_t *labels_refused) {
+/* The frames and labels of one sample. */
+typedef struct rec_in {
+    const gthread *gt;
+    gframe *frames;
+    const glabel *labels;
+    int64_t cpu, count;
+} rec_in;
+
+/* One sample, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused: 1 if
+ * a label was refused. */
+static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in, int by_id,
+                  uint64_t *labels_refused) {
+    const gthread *gt = in->gt;
     if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
-    for (size_t i = 0; i < gt->n_frames; i++)
-        push_frame(sp, s, b, &AT(b->frames, gframe, gt->first_frame + i), by_id);
+    for (size_t i = 0; i < gt->n_frames; i++) push_frame(sp, s, fixups, &in->frames[i], by_id);
     int refused = 0;
     refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
     refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
@@ -115,31 +124,44 @@ static int record(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt, 
             refused |= ppk_sample_push_label_str(s, L_TASK_NAME, gt->task_name);
         refused |= ppk_sample_push_label_num(s, L_TASK_ID, gt->task_id, (ppk_str){0});
     }
+    if (gt->parent_id) {
+        if (gt->parent_name.len)
+            refused |= ppk_sample_push_label_str(s, L_PARENT, gt->parent_name);
+        refused |= ppk_sample_push_label_num(s, L_PARENT_ID, gt->parent_id, (ppk_str){0});
+    }
     for (size_t i = 0; i < gt->n_labels; i++) {
-        const glabel *l = &AT(b->labels, glabel, gt->first_label + i);
+        const glabel *l = &in->labels[i];
         int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})
                            : ppk_sample_push_label_str(s, l->key, l->str);
         refused |= rc; /* e.g. a tag with the key of a built-in label */
     }
     *labels_refused = refused != 0;
     if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
-    if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, cpu);
-    if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, 1);
+    if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, in->cpu);
+    if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, in->count);
     return ppk_sample_flush(s);
 }
 
-void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
-                          int64_t cpu, rec_counts *c) {
+void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread *gt,
+                   gframe *frames, const glabel *labels, int64_t cpu, int64_t count,
+                   rec_counts *c) {
+    rec_in in = {gt, frames, labels, cpu, count};
     uint64_t refused = 0;
-    int rc = record(sp, s, b, gt, cpu, sp->function_ids, &refused);
+    int rc = record(sp, s, fixups, &in, sp->function_ids, &refused);
     /* A function evicted between its push and the flush: the sample again, by strings
      * (the refused flush is counted by the recorder, in samples_dropped_stale). */
-    if (rc == PPK_ESTALE) rc = record(sp, s, b, gt, cpu, 0, &refused);
+    if (rc == PPK_ESTALE) rc = record(sp, s, fixups, &in, 0, &refused);
     c->labels_refused += refused;
     if (rc)
         c->failed++;
     else
         c->samples++;
+}
+
+void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
+                          int64_t cpu, rec_counts *c) {
+    ppk_py_record(sp, s, &b->fixups, gt, &AT(b->frames, gframe, gt->first_frame),
+                  &AT(b->labels, glabel, gt->first_label), cpu, 1, c);
 }
 
 /* The main thread's wall time since its previous sample, and the CPU time charged to
@@ -169,6 +191,7 @@ int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
 
 /* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
 void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
+    ppk_py_record_tasks(sp, now, c); /* first: it counts from the previous tick */
     memset(sp->next_slots, 0, sp->slot_cap * sizeof *sp->next_slots);
     tslot main_prev = {0};
     for (size_t i = 0; i < sp->tick.threads.n; i++) {

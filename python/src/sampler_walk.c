@@ -45,7 +45,7 @@ int ppk_py_walk_ready(void) {
  * attribute is fine). A new reference, or NULL (no error set). The type's attributes are
  * looked up with _PyType_Lookup (3.11 to 3.13: the MRO walk behind the type cache, which
  * raises nothing, so a missing attribute costs no exception object). */
-static PyObject *safe_getattr(PyObject *obj, PyObject *name) {
+PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name) {
     if (Py_TYPE(obj)->tp_getattro != PyObject_GenericGetAttr) return NULL;
     PyObject *cls_attr = _PyType_Lookup(Py_TYPE(obj), name);
     if (cls_attr && Py_TYPE(cls_attr)->tp_descr_get) return NULL;
@@ -55,7 +55,7 @@ static PyObject *safe_getattr(PyObject *obj, PyObject *name) {
 }
 
 /* sys.modules[mod].attr if that module is imported (borrowed), else NULL. */
-static PyObject *module_attr(PyObject *mod, PyObject *attr) {
+PyObject *ppk_py_module_attr(PyObject *mod, PyObject *attr) {
     PyObject *modules = PyImport_GetModuleDict();
     PyObject *m = modules && PyDict_Check(modules) ? PyDict_GetItem(modules, mod) : NULL;
     if (!m || !PyModule_Check(m)) return NULL;
@@ -64,7 +64,7 @@ static PyObject *module_attr(PyObject *mod, PyObject *attr) {
 }
 
 /* Keeps a reference until the next phase 1. -1 on allocation failure (o released). */
-static int keep_ref(SamplerObject *sp, PyObject *o) {
+int ppk_py_keep_ref(SamplerObject *sp, PyObject *o) {
     PyObject **slot = vec_push(&sp->refs);
     if (!slot) {
         Py_DECREF(o);
@@ -76,7 +76,7 @@ static int keep_ref(SamplerObject *sp, PyObject *o) {
 
 /* The UTF-8 of a str whose reference is kept; empty if it is not a str or has no
  * UTF-8 form (lone surrogates). */
-static ppk_str utf8_of(PyObject *s) {
+ppk_str ppk_py_utf8(PyObject *s) {
     Py_ssize_t n;
     const char *p = PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
     if (!p) {
@@ -86,8 +86,22 @@ static ppk_str utf8_of(PyObject *s) {
     return (ppk_str){p, (size_t)n};
 }
 
+ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes) {
+    *bytes = NULL;
+    ppk_str u = ppk_py_utf8(s);
+    if (u.len || !PyUnicode_Check(s) || !PyUnicode_GET_LENGTH(s)) return u;
+    /* The C UTF-8 encoder writes a lone surrogate as its three bytes; the library
+     * replaces such a sequence (not UTF-8) and counts the repair. */
+    *bytes = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+    if (!*bytes) {
+        PyErr_Clear();
+        return u;
+    }
+    return (ppk_str){PyBytes_AS_STRING(*bytes), (size_t)PyBytes_GET_SIZE(*bytes)};
+}
+
 /* A running task's name, read without running Python code (NULL if unknown). */
-static PyObject *task_name(PyObject *task) {
+PyObject *ppk_py_task_name(PyObject *task) {
     if (task_get_name) {
         if (_PyType_Lookup(Py_TYPE(task), str_get_name) == task_get_name) {
             PyObject *name = PyObject_CallOneArg(task_get_name, task);
@@ -95,27 +109,24 @@ static PyObject *task_name(PyObject *task) {
             return name;
         }
     }
-    return safe_getattr(task, str_name); /* the pure-Python Task keeps it in _name */
+    return ppk_py_safe_getattr(task, str_name); /* the pure-Python Task keeps it in _name */
 }
 
-/* The labels of pprofkit.tag() for `key` in dict `tags`: a tuple of (key, value) pairs,
- * each value a str or an int. */
-static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *key,
-                        gthread *gt) {
-    if (!tags || !key) return;
+PyObject *ppk_py_tags_of(PyObject *tags, PyObject *key) {
+    if (!tags || !key) return NULL;
     PyObject *t = PyDict_GetItemWithError(tags, key);
-    if (!t) {
-        PyErr_Clear();
-        return;
-    }
-    if (!PyTuple_Check(t)) return;
-    Py_INCREF(t);
-    if (keep_ref(sp, t)) return;
+    if (!t) PyErr_Clear();
+    return t && PyTuple_Check(t) ? t : NULL;
+}
+
+/* The tuple holds (key, value) pairs, each value a str or an int. */
+size_t ppk_py_tag_labels(PyObject *t, vec *labels) {
+    size_t n = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
         PyObject *pair = PyTuple_GET_ITEM(t, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
         PyObject *k = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
-        glabel l = {utf8_of(k), {NULL, 0}, 0, 0};
+        glabel l = {ppk_py_utf8(k), {NULL, 0}, 0, 0};
         if (!l.key.len) continue;
         if (PyLong_Check(v)) {
             int overflow;
@@ -126,23 +137,32 @@ static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *ke
             }
             l.is_num = 1;
         } else if (PyUnicode_Check(v)) {
-            l.str = utf8_of(v);
+            l.str = ppk_py_utf8(v);
         } else {
             continue;
         }
-        glabel *slot = vec_push(&b->labels);
-        if (!slot) return;
+        glabel *slot = vec_push(labels);
+        if (!slot) break;
         *slot = l;
-        gt->n_labels++;
+        n++;
     }
+    return n;
+}
+
+/* The labels of pprofkit.tag() for `key` in dict `tags`, their tuple kept until the
+ * next pass. */
+static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *key,
+                        gthread *gt) {
+    PyObject *t = ppk_py_tags_of(tags, key);
+    if (t && !ppk_py_keep_ref(sp, Py_NewRef(t))) gt->n_labels += ppk_py_tag_labels(t, &b->labels);
 }
 
 size_t ppk_py_running_tasks(running_task *out, size_t max) {
-    PyObject *current = module_attr(str_asyncio_tasks, str_current_tasks);
+    PyObject *current = ppk_py_module_attr(str_asyncio_tasks, str_current_tasks);
     if (!current || !PyDict_Check(current)) return 0;
     if (!task_get_name) {
         /* asyncio is imported: its C Task type's get_name, looked up once. */
-        PyObject *task_type = module_attr(str__asyncio, str_Task);
+        PyObject *task_type = ppk_py_module_attr(str__asyncio, str_Task);
         if (task_type && PyType_Check(task_type)) {
             task_get_name = PyObject_GetAttr(task_type, str_get_name);
             if (!task_get_name) PyErr_Clear();
@@ -152,7 +172,7 @@ size_t ppk_py_running_tasks(running_task *out, size_t max) {
     Py_ssize_t pos = 0;
     PyObject *loop, *task;
     while (n < max && PyDict_Next(current, &pos, &loop, &task)) {
-        PyObject *tid = safe_getattr(loop, str_thread_id);
+        PyObject *tid = ppk_py_safe_getattr(loop, str_thread_id);
         if (tid && PyLong_Check(tid)) {
             unsigned long ident = PyLong_AsUnsignedLong(tid);
             if (!PyErr_Occurred()) out[n++] = (running_task){ident, task};
@@ -164,7 +184,7 @@ size_t ppk_py_running_tasks(running_task *out, size_t max) {
 }
 
 /* What frame f shows, from the cache or computed (and cached). -1: no memory. */
-static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
+int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
     PyCodeObject *code = PyFrame_GetCode(f);
     int lasti = PyFrame_GetLasti(f);
     uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
@@ -182,12 +202,12 @@ static int frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
         return -1;
     }
     if (e->code) {
-        keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
+        ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
         sp->fcache_evictions++;
     }
     int line = PyFrame_GetLineNumber(f);
     /* The entry takes the reference to code. */
-    *e = (gframe){utf8_of(code->co_qualname), utf8_of(code->co_filename), code->co_firstlineno,
+    *e = (gframe){ppk_py_utf8(code->co_qualname), ppk_py_utf8(code->co_filename), code->co_firstlineno,
                   line > 0 ? line : 0, 0, code, lasti, (uint32_t)(e - sp->fcache)};
     *out = *e;
     return 0;
@@ -238,7 +258,7 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
         const gframe *e = &sp->fcache[to[i].slot];
         if (e->code == to[i].code && e->lasti == to[i].lasti) continue;
         Py_INCREF(to[i].code);
-        keep_ref(sp, (PyObject *)to[i].code); /* cannot fail: room was made */
+        ppk_py_keep_ref(sp, (PyObject *)to[i].code); /* cannot fail: room was made */
         gt->held_since = NOT_HELD;
     }
     return 1;
@@ -249,7 +269,7 @@ static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t
     uint64_t evictions = sp->fcache_evictions;
     for (PyFrameObject *f = PyThreadState_GetFrame(t); f;) {
         gframe *gf = vec_push(&b->frames);
-        if (!gf || frame_of(sp, f, gf)) {
+        if (!gf || ppk_py_frame_of(sp, f, gf)) {
             Py_DECREF(f);
             return -1;
         }
@@ -299,10 +319,10 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     if (!name) {
         PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
         if (!thread) PyErr_Clear();
-        name = thread ? safe_getattr(thread, str_name) : NULL;
+        name = thread ? ppk_py_safe_getattr(thread, str_name) : NULL;
     }
-    if (name && !keep_ref(sp, name)) {
-        gt->name = utf8_of(name);
+    if (name && !ppk_py_keep_ref(sp, name)) {
+        gt->name = ppk_py_utf8(name);
         gt->name_obj = name;
     }
     gather_tags(sp, b, sp->tags_thread, ident, gt);
@@ -312,8 +332,9 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         if (tasks[i].ident != gt->ident) continue;
         PyObject *task = tasks[i].task;
         gt->task_id = (int64_t)(uintptr_t)task;
-        PyObject *tname = task_name(task);
-        if (tname && !keep_ref(sp, tname)) gt->task_name = utf8_of(tname);
+        PyObject *tname = ppk_py_task_name(task), *bytes = NULL;
+        if (tname && !ppk_py_keep_ref(sp, tname)) gt->task_name = ppk_py_utf8_repair(tname, &bytes);
+        if (bytes && ppk_py_keep_ref(sp, bytes)) gt->task_name = (ppk_str){NULL, 0};
         PyObject *tid = PyLong_FromVoidPtr(task);
         if (!tid) PyErr_Clear();
         gather_tags(sp, b, sp->tags_task, tid, gt);
@@ -324,7 +345,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
 }
 
 PyObject *ppk_py_threads_by_ident(void) {
-    PyObject *active = module_attr(str_threading, str_active);
+    PyObject *active = ppk_py_module_attr(str_threading, str_active);
     return active && PyDict_Check(active) ? active : NULL;
 }
 
@@ -398,6 +419,16 @@ int ppk_py_gather(SamplerObject *sp) {
         rc = ppk_py_gather_thread(sp, &sp->tick, t, prev, active, tasks, n_tasks);
         if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
     }
+    /* The tasks, unless this tick's callback read them. The task the main thread's
+     * sample showed running at this tick is not sampled as waiting too. */
+    if (!rc && !sp->tasks_by_cb && sp->tasks) {
+        pthread_mutex_lock(&sp->lock);
+        void *mt = sp->main_answered == sp->main_seq ? sp->main_task : NULL;
+        pthread_mutex_unlock(&sp->lock);
+        if (mt && n_tasks < MAX_LOOPS) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
+        ppk_py_gather_tasks(sp, active, tasks, n_tasks);
+    }
+    sp->tasks_by_cb = 0;
     ppk_py_gc_resume(gc);
     release(&sp->old_refs); /* a failed pass: the caller forgets the frames */
     return rc;
