@@ -99,6 +99,14 @@ def _parser():
                    help="do not record wall time (PPROFKIT_NO_WALL)")
     r.add_argument("--no-cpu", action="store_true", default=_flag("PPROFKIT_NO_CPU"),
                    help="do not record CPU time (PPROFKIT_NO_CPU)")
+    r.add_argument("--no-asyncio-tasks", action="store_true",
+                   default=_flag("PPROFKIT_NO_ASYNCIO_TASKS"),
+                   help="do not sample the asyncio tasks that wait, only what each thread "
+                        "runs (PPROFKIT_NO_ASYNCIO_TASKS)")
+    r.add_argument("--max-tasks-per-tick", type=int,
+                   default=int(e("PPROFKIT_MAX_TASKS_PER_TICK") or 2000),
+                   help="asyncio tasks sampled per tick at most; more are sampled in turn "
+                        "(PPROFKIT_MAX_TASKS_PER_TICK; default 2000)")
     r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
                    help="no summary at exit (PPROFKIT_QUIET)")
     r.add_argument("--subprocesses", action="store_true",
@@ -168,7 +176,8 @@ def _start(ns):
         rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
         codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
         wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
-        version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope)
+        version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
+        asyncio_tasks=not ns.no_asyncio_tasks, max_tasks_per_tick=ns.max_tasks_per_tick)
     if not ns.quiet:
         p.on_stop = lambda s: print(summary_line(s), file=sys.stderr, flush=True)
     return p
@@ -190,6 +199,8 @@ def _export_to_children(ns):
            "PPROFKIT_DATADOG": "1" if ns.datadog is True else ns.datadog,
            "PPROFKIT_PYROSCOPE": ns.pyroscope, "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
+           "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",
+           "PPROFKIT_MAX_TASKS_PER_TICK": str(ns.max_tasks_per_tick),
            "PPROFKIT_SUBPROCESSES": "1"}
     for k, v in opt.items():
         if v is None:

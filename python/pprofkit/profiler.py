@@ -49,12 +49,17 @@ class Profiler:
     True (agent from the DD_* environment), or an agent URL. pyroscope: the server URL.
     name: the file name prefix (default "python"). function_ids: push frames by function
     id (the recorder's function dictionary; False pushes their strings, for comparison).
+    asyncio_tasks: also sample every asyncio task that waits, one sample per task per
+    tick (its await chain, "task name", "parent task"; wall time), at most
+    max_tasks_per_tick tasks a tick (more are visited in turn, their wall time covering
+    the ticks between).
     """
 
     def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
                  codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
                  service=None, env=None, version=None, tags=None, datadog=None,
-                 pyroscope=None, name="python", function_ids=True):
+                 pyroscope=None, name="python", function_ids=True, asyncio_tasks=True,
+                 max_tasks_per_tick=2000):
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
         rate = float(rate)
@@ -94,7 +99,8 @@ class Profiler:
             self.sampler = _native.Sampler(
                 self.recorder, rate_hz=rate, wall_index=index.get(WALL_TIME),
                 cpu_index=index.get(CPU_TIME), count_index=index[SAMPLES],
-                tags_thread=_tags_thread, tags_task=_tags_task, function_ids=function_ids)
+                tags_thread=_tags_thread, tags_task=_tags_task, function_ids=function_ids,
+                asyncio_tasks=bool(asyncio_tasks), max_tasks_per_tick=int(max_tasks_per_tick))
         except BaseException:
             self.recorder.close()
             raise
@@ -144,7 +150,9 @@ class Profiler:
                     if f.startswith(prefix) and os.stat(path).st_mtime_ns >= since:
                         files.append(path)
         self.summary = {
-            "pid": os.getpid(), "samples": stats["samples_flushed"],
+            # The profiles' "samples" total: a waiting task's ticks recorded as one
+            # sample count as many.
+            "pid": os.getpid(), "samples": sampler["sample_count"],
             "exports": stats["windows_exported"], "files": files,
             "degradations": _degradations(stats), "stats": stats, "sampler": sampler,
             "uploads": uploads,

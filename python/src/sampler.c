@@ -79,6 +79,15 @@ static SamplerObject *main_sampler;
 
 /* ---- The main thread's callback ---------------------------------------------------- */
 
+/* Adds what recording did to the statistics (under lock). */
+static void add_counts(SamplerObject *sp, const rec_counts *c) {
+    sp->st.samples += c->samples;
+    sp->st.sample_count += c->counted;
+    sp->st.samples_failed += c->failed;
+    sp->st.labels_refused += c->labels_refused;
+    sp->st.task_samples += c->task_samples;
+}
+
 /* Runs in the main thread, with the GIL, at a bytecode boundary (Py_AddPendingCall):
  * the main thread samples itself where it is. Never raises. */
 static int main_callback(void *unused) {
@@ -136,9 +145,7 @@ static int main_callback(void *unused) {
     int passless = sp->passless;
     sp->st.main_callbacks++;
     sp->st.main_callback_ns_total += (uint64_t)(end - now);
-    sp->st.samples += c.samples;
-    sp->st.samples_failed += c.failed;
-    sp->st.labels_refused += c.labels_refused;
+    add_counts(sp, &c);
     sp->st.refs_held = sp->refs.n + sp->old_refs.n;
     pthread_mutex_unlock(&sp->lock);
     /* Ticks without a pass leave the references of evicted frame cache entries to the
@@ -194,6 +201,7 @@ static void skip_pass(SamplerObject *sp) {
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     pthread_mutex_lock(&sp->lock);
+    add_counts(sp, &c);
     sp->passless = 1;
     sp->st.ticks++;
     sp->st.ticks_without_gil++;
@@ -282,10 +290,7 @@ static void *sampler_main(void *arg) {
         sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
         sp->st.stacks_reused += ok ? sp->pass_reused : 0;
         sp->st.refs_held = held;
-        sp->st.samples += c.samples;
-        sp->st.samples_failed += c.failed;
-        sp->st.labels_refused += c.labels_refused;
-        sp->st.task_samples += c.task_samples;
+        add_counts(sp, &c);
         uint64_t wait = (uint64_t)(t1 - t0), hold = (uint64_t)(t2 - t1);
         sp->st.gil_wait_ns_total += wait;
         if (wait > sp->st.gil_wait_ns_max) sp->st.gil_wait_ns_max = wait;
@@ -484,10 +489,7 @@ static void flush_tasks(SamplerObject *sp) {
     rec_counts c = {0};
     ppk_py_flush_tasks(sp, &c);
     pthread_mutex_lock(&sp->lock);
-    sp->st.samples += c.samples;
-    sp->st.samples_failed += c.failed;
-    sp->st.labels_refused += c.labels_refused;
-    sp->st.task_samples += c.task_samples;
+    add_counts(sp, &c);
     pthread_mutex_unlock(&sp->lock);
 }
 

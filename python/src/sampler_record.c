@@ -152,10 +152,12 @@ void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread 
      * (the refused flush is counted by the recorder, in samples_dropped_stale). */
     if (rc == PPK_ESTALE) rc = record(sp, s, fixups, &in, 0, &refused);
     c->labels_refused += refused;
-    if (rc)
+    if (rc) {
         c->failed++;
-    else
+    } else {
         c->samples++;
+        c->counted += (uint64_t)count;
+    }
 }
 
 void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,

@@ -34,10 +34,10 @@
  * belong to (codes, names, tags), so the stack stays valid until it is recorded; they
  * are released at the pass after it was (with the GIL, like the pass's own).
  *
- * The parent task: the task whose _fut_waiter is this task (`await task`), or whose
- * _fut_waiter is held by one of this task's done callbacks (a closure's cell: gather's
- * outer future, asyncio.wait's waiter), or named by a callback's bound object
- * (TaskGroup: _parent_task; a task's wakeup). A label rather than the parent's frames as
+ * The parent task is found from the task's done callbacks: another task's wakeup (a C
+ * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
+ * _parent_task), or a closure over a future whose own callbacks wake a task up (gather's
+ * outer future, asyncio.wait's waiter). A label rather than the parent's frames as
  * the root of the child's stack: each task's samples then sum to that task's own
  * lifetime (a parent waiting on two children is not counted three times under its
  * frames), and a link that cannot be found (it rests on asyncio's private objects, no
@@ -51,9 +51,14 @@ enum { A_CORO, A_FUT_WAITER, A_LOOP, A_STATE, A_CALLBACKS, N_ATTRS };
 static const char *const attr_text[N_ATTRS] = {"_coro", "_fut_waiter", "_loop", "_state",
                                                "_callbacks"};
 /* Interned names; _asyncio.Task's getset descriptors, found once _asyncio is imported. */
-static PyObject *attr_name[N_ATTRS], *c_descr[N_ATTRS];
+static PyObject *attr_name[N_ATTRS];
+/* _asyncio.Task's and _asyncio.Future's getset descriptors of those names (each type has
+ * its own), found once _asyncio is imported. */
+static PyObject *c_descr[2][N_ATTRS];
+/* _asyncio.Task and Future, asyncio's pure-Python Task and Future. */
+static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
 static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
-    *s__asyncio, *s_Task, *s_cr_frame, *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
+    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame, *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
 static int descr_ready;
 
 /* The deepest chain read (deeper links are left out, the root side). */
@@ -83,7 +88,6 @@ typedef struct tentry {
     int64_t acc_wall; /* not recorded yet: wall time, ticks */
     uint64_t acc_count;
     uint64_t cycle; /* the scan of the task set it was last visited in */
-    uint64_t pass;  /* and the pass */
     int done;
 } tentry;
 
@@ -101,24 +105,16 @@ typedef struct loopinfo {
     PyObject *name; /* the thread's name (a reference kept until the next pass), or NULL */
 } loopinfo;
 
-/* A future waited on at this pass, and the entry of the task waiting on it. */
-typedef struct futwait {
-    PyObject *fut;
-    size_t entry;
-} futwait;
-
 typedef struct task_table {
     tentry *e;
     size_t cap, used, tombs; /* power-of-two capacity, at most half full with tombs */
     size_t cursor;           /* in the task set's hash table */
-    uint64_t cycle, pass;
-    vec visited, seen, walk; /* entry indices of this pass: every one visited, those
-                              * sampled, those whose chain is read */
+    uint64_t cycle;
+    vec seen, walk;          /* entry indices of this pass: those sampled, those whose
+                              * chain is read */
     vec retired;             /* retired: recorded in phase 2 */
     vec recorded;            /* tstack *: recorded, released at the next pass */
     vec frames, labels;      /* scratch for a chain being read */
-    futwait *futs;           /* this pass's waits, open addressing (futs_cap) */
-    size_t futs_cap;
     loopinfo loops[MAX_LOOPS];
     size_t n_loops;
     size_t live, visits; /* tasks in the set, and visited, at this pass */
@@ -138,13 +134,18 @@ static int intern_names(void) {
     s_parent_task = PyUnicode_InternFromString("_parent_task");
     s__asyncio = PyUnicode_InternFromString("_asyncio");
     s_Task = PyUnicode_InternFromString("Task");
+    s_Future = PyUnicode_InternFromString("Future");
+    s_PyTask = PyUnicode_InternFromString("_PyTask");
+    s_PyFuture = PyUnicode_InternFromString("_PyFuture");
+    s_asyncio_futures = PyUnicode_InternFromString("asyncio.futures");
     s_cr_frame = PyUnicode_InternFromString("cr_frame");
     s_cr_await = PyUnicode_InternFromString("cr_await");
     s_gi_frame = PyUnicode_InternFromString("gi_frame");
     s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
     s_pending = PyUnicode_InternFromString("PENDING");
     if (!s_asyncio_tasks || !s_task_set || !s_thread_id || !s_name || !s_parent_task ||
-        !s__asyncio || !s_Task || !s_cr_frame || !s_cr_await || !s_gi_frame ||
+        !s__asyncio || !s_Task || !s_Future || !s_PyTask || !s_PyFuture ||
+        !s_asyncio_futures || !s_cr_frame || !s_cr_await || !s_gi_frame ||
         !s_gi_yieldfrom || !s_pending)
         return -1;
     s_data = PyUnicode_InternFromString("data"); /* last: marks the set-up done */
@@ -158,7 +159,7 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     }
     task_table *tt = calloc(1, sizeof *tt);
     if (!tt) return -1;
-    tt->visited = tt->seen = tt->walk = VEC(size_t);
+    tt->seen = tt->walk = VEC(size_t);
     tt->retired = VEC(retired);
     tt->recorded = VEC(tstack *);
     tt->frames = VEC(gframe);
@@ -167,24 +168,38 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     return 0;
 }
 
-/* _asyncio.Task's descriptors, once _asyncio is imported (with the GIL). */
+/* A type of a module (a new reference), or NULL. */
+static PyTypeObject *module_type(PyObject *mod, PyObject *name) {
+    PyObject *t = ppk_py_module_attr(mod, name);
+    return t && PyType_Check(t) ? (PyTypeObject *)Py_NewRef(t) : NULL;
+}
+
+/* asyncio's types and _asyncio.Task's descriptors, once asyncio is imported (with the
+ * GIL). */
 static void find_descriptors(void) {
     if (descr_ready) return;
     PyObject *type = ppk_py_module_attr(s__asyncio, s_Task);
-    if (!type || !PyType_Check(type)) return;
-    for (int i = 0; i < N_ATTRS; i++) {
-        PyObject *d = _PyType_Lookup((PyTypeObject *)type, attr_name[i]);
-        if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) c_descr[i] = Py_NewRef(d);
+    if (!type || !PyType_Check(type) || !ppk_py_module_attr(s_asyncio_tasks, s_PyTask)) return;
+    c_task_type = module_type(s__asyncio, s_Task);
+    c_future_type = module_type(s__asyncio, s_Future);
+    py_task_type = module_type(s_asyncio_tasks, s_PyTask);
+    py_future_type = module_type(s_asyncio_futures, s_PyFuture);
+    for (int k = 0; k < 2; k++) {
+        PyTypeObject *t = k ? c_future_type : c_task_type;
+        for (int i = 0; t && i < N_ATTRS; i++) {
+            PyObject *d = _PyType_Lookup(t, attr_name[i]);
+            if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) c_descr[k][i] = Py_NewRef(d);
+        }
     }
     descr_ready = 1;
 }
 
-/* Attribute `which` of a task, read without running Python code (a new reference, or
- * NULL). */
+/* Attribute `which` of a task or future, read without running Python code (a new
+ * reference, or NULL). */
 static PyObject *task_attr(PyObject *obj, int which) {
-    PyObject *d = c_descr[which];
-    if (d && Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr &&
-        _PyType_Lookup(Py_TYPE(obj), attr_name[which]) == d) {
+    PyObject *d = _PyType_Lookup(Py_TYPE(obj), attr_name[which]);
+    if (d && (d == c_descr[0][which] || d == c_descr[1][which]) &&
+        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
         PyObject *v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)Py_TYPE(obj));
         if (!v) PyErr_Clear();
         return v;
@@ -229,16 +244,6 @@ size_t ppk_py_tasks_live(void) {
 static size_t ptr_hash(const void *p, size_t mask) {
     uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15u;
     return (size_t)(h >> 24) & mask;
-}
-
-static tentry *entry_find(task_table *tt, PyObject *task) {
-    if (!tt->cap) return NULL;
-    size_t mask = tt->cap - 1;
-    for (size_t i = ptr_hash(task, mask);; i = (i + 1) & mask) {
-        tentry *e = &tt->e[i];
-        if (e->task == task) return e;
-        if (!e->task) return NULL;
-    }
 }
 
 /* The entry of `task`, new if needed (room was made by table_reserve). */
@@ -389,87 +394,78 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     }
 }
 
-static void futs_add(task_table *tt, PyObject *fut, size_t entry) {
-    size_t mask = tt->futs_cap - 1;
-    size_t i = ptr_hash(fut, mask);
-    while (tt->futs[i].fut && tt->futs[i].fut != fut) i = (i + 1) & mask;
-    tt->futs[i] = (futwait){fut, entry};
+/* Whether o is an asyncio task (C or pure Python), or a future. */
+static int is_task(PyObject *o) {
+    return o && ((c_task_type && PyObject_TypeCheck(o, c_task_type)) ||
+                 (py_task_type && PyObject_TypeCheck(o, py_task_type)));
 }
 
-/* The entry of the task waiting on `fut` at this pass, or NULL. */
-static tentry *waiter_of(task_table *tt, PyObject *fut) {
-    if (!tt->futs_cap) return NULL;
-    size_t mask = tt->futs_cap - 1;
-    for (size_t i = ptr_hash(fut, mask); tt->futs[i].fut; i = (i + 1) & mask)
-        if (tt->futs[i].fut == fut) return &tt->e[tt->futs[i].entry];
-    return NULL;
+static int is_future(PyObject *o) {
+    return o && ((c_future_type && PyObject_TypeCheck(o, c_future_type)) ||
+                 (py_future_type && PyObject_TypeCheck(o, py_future_type)));
 }
 
-/* The waits of every task visited at this pass, for waiter_of. -1: no memory. */
-static int build_futs(task_table *tt) {
-    size_t cap = 64;
-    while (cap < tt->visited.n * 2) cap *= 2;
-    if (cap != tt->futs_cap) {
-        futwait *f = realloc(tt->futs, cap * sizeof *f);
-        if (!f) return -1;
-        tt->futs = f;
-        tt->futs_cap = cap;
-    }
-    memset(tt->futs, 0, cap * sizeof *tt->futs);
-    for (size_t k = 0; k < tt->visited.n; k++) {
-        size_t i = AT(tt->visited, size_t, k);
-        if (tt->e[i].fut) futs_add(tt, tt->e[i].fut, i);
-    }
-    return 0;
+/* The task a done callback wakes up (a task's wakeup: a C function or a method bound to
+ * the task), or NULL. */
+static PyObject *woken_by(PyObject *fn) {
+    PyObject *self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn)
+                     : PyMethod_Check(fn)  ? PyMethod_GET_SELF(fn)
+                                           : NULL;
+    return is_task(self) ? self : NULL;
 }
 
-/* A task visited at this pass (the entry), or NULL. */
-static tentry *visited_task(task_table *tt, PyObject *o) {
-    tentry *e = o ? entry_find(tt, o) : NULL;
-    return e && e->pass == tt->pass ? e : NULL;
+/* The function of each (function, context) pair of a future's callback list. */
+static PyObject *callback_fn(PyObject *cbs, Py_ssize_t i) {
+    PyObject *fn = PyList_GET_ITEM(cbs, i);
+    return PyTuple_Check(fn) && PyTuple_GET_SIZE(fn) ? PyTuple_GET_ITEM(fn, 0) : fn;
 }
 
-/* The task awaiting `task` (the file's opening comment says how it is found). */
-static tentry *parent_of(task_table *tt, PyObject *task) {
-    tentry *p = waiter_of(tt, task);
-    if (p) return p;
-    PyObject *cbs = task_attr(task, A_CALLBACKS);
-    if (cbs && PyList_Check(cbs)) {
-        for (Py_ssize_t i = 0; !p && i < PyList_GET_SIZE(cbs); i++) {
-            PyObject *fn = PyList_GET_ITEM(cbs, i);
-            if (PyTuple_Check(fn) && PyTuple_GET_SIZE(fn)) fn = PyTuple_GET_ITEM(fn, 0);
-            if (PyMethod_Check(fn)) {
-                PyObject *self = PyMethod_GET_SELF(fn);
-                p = visited_task(tt, self);
-                PyObject *pt = p ? NULL : ppk_py_safe_getattr(self, s_parent_task);
-                p = p ? p : visited_task(tt, pt);
-                Py_XDECREF(pt);
-            } else if (PyCFunction_Check(fn)) {
-                p = visited_task(tt, PyCFunction_GET_SELF(fn));
-            } else if (PyFunction_Check(fn)) {
-                PyObject *cl = PyFunction_GET_CLOSURE(fn);
-                for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
-                    PyObject *cell = PyTuple_GET_ITEM(cl, j);
-                    PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
-                    p = v ? waiter_of(tt, v) : NULL;
-                }
+/* The task that a done callback of a future `fut` wakes up, or NULL. */
+static PyObject *woken_by_future(PyObject *fut) {
+    PyObject *p = NULL, *cbs = task_attr(fut, A_CALLBACKS);
+    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++)
+        p = woken_by(callback_fn(cbs, i));
+    Py_XDECREF(cbs);
+    return p; /* alive: fut's callbacks hold it */
+}
+
+/* The task awaiting `task` (borrowed: the callbacks of task, or of a future they hold,
+ * hold it), or NULL. The file's opening comment says how it is found. */
+static PyObject *parent_of(PyObject *task) {
+    PyObject *p = NULL, *cbs = task_attr(task, A_CALLBACKS);
+    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++) {
+        PyObject *fn = callback_fn(cbs, i);
+        p = woken_by(fn); /* await task */
+        if (!p && PyMethod_Check(fn)) {
+            /* TaskGroup._on_task_done: the group's task. */
+            PyObject *pt = ppk_py_safe_getattr(PyMethod_GET_SELF(fn), s_parent_task);
+            p = is_task(pt) ? pt : NULL;
+            Py_XDECREF(pt); /* the group holds it */
+        } else if (!p && PyFunction_Check(fn)) {
+            /* A closure over the future its awaiter waits on: gather's outer future,
+             * asyncio.wait's waiter. */
+            PyObject *cl = PyFunction_GET_CLOSURE(fn);
+            for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
+                PyObject *cell = PyTuple_GET_ITEM(cl, j);
+                PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+                if (is_future(v) && !is_task(v)) p = woken_by_future(v);
             }
         }
     }
     Py_XDECREF(cbs);
-    return p && p->task != task ? p : NULL;
+    return p != task ? p : NULL;
 }
 
 /* Whether stack st shows the frames of tt->frames, and the same name, tags, thread and
  * parent. */
 static int same_stack(const tstack *st, const task_table *tt, PyObject *name, PyObject *tags,
-                      const loopinfo *li, const tentry *parent) {
+                      const loopinfo *li, PyObject *parent) {
     int same_name = st->name == name ||
                     (st->name && name && PyUnicode_Check(st->name) && PyUnicode_Check(name) &&
                      PyUnicode_Compare(st->name, name) == 0);
     if (st->gt.n_frames != tt->frames.n || !same_name || st->tags != tags ||
         st->gt.ident != li->ident ||
-        st->gt.parent_id != (parent ? (int64_t)(uintptr_t)parent->task : 0))
+        st->gt.parent_id != (int64_t)(uintptr_t)parent)
         return 0;
     for (size_t i = 0; i < tt->frames.n; i++) {
         const gframe *a = &st->frames[i], *b = &AT(tt->frames, gframe, i);
@@ -485,7 +481,7 @@ static void take(tstack *st, PyObject *o) {
 
 /* A new stack of tt->frames for `task`. NULL: no memory. */
 static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObject *tags,
-                         const loopinfo *li, const tentry *parent) {
+                         const loopinfo *li, PyObject *parent) {
     tt->labels.n = 0;
     size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
     size_t nf = tt->frames.n, nr = nf + 6;
@@ -521,8 +517,8 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
         Py_XDECREF(bytes);
     }
     if (parent) {
-        gt->parent_id = (int64_t)(uintptr_t)parent->task;
-        name = ppk_py_task_name(parent->task);
+        gt->parent_id = (int64_t)(uintptr_t)parent;
+        name = ppk_py_task_name(parent);
         if (name) {
             gt->parent_name = ppk_py_utf8_repair(name, &bytes);
             take(st, name);
@@ -571,7 +567,7 @@ static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *act
         retire(tt, e);
         return;
     }
-    tentry *parent = parent_of(tt, task);
+    PyObject *parent = parent_of(task);
     PyObject *name = ppk_py_task_name(task);
     PyObject *key = PyLong_FromVoidPtr(task);
     if (!key) PyErr_Clear();
@@ -608,11 +604,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, const runnin
     }
     if (!e->wr) e->wr = Py_NewRef(key);
     e->cycle = tt->cycle;
-    e->pass = tt->pass;
     e->fut = NULL;
-    size_t *v = vec_push(&tt->visited);
-    if (!v) return;
-    *v = i;
     if (e->done) return;
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
@@ -652,8 +644,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
     if (!tt) return;
     int64_t t0 = mono_ns();
     release_recorded(sp, tt);
-    tt->visited.n = tt->seen.n = tt->walk.n = 0;
-    tt->pass++;
+    tt->seen.n = tt->walk.n = 0;
     tt->n_loops = 0;
     tt->visits = 0;
     find_descriptors();
@@ -678,10 +669,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
             }
         }
         tt->cursor = pos;
-        if (tt->walk.n && build_futs(tt) == 0) {
-            for (size_t k = 0; k < tt->walk.n; k++)
-                walk_task(sp, tt, AT(tt->walk, size_t, k), active);
-        }
+        for (size_t k = 0; k < tt->walk.n; k++) walk_task(sp, tt, AT(tt->walk, size_t, k), active);
     }
     Py_XDECREF(set);
     int64_t t1 = mono_ns();
@@ -769,8 +757,6 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     for (size_t k = 0; k < tt->retired.n; k++) free_stack(AT(tt->retired, retired, k).st);
     for (size_t k = 0; k < tt->recorded.n; k++) free_stack(AT(tt->recorded, tstack *, k));
     free(tt->e);
-    free(tt->futs);
-    vec_free(&tt->visited);
     vec_free(&tt->seen);
     vec_free(&tt->walk);
     vec_free(&tt->retired);

@@ -1,0 +1,125 @@
+"""asyncio tasks waiting in different ways, for test_tasks.py, for RUN (argv[1]) seconds:
+
+- "sleeper": asyncio.sleep; "getter": asyncio.Queue.get; "spinner": CPU work in steps,
+  each followed by asyncio.sleep(0) (running, or ready to run, all the time);
+- "gatherer": asyncio.gather of "gathered-1" and "gathered-2" (each in asyncio.sleep);
+- "grouper": an asyncio.TaskGroup of "grouped-1" and "grouped-2" (each in asyncio.sleep);
+- "waiter": asyncio.wait of "waited-1" and "waited-2" (each in asyncio.sleep);
+- "awaiter": awaits the task "awaited" (in asyncio.sleep);
+- a task whose name holds a lone surrogate ("bad\\udcffname", in asyncio.sleep);
+- EPHEMERAL (argv[2]) short tasks ("ephemeral-N"): each created, run to its end and kept
+  referenced (so that it stays in asyncio's task set, done) at the start.
+
+Every long task is created at once at the start and cancelled at the end. Prints one
+JSON line: the lifetime (ns) of the long tasks (from before their creation to after
+their cancellation), the sum of the ephemeral tasks' lifetimes (from before their
+creation to after their end), the profiler's figures.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+import progutil
+
+RUN = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
+EPHEMERAL = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+HOUR = 3600
+
+
+async def sleeper():
+    await asyncio.sleep(HOUR)
+
+
+async def getter(q):
+    await q.get()
+
+
+def spin_step():
+    progutil.spin(0.002)
+
+
+async def spinner():
+    while True:
+        spin_step()
+        await asyncio.sleep(0)
+
+
+async def gathered():
+    await asyncio.sleep(HOUR)
+
+
+async def gatherer():
+    await asyncio.gather(asyncio.create_task(gathered(), name="gathered-1"),
+                         asyncio.create_task(gathered(), name="gathered-2"))
+
+
+async def grouped():
+    await asyncio.sleep(HOUR)
+
+
+async def grouper():
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(grouped(), name="grouped-1")
+        tg.create_task(grouped(), name="grouped-2")
+
+
+async def waited():
+    await asyncio.sleep(HOUR)
+
+
+async def waiter(children):
+    children += [asyncio.create_task(waited(), name="waited-%d" % i) for i in (1, 2)]
+    await asyncio.wait(children)
+
+
+async def awaited():
+    await asyncio.sleep(HOUR)
+
+
+async def awaiter(t):
+    await t
+
+
+async def ephemeral(i):
+    return i
+
+
+async def main():
+    ephemeral_ns = 0
+    done = []
+    for i in range(EPHEMERAL):
+        began = time.monotonic_ns()
+        t = asyncio.create_task(ephemeral(i), name="ephemeral-%d" % i)
+        done.append(t)
+        await t
+        ephemeral_ns += time.monotonic_ns() - began
+
+    q = asyncio.Queue()
+    waited_tasks = []  # asyncio.wait does not cancel them with the waiter
+    start = time.monotonic_ns()
+    awaited_task = asyncio.create_task(awaited(), name="awaited")
+    tasks = [asyncio.create_task(sleeper(), name="sleeper"),
+             asyncio.create_task(getter(q), name="getter"),
+             asyncio.create_task(spinner(), name="spinner"),
+             asyncio.create_task(gatherer(), name="gatherer"),
+             asyncio.create_task(grouper(), name="grouper"),
+             asyncio.create_task(waiter(waited_tasks), name="waiter"),
+             awaited_task, asyncio.create_task(awaiter(awaited_task), name="awaiter"),
+             asyncio.create_task(sleeper(), name="bad\udcffname")]
+    await asyncio.sleep(RUN)
+    tasks += waited_tasks
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    # Every task created since start has ended (the children with their parents).
+    end = time.monotonic_ns()
+    assert all(t.done() for t in done)
+    print(json.dumps({"lifetime_ns": end - start, "ephemeral_ns": ephemeral_ns,
+                      "ephemeral": EPHEMERAL, **progutil.sampler_info()}), flush=True)
+    await asyncio.sleep(0.3)  # the done ephemeral tasks stay in the task set meanwhile
+    done.clear()
+
+
+asyncio.run(main())

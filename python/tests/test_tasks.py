@@ -1,0 +1,129 @@
+"""test_tasks.py - asyncio tasks that wait (issue 12): programs/awaits.py run under
+`python -m pprofkit run`, its files read by protoc (support.decode).
+
+Tolerances (test_profiler.py's opening comment explains INTERVAL, the longest interval
+between two ticks): a waiting task's wall time is the sum of the intervals between its
+samples; its first sample counts the interval before it (when it may not exist yet) and
+the interval from its last sample to its end is not recorded, so |wall - lifetime| <=
+2 INTERVAL. Visiting at most max_tasks_per_tick tasks a tick, a task is sampled every
+ceil(live / max) ticks or so (the rotation through the task set's table also meets the
+tasks the program creates and ends meanwhile): the same bound with the interval between
+two samples of one task, (live / max + 1) INTERVAL. A task created, run and ended between
+two ticks is sampled only if a tick finds it not done, with at most one interval: the
+ephemeral tasks' wall time is at most their lifetimes plus INTERVAL for each of them
+sampled.
+"""
+
+import collections
+import unittest
+
+import test_profiler
+from test_profiler import MS, load, longest_interval, samples_of
+
+# Each long task's stack while it waits, leaf first (function names); its parent task.
+EXPECTED = {
+    "sleeper": (["sleep", "sleeper"], None),
+    "getter": (["Queue.get", "getter"], None),
+    "gatherer": (["gatherer"], None),
+    "gathered-1": (["sleep", "gathered"], "gatherer"),
+    "gathered-2": (["sleep", "gathered"], "gatherer"),
+    "grouper": (["TaskGroup.__aexit__", "grouper"], None),
+    "grouped-1": (["sleep", "grouped"], "grouper"),
+    "grouped-2": (["sleep", "grouped"], "grouper"),
+    "waiter": (["_wait", "wait", "waiter"], None),
+    "waited-1": (["sleep", "waited"], "waiter"),
+    "waited-2": (["sleep", "waited"], "waiter"),
+    "awaiter": (["awaiter"], None),
+    "awaited": (["sleep", "awaited"], "awaiter"),
+}
+BAD_NAME = "bad\ufffd\ufffd\ufffdname"  # "bad\udcffname": the surrogate's 3 bytes replaced
+
+
+class TestAsyncioTasks(test_profiler.ProfilerTest):
+    def run_awaits(self, *options, seconds=1.5, ephemeral=200):
+        run = self.cli(list(options) + ["awaits.py", str(seconds), str(ephemeral)])
+        (me,) = run.json()
+        self.check_summary(run)
+        return run, me, load(run.files)
+
+    def waiting(self, profiles):
+        """The samples of waiting tasks (their stack is the task's own chain, not a
+        thread's: no event loop frame), by task name: [(stack names, labels, values)]."""
+        out = collections.defaultdict(list)
+        for p, stack, labels, values in samples_of(profiles):
+            names = [f[0] for f in stack]
+            if "task name" in labels and not any("_run_once" in n for n in names):
+                out[labels["task name"]].append((names, labels, dict(zip(
+                    [t for t, _ in p.sample_types], values))))
+        return out
+
+    def check_tasks(self, run, me, profiles, slack):
+        interval = longest_interval(me["rate"], me["sampler"]["gil_wait_ns_max"])
+        tol = slack * 2 * interval
+        waiting = self.waiting(profiles)
+        lifetime = me["lifetime_ns"]
+        for name, (chain, parent) in EXPECTED.items():
+            smp = waiting.get(name)
+            self.assertTrue(smp, "no sample of %s; tasks sampled: %s" % (name, sorted(waiting)))
+            wall = sum(v["wall-time"] for _, _, v in smp)
+            self.assert_near(wall, lifetime, tol, "%s's wall time" % name)
+            on_chain = 0
+            for names, labels, values in smp:
+                # A task that has not begun yet shows its coroutine's first line: a
+                # root-aligned part of the chain.
+                self.assertEqual(names, chain[len(chain) - len(names):], (name, names))
+                self.assertEqual(values["cpu-time"], 0, (name, values))
+                self.assertEqual(labels.get("thread name"), "MainThread", labels)
+                self.assertIn("thread id", labels)
+                self.assertIsInstance(labels.get("task id"), int)
+                if names == chain and labels.get("parent task") == parent:
+                    on_chain += values["wall-time"]
+            # The chain and parent of the task waiting as the program made it wait: all
+            # but what a first sample before its first step or a last one after its
+            # cancellation (awaited by asyncio.run's main task) can show.
+            self.assertGreater(on_chain, wall - 2 * tol, (name, on_chain / MS, wall / MS))
+        return waiting, interval
+
+    def test_waiting_tasks(self):
+        run, me, profiles = self.run_awaits()
+        waiting, interval = self.check_tasks(run, me, profiles, 1)
+        # The task with a lone surrogate in its name: repaired, sampled all along.
+        self.assertIn(BAD_NAME, waiting, sorted(waiting))
+        wall = sum(v["wall-time"] for _, _, v in waiting[BAD_NAME])
+        self.assert_near(wall, me["lifetime_ns"], 2 * interval, "the bad name's wall time")
+        # The spinner runs or is ready to run all along: the main thread's samples while
+        # it runs and its own while it waits add up to its lifetime, its CPU time only
+        # on the first.
+        spin = [(labels, values, p) for p, stack, labels, values in samples_of(profiles)
+                if labels.get("task name") == "spinner"]
+        wall = sum(v[p.index("wall-time")] for _, v, p in spin)
+        self.assert_near(wall, me["lifetime_ns"], 2 * interval, "the spinner's wall time")
+        self.assertTrue(any(v[p.index("cpu-time")] > 0 for _, v, p in spin))
+        # Ephemeral tasks ended, but referenced (in the task set, done), for the whole
+        # run: sampled only while they lived.
+        eph = [(n, s) for n, s in waiting.items() if n.startswith("ephemeral-")]
+        wall = sum(v["wall-time"] for _, smp in eph for _, _, v in smp)
+        self.assertLessEqual(wall, me["ephemeral_ns"] + len(eph) * interval,
+                             "%d ephemeral tasks sampled, %.1f ms" % (len(eph), wall / MS))
+        st = me["sampler"]
+        self.assertGreater(st["tasks_seen"], 0, st)
+        self.assertEqual(st["tasks_skipped"], 0, st)
+
+    def test_cap_rotates(self):
+        # 5 tasks a tick out of 26 in the task set (16 live ones with asyncio.run's,
+        # the 10 ephemeral ones, done): each task every ~6 ticks, its wall time the time
+        # since its own previous sample.
+        run, me, profiles = self.run_awaits("--max-tasks-per-tick", "5", seconds=3,
+                                            ephemeral=10)
+        st = me["sampler"]
+        self.assertGreater(st["tasks_skipped"], 0, st)
+        self.check_tasks(run, me, profiles, 26 / 5 + 1)
+
+    def test_off(self):
+        run, me, profiles = self.run_awaits("--no-asyncio-tasks")
+        self.assertEqual(dict(self.waiting(profiles)), {})
+        self.assertEqual(me["sampler"]["tasks_seen"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
