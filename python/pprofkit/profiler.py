@@ -38,6 +38,12 @@ _started = weakref.WeakSet()  # every Profiler started and not stopped, for exit
 _real_os_exit = os._exit
 
 
+def _coalesce_ticks(rate, export_period):
+    """Ticks of a waiting task that has not moved recorded as one sample: one second's,
+    or a tenth of the export period if shorter (what an export holds lags by that)."""
+    return max(1, int(round(rate * min(1.0, export_period / 10))))
+
+
 class Profiler:
     """A sampling profiler. Most programs use start()/stop() or profile() instead.
 
@@ -52,7 +58,8 @@ class Profiler:
     asyncio_tasks: also sample every asyncio task that waits, one sample per task per
     tick (its await chain, "task name", "parent task"; wall time), at most
     max_tasks_per_tick tasks a tick (more are visited in turn, their wall time covering
-    the ticks between).
+    the ticks between); a task that has not moved for a while is recorded as one sample
+    a second (a tenth of export_period if shorter).
     """
 
     def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
@@ -100,7 +107,8 @@ class Profiler:
                 self.recorder, rate_hz=rate, wall_index=index.get(WALL_TIME),
                 cpu_index=index.get(CPU_TIME), count_index=index[SAMPLES],
                 tags_thread=_tags_thread, tags_task=_tags_task, function_ids=function_ids,
-                asyncio_tasks=bool(asyncio_tasks), max_tasks_per_tick=int(max_tasks_per_tick))
+                asyncio_tasks=bool(asyncio_tasks), max_tasks_per_tick=int(max_tasks_per_tick),
+                coalesce_ticks=_coalesce_ticks(rate, export_period))
         except BaseException:
             self.recorder.close()
             raise

@@ -82,7 +82,8 @@ typedef struct tentry {
     PyObject *wr;     /* a reference to a weak reference to the task (the task set's) */
     PyObject *fut_wr; /* one to a weak reference to the future it waited on when its
                        * chain was read (NULL: none) */
-    PyObject *fut;    /* its _fut_waiter at this pass (only compared; NULL: none) */
+    PyObject *fut;    /* its _fut_waiter at its last visit (only compared and prefetched;
+                       * NULL: none) */
     tstack *stack;    /* NULL: not read, running, done, or its loop not running */
     int64_t last_ns;  /* its previous sample (0: none; its first counts one interval) */
     int64_t acc_wall; /* not recorded yet: wall time, ticks */
@@ -98,6 +99,11 @@ typedef struct retired {
     uint64_t count;
 } retired;
 
+/* An element of the task set met at this pass. */
+typedef struct tslotv {
+    PyObject *key, *task; /* the weak reference, its task (NULL: dead) */
+} tslotv;
+
 /* The running loops seen at this pass: their thread. */
 typedef struct loopinfo {
     PyObject *loop; /* only compared */
@@ -110,6 +116,8 @@ typedef struct task_table {
     size_t cap, used, tombs; /* power-of-two capacity, at most half full with tombs */
     size_t cursor;           /* in the task set's hash table */
     uint64_t cycle;
+    size_t cycle_visits;     /* entries visited in this cycle */
+    vec slots;               /* tslot: the task set's elements visited at this pass */
     vec seen, walk;          /* entry indices of this pass: those sampled, those whose
                               * chain is read */
     vec retired;             /* retired: recorded in phase 2 */
@@ -160,6 +168,7 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     task_table *tt = calloc(1, sizeof *tt);
     if (!tt) return -1;
     tt->seen = tt->walk = VEC(size_t);
+    tt->slots = VEC(tslotv);
     tt->retired = VEC(retired);
     tt->recorded = VEC(tstack *);
     tt->frames = VEC(gframe);
@@ -194,13 +203,34 @@ static void find_descriptors(void) {
     descr_ready = 1;
 }
 
+/* The last type whose attribute `which` was found to be one of those descriptors, at a
+ * version of the type (a change to the type changes it), and the descriptor's getter. */
+static struct {
+    PyTypeObject *type;
+    unsigned int version;
+    getter get;
+    void *closure;
+} getter_cache[N_ATTRS];
+
 /* Attribute `which` of a task or future, read without running Python code (a new
  * reference, or NULL). */
 static PyObject *task_attr(PyObject *obj, int which) {
-    PyObject *d = _PyType_Lookup(Py_TYPE(obj), attr_name[which]);
+    PyTypeObject *t = Py_TYPE(obj);
+    if (getter_cache[which].type == t && t->tp_version_tag == getter_cache[which].version &&
+        t->tp_version_tag) {
+        PyObject *v = getter_cache[which].get(obj, getter_cache[which].closure);
+        if (!v) PyErr_Clear();
+        return v;
+    }
+    PyObject *d = _PyType_Lookup(t, attr_name[which]);
     if (d && (d == c_descr[0][which] || d == c_descr[1][which]) &&
-        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
-        PyObject *v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)Py_TYPE(obj));
+        t->tp_getattro == PyObject_GenericGetAttr) {
+        PyGetSetDef *gs = ((PyGetSetDescrObject *)d)->d_getset;
+        getter_cache[which].type = t; /* only compared: a type's address is reused only */
+        getter_cache[which].version = t->tp_version_tag; /* with another version */
+        getter_cache[which].get = gs->get;
+        getter_cache[which].closure = gs->closure;
+        PyObject *v = gs->get(obj, gs->closure);
         if (!v) PyErr_Clear();
         return v;
     }
@@ -313,7 +343,7 @@ static void entry_clear(SamplerObject *sp, tentry *e) {
 
 /* The end of a scan of the task set: the entries of tasks it did not meet are gone. */
 static void end_cycle(SamplerObject *sp, task_table *tt) {
-    for (size_t i = 0; i < tt->cap; i++) {
+    for (size_t i = 0; tt->cycle_visits < tt->used && i < tt->cap; i++) {
         tentry *e = &tt->e[i];
         if (!e->task || e->task == TOMB || e->cycle == tt->cycle) continue;
         retire(tt, e);
@@ -323,6 +353,7 @@ static void end_cycle(SamplerObject *sp, task_table *tt) {
         tt->tombs++;
     }
     tt->cycle++;
+    tt->cycle_visits = 0;
 }
 
 /* ---- Reading a task ---------------------------------------------------------------- */
@@ -588,21 +619,21 @@ static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *act
 }
 
 /* Visits the task the task set's element `key` refers to. */
-static void visit(SamplerObject *sp, task_table *tt, PyObject *key, const running_task *running,
-                  size_t n_running) {
-    if (!PyWeakref_CheckRef(key)) return;
-    PyObject *task = weak_target(key);
+static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *task,
+                  const running_task *running, size_t n_running) {
     if (!task || (tt->used + tt->tombs + 1) * 4 > tt->cap * 3) return;
-    tt->visits++;
     size_t i = entry_get(tt, task);
     tentry *e = &tt->e[i];
-    if (e->wr && weak_target(e->wr) != task) {
+    /* The same weak reference as at its last visit: the same task (the reference is
+     * alive and points to it). */
+    if (e->wr && e->wr != key && weak_target(e->wr) != task) {
         /* A task at the address of one that has ended since its last visit. */
         retire(tt, e);
         entry_clear(sp, e);
         e->done = 0;
     }
     if (!e->wr) e->wr = Py_NewRef(key);
+    tt->cycle_visits += e->cycle != tt->cycle;
     e->cycle = tt->cycle;
     e->fut = NULL;
     if (e->done) return;
@@ -622,6 +653,60 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, const runnin
     }
     size_t *w = vec_push(&tt->walk);
     if (w) *w = i;
+}
+
+/* Visits up to max_tasks elements of the task set's table from the cursor. Waiting tasks
+ * are scattered in memory and cold after 10 ms of the program's own work, so the visit
+ * is done in stages over all of them, each prefetching what the next one reads (the
+ * weak references, then the tasks and their entries, then the weak references to their
+ * futures): their cache misses overlap instead of following each other. */
+static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const running_task *running,
+                 size_t n_running) {
+    size_t slots = (size_t)so->mask + 1, pos = tt->cursor, wrap = SIZE_MAX;
+    if (pos >= slots) {
+        end_cycle(sp, tt); /* the set shrank under the cursor */
+        pos = 0;
+    }
+    tt->slots.n = 0;
+    if (vec_reserve(&tt->slots, sp->max_tasks < tt->live ? sp->max_tasks : tt->live)) return;
+    for (size_t scanned = 0; scanned < slots && tt->slots.n < sp->max_tasks; scanned++) {
+        setentry *se = &so->table[pos];
+        if (se->key && se->hash != -1 && PyWeakref_CheckRef(se->key)) {
+            tslotv *v = vec_push(&tt->slots); /* cannot fail: room was made */
+            v->key = se->key;
+            __builtin_prefetch((char *)se->key + sizeof(PyObject));
+        }
+        if (++pos == slots) {
+            wrap = tt->slots.n; /* the cycle ends after the visit of those before */
+            pos = 0;
+        }
+    }
+    tt->cursor = pos;
+    tt->visits = tt->slots.n;
+    tslotv *v = tt->slots.items;
+    size_t n = tt->slots.n, mask = tt->cap - 1;
+    for (size_t k = 0; k < n; k++) {
+        v[k].task = weak_target(v[k].key);
+        if (!v[k].task) continue;
+        for (int line = 0; line < 4; line++) __builtin_prefetch((char *)v[k].task + 64 * line);
+        __builtin_prefetch(&tt->e[ptr_hash(v[k].task, mask)]);
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (!v[k].task) continue;
+        for (size_t i = ptr_hash(v[k].task, mask); tt->e[i].task; i = (i + 1) & mask) {
+            if (tt->e[i].task != v[k].task) continue;
+            /* Its future and the weak reference to it, if it has not moved (reading
+             * _fut_waiter takes a reference: a write to the future). */
+            if (tt->e[i].fut_wr) __builtin_prefetch((char *)tt->e[i].fut_wr + sizeof(PyObject));
+            if (tt->e[i].fut) __builtin_prefetch(tt->e[i].fut, 1);
+            break;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (k == wrap) end_cycle(sp, tt);
+        visit(sp, tt, v[k].key, v[k].task, running, n_running);
+    }
+    if (wrap == n) end_cycle(sp, tt);
 }
 
 /* Releases the references of stacks recorded at the previous pass with this one's. */
@@ -655,20 +740,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
     if (!so || table_reserve(tt, want + 1)) {
         if (tt->used) end_cycle(sp, tt); /* no task set: every task has ended */
     } else {
-        size_t slots = (size_t)so->mask + 1, pos = tt->cursor;
-        if (pos >= slots) {
-            end_cycle(sp, tt); /* the set shrank under the cursor */
-            pos = 0;
-        }
-        for (size_t scanned = 0; scanned < slots && tt->visits < sp->max_tasks; scanned++) {
-            setentry *se = &so->table[pos];
-            if (se->key && se->hash != -1) visit(sp, tt, se->key, running, n_running);
-            if (++pos == slots) {
-                end_cycle(sp, tt);
-                pos = 0;
-            }
-        }
-        tt->cursor = pos;
+        scan(sp, tt, so, running, n_running);
         for (size_t k = 0; k < tt->walk.n; k++) walk_task(sp, tt, AT(tt->walk, size_t, k), active);
     }
     Py_XDECREF(set);
@@ -757,6 +829,7 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     for (size_t k = 0; k < tt->retired.n; k++) free_stack(AT(tt->retired, retired, k).st);
     for (size_t k = 0; k < tt->recorded.n; k++) free_stack(AT(tt->recorded, tstack *, k));
     free(tt->e);
+    vec_free(&tt->slots);
     vec_free(&tt->seen);
     vec_free(&tt->walk);
     vec_free(&tt->retired);

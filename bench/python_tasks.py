@@ -1,0 +1,167 @@
+"""python_tasks.py - what sampling asyncio tasks costs: an asyncio service with N live
+tasks under the profiler at 100 Hz.
+
+The service (a subprocess: this file with --child): N tasks, each in a loop of
+`await asyncio.sleep(d)` (d drawn uniformly from 50 ms to 1 s) then a little work (a
+sum over 200 integers), so that ~N / 0.525 tasks wake up a second and most of them
+wait at any tick. After a 1 s warm-up, it runs --seconds under one variant:
+  off        no profiler;
+  threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
+  tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 2000).
+The variants alternate round by round (the order rotates). Per run: the wake-ups done,
+the event loop thread's CPU time per wake-up (the service's cost: a profiler that makes
+it wait for the GIL, or runs in it, raises it; the sampler thread's own CPU is apart), and from Sampler.stats(): ticks; the time
+tasks were read per tick (task_ns: with the GIL, by the sampler's pass or by the main
+thread's callback when it samples itself alone); the GIL held per tick by the sampler's
+passes (gil_hold) and the main thread's callback time per tick (both are time the
+service cannot run); phase 2 per tick (recording, without the GIL); the sampler
+thread's CPU as % of one core; task samples recorded and tasks visited per tick.
+
+Prints a table (medians over the rounds); writes bench/results/python_tasks.json (rows
+per run and the medians, the date and the command). Asserts nothing about time.
+
+Usage: PYTHONPATH=build/python/py3.11.2 python3 bench/python_tasks.py
+         [--tasks 1000,10000] [--rounds 5] [--seconds 5] [--cap 2000]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SELF = os.path.abspath(__file__)
+VARIANTS = ("off", "threads", "tasks")
+
+
+def child(n, seconds, variant, cap):
+    import pprofkit
+
+    done = [0]
+
+    async def worker(rng):
+        while True:
+            await asyncio.sleep(rng.uniform(0.05, 1.0))
+            sum(range(200))
+            done[0] += 1
+
+    async def main():
+        rng = random.Random(1)
+        tasks = [asyncio.create_task(worker(random.Random(rng.random())), name="worker-%d" % i)
+                 for i in range(n)]
+        await asyncio.sleep(1.0)  # warm-up: every task has begun
+        p = None
+        if variant != "off":
+            p = pprofkit.Profiler(rate=100, out_dir=None, export_period=60,
+                                  asyncio_tasks=variant == "tasks", max_tasks_per_tick=cap)
+            p.start()
+        d0, t0, c0 = done[0], time.monotonic(), time.thread_time()
+        await asyncio.sleep(seconds)
+        d1, t1, c1 = done[0], time.monotonic(), time.thread_time()
+        out = {"wakeups": d1 - d0, "seconds": t1 - t0, "cpu_s": c1 - c0}
+        if p is not None:
+            out["sampler"] = p.sampler.stats()
+            p.stop()
+            out["recorder"] = p.summary["stats"]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return out
+
+    print(json.dumps(asyncio.run(main())), flush=True)
+
+
+def run_child(n, seconds, variant, cap):
+    cmd = [sys.executable, SELF, "--child", str(n), str(seconds), variant, str(cap)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True).stdout.decode()
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def figures(r):
+    """One run's figures (per tick: microseconds)."""
+    f = {"wakeups_s": r["wakeups"] / r["seconds"],
+         "cpu_us_per_wakeup": 1e6 * r["cpu_s"] / max(1, r["wakeups"])}
+    st = r.get("sampler")
+    if st:
+        ticks = max(1, st["ticks"])
+        f.update({
+            "ticks": st["ticks"],
+            "task_us_tick": st["task_ns_total"] / ticks / 1e3,
+            "gil_hold_us_tick": st["gil_hold_ns_total"] / ticks / 1e3,
+            "gil_hold_us_max": st["gil_hold_ns_max"] / 1e3,
+            "callback_us_tick": st["main_callback_ns_total"] / ticks / 1e3,
+            "phase2_us_tick": (st["tick_ns_total"] - st["gil_hold_ns_total"]) / ticks / 1e3,
+            "sampler_cpu_pct": 100 * st["cpu_ns"] / 1e9 / r["seconds"],
+            "ticks_without_gil": st["ticks_without_gil"],
+            "tasks_seen_tick": st["tasks_seen"] / ticks,
+            "tasks_walked_tick": st["tasks_walked"] / ticks,
+            "tasks_skipped_tick": st["tasks_skipped"] / ticks,
+            "task_samples_s": st["task_samples"] / r["seconds"],
+        })
+    return f
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", nargs=4, metavar=("N", "SECONDS", "VARIANT", "CAP"))
+    ap.add_argument("--tasks", default="1000,10000")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--cap", type=int, default=2000)
+    ap.add_argument("--json", default=os.path.join(HERE, "results", "python_tasks.json"))
+    a = ap.parse_args()
+    if a.child:
+        n, seconds, variant, cap = a.child
+        child(int(n), float(seconds), variant, int(cap))
+        return
+    rows, summary = [], {}
+    for n in [int(x) for x in a.tasks.split(",")]:
+        for rnd in range(a.rounds):
+            order = VARIANTS[rnd % 3:] + VARIANTS[:rnd % 3]
+            for v in order:
+                r = run_child(n, a.seconds, v, a.cap)
+                rows.append({"tasks": n, "round": rnd, "variant": v, "raw": r,
+                             "figures": figures(r)})
+                print("  n=%d round %d %-7s %s" % (n, rnd, v, json.dumps(
+                    {k: round(x, 2) for k, x in figures(r).items()})), file=sys.stderr)
+        for v in VARIANTS:
+            fs = [row["figures"] for row in rows if row["tasks"] == n and row["variant"] == v]
+            summary["%d/%s" % (n, v)] = {k: statistics.median(f[k] for f in fs) for k in fs[0]}
+        # The service's cost per wake-up against the same round's run without profiler.
+        for v in ("threads", "tasks"):
+            ratios = []
+            for rnd in range(a.rounds):
+                by = {row["variant"]: row["figures"] for row in rows
+                      if row["tasks"] == n and row["round"] == rnd}
+                ratios.append(by[v]["cpu_us_per_wakeup"] / by["off"]["cpu_us_per_wakeup"] - 1)
+            summary["%d/%s" % (n, v)]["cpu_per_wakeup_vs_off_pct"] = 100 * statistics.median(ratios)
+    cols = [("tasks", None), ("variant", None), ("wakeups_s", "%.0f"),
+            ("cpu_us_per_wakeup", "%.1f"), ("cpu_per_wakeup_vs_off_pct", "%+.1f"),
+            ("task_us_tick", "%.1f"), ("gil_hold_us_tick", "%.1f"), ("gil_hold_us_max", "%.0f"),
+            ("callback_us_tick", "%.1f"), ("phase2_us_tick", "%.1f"),
+            ("sampler_cpu_pct", "%.2f"), ("tasks_seen_tick", "%.0f"),
+            ("tasks_walked_tick", "%.1f"), ("task_samples_s", "%.0f")]
+    print(" ".join("%14s" % c for c, _ in cols))
+    for key, f in summary.items():
+        n, v = key.split("/")
+        vals = [n, v] + [(fmt % f[c]) if c in f else "-" for c, fmt in cols[2:]]
+        print(" ".join("%14s" % x for x in vals))
+    if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as fh:
+            json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "command": " ".join(["python3"] + sys.argv),
+                       "python": platform.python_version(), "summary": summary,
+                       "rows": rows}, fh, indent=1)
+        print("written: %s" % a.json)
+
+
+if __name__ == "__main__":
+    main()
