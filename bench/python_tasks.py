@@ -7,7 +7,7 @@ sum over 200 integers), so that ~N / 0.525 tasks wake up a second and most of th
 wait at any tick. After a 1 s warm-up, it runs --seconds under one variant:
   off        no profiler;
   threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
-  tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 2000).
+  tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 1000).
 The variants alternate round by round (the order rotates). Per run: the wake-ups done,
 the event loop thread's CPU time per wake-up (the service's cost: a profiler that makes
 it wait for the GIL, or runs in it, raises it; the sampler thread's own CPU is apart), and from Sampler.stats(): ticks; the time
@@ -21,7 +21,7 @@ Prints a table (medians over the rounds); writes bench/results/python_tasks.json
 per run and the medians, the date and the command). Asserts nothing about time.
 
 Usage: PYTHONPATH=build/python/py3.11.2 python3 bench/python_tasks.py
-         [--tasks 1000,10000] [--rounds 5] [--seconds 5] [--cap 2000]
+         [--tasks 1000,10000] [--rounds 5] [--seconds 5] [--cap 1000]
 """
 
 import argparse
@@ -114,7 +114,7 @@ def main():
     ap.add_argument("--tasks", default="1000,10000")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--cap", type=int, default=2000)
+    ap.add_argument("--cap", type=int, default=1000)
     ap.add_argument("--json", default=os.path.join(HERE, "results", "python_tasks.json"))
     a = ap.parse_args()
     if a.child:

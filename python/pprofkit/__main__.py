@@ -104,9 +104,9 @@ def _parser():
                    help="do not sample the asyncio tasks that wait, only what each thread "
                         "runs (PPROFKIT_NO_ASYNCIO_TASKS)")
     r.add_argument("--max-tasks-per-tick", type=int,
-                   default=int(e("PPROFKIT_MAX_TASKS_PER_TICK") or 2000),
+                   default=int(e("PPROFKIT_MAX_TASKS_PER_TICK") or 1000),
                    help="asyncio tasks sampled per tick at most; more are sampled in turn "
-                        "(PPROFKIT_MAX_TASKS_PER_TICK; default 2000)")
+                        "(PPROFKIT_MAX_TASKS_PER_TICK; default 1000)")
     r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
                    help="no summary at exit (PPROFKIT_QUIET)")
     r.add_argument("--subprocesses", action="store_true",

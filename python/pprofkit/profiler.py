@@ -66,7 +66,7 @@ class Profiler:
                  codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
                  service=None, env=None, version=None, tags=None, datadog=None,
                  pyroscope=None, name="python", function_ids=True, asyncio_tasks=True,
-                 max_tasks_per_tick=2000):
+                 max_tasks_per_tick=1000):
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
         rate = float(rate)

@@ -567,7 +567,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *rec_obj, *wall = NULL, *cpu = NULL, *count = NULL, *tt = NULL, *tk = NULL;
     double rate = 100.0;
     int ids = 1, tasks = 0;
-    long long max_tasks = 2000, coalesce = 10;
+    long long max_tasks = 1000, coalesce = 10;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOppLL", kwlist, &ppk_py_RecorderType,
                                      &rec_obj, &rate, &wall, &cpu, &count, &tt, &tk, &ids,
                                      &tasks, &max_tasks, &coalesce))
@@ -702,16 +702,16 @@ PyTypeObject ppk_py_SamplerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Sampler(recorder, *, rate_hz=100.0, wall_index=None, cpu_index=None, "
               "count_index=None, tags_thread=None, tags_task=None, function_ids=True, "
-              "asyncio_tasks=False, max_tasks_per_tick=2000, coalesce_ticks=10)\n\n"
+              "asyncio_tasks=False, max_tasks_per_tick=1000, coalesce_ticks=10)\n\n"
               "A native thread that samples every Python thread rate_hz times a second into "
               "the recorder: frames, thread and asyncio task labels, wall and CPU time "
               "(ns) and a count at the given sample type indices (None: not recorded). "
               "function_ids: frames are pushed by function id (the recorder's function "
               "dictionary), else by their strings. asyncio_tasks: also one sample per "
               "waiting asyncio task per tick (its coroutine chain, its name, wall time), "
-              "visiting at most max_tasks_per_tick tasks a tick (the others at the next "
-              "ones), a task that has not moved recorded as one sample every "
-              "coalesce_ticks ticks.",
+              "visiting at most max_tasks_per_tick tasks a tick, and reading the chain "
+              "of at most a 40th of that (the others at the next ticks), a task that "
+              "has not moved recorded as one sample every coalesce_ticks periods.",
     .tp_methods = Sampler_methods,
     .tp_getset = Sampler_getset,
     .tp_new = Sampler_new,

@@ -40,6 +40,7 @@ typedef struct gthread {
     int64_t task_id;   /* 0: no task */
     ppk_str parent_name; /* a waiting task's: the task awaiting it (empty: none known) */
     int64_t parent_id;   /* 0: none */
+    ppk_str task_state;  /* a waiting task's: "waiting" (on a future) or "ready" (to run) */
     size_t first_frame, n_frames;
     size_t first_label, n_labels;
     int64_t wall_ns;

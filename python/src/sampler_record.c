@@ -72,7 +72,7 @@ void ppk_py_prepare(SamplerObject *sp) {
 static const ppk_str L_THREAD_ID = PPK_STR("thread id"), L_NATIVE = PPK_STR("thread native id"),
                      L_THREAD_NAME = PPK_STR("thread name"), L_TASK_NAME = PPK_STR("task name"),
                      L_TASK_ID = PPK_STR("task id"), L_PARENT = PPK_STR("parent task"),
-                     L_PARENT_ID = PPK_STR("parent task id");
+                     L_PARENT_ID = PPK_STR("parent task id"), L_STATE = PPK_STR("task state");
 
 /* The function id of g, interned now if the frame cache did not know it (the entry
  * learns it with the GIL: a fixup). 0 if the dictionary refuses it (full). */
@@ -129,6 +129,7 @@ static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *i
             refused |= ppk_sample_push_label_str(s, L_PARENT, gt->parent_name);
         refused |= ppk_sample_push_label_num(s, L_PARENT_ID, gt->parent_id, (ppk_str){0});
     }
+    if (gt->task_state.len) refused |= ppk_sample_push_label_str(s, L_STATE, gt->task_state);
     for (size_t i = 0; i < gt->n_labels; i++) {
         const glabel *l = &in->labels[i];
         int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})

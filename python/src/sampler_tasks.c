@@ -6,7 +6,9 @@
  * task's name and id, the thread running its loop, and the task awaiting it ("parent
  * task", "parent task id") when one is known. A running task is not sampled here: its
  * thread's sample shows it, on the thread's real stack, with its name. Values: the wall
- * time since the task's previous sample; no CPU time (a waiting task uses none).
+ * time since the task's previous sample; no CPU time (a waiting task uses none). Label
+ * "task state" tells these samples from the threads': "waiting" (on a future) or "ready"
+ * (to run, scheduled).
  *
  * Where the tasks are: asyncio's task set (asyncio.tasks._all_tasks on 3.11,
  * _scheduled_tasks on 3.12 and 3.13: a WeakSet whose `data` is a set of weak references
@@ -28,11 +30,13 @@
  * through a weak reference, so an address reused by a new future does not match; a
  * future that is waited on is not done, and a task that resumes waits on another one
  * or none). Such a task's tick adds its wall time to the task's entry; the entry is
- * recorded as one sample (count = its ticks) every `coalesce` ticks, when its stack
- * changes and when it ends, and at stop: what an export holds can lag by up to
- * `coalesce` ticks, never more. An entry holds references to what its stack's strings
- * belong to (codes, names, tags), so the stack stays valid until it is recorded; they
- * are released at the pass after it was (with the GIL, like the pass's own).
+ * recorded as one sample (count = its ticks) once it holds `coalesce` periods of wall
+ * time, when its stack changes and when it ends, and at stop: what an export holds can
+ * lag by that much, never more. A task that moved costs ~25 times more (its chain is
+ * read again): at most max_tasks / 40 are read a tick, the scan stopping there. An
+ * entry holds references to what its stack's strings belong to (codes, names, tags), so
+ * the stack stays valid until it is recorded; they are released at the pass after it
+ * was (with the GIL, like the pass's own).
  *
  * The parent task is found from the task's done callbacks: another task's wakeup (a C
  * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
@@ -60,6 +64,9 @@ static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type
 static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
     *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame, *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
 static int descr_ready;
+
+/* The "task state" label: waiting on a future, or ready to run (scheduled). */
+static const ppk_str S_WAITING = PPK_STR("waiting"), S_READY = PPK_STR("ready");
 
 /* The deepest chain read (deeper links are left out, the root side). */
 #define MAX_TASK_FRAMES 256
@@ -102,6 +109,7 @@ typedef struct retired {
 /* An element of the task set met at this pass. */
 typedef struct tslotv {
     PyObject *key, *task; /* the weak reference, its task (NULL: dead) */
+    size_t pos;           /* in the set's table */
 } tslotv;
 
 /* The running loops seen at this pass: their thread. */
@@ -490,11 +498,12 @@ static PyObject *parent_of(PyObject *task) {
 /* Whether stack st shows the frames of tt->frames, and the same name, tags, thread and
  * parent. */
 static int same_stack(const tstack *st, const task_table *tt, PyObject *name, PyObject *tags,
-                      const loopinfo *li, PyObject *parent) {
+                      const loopinfo *li, PyObject *parent, ppk_str state) {
     int same_name = st->name == name ||
                     (st->name && name && PyUnicode_Check(st->name) && PyUnicode_Check(name) &&
                      PyUnicode_Compare(st->name, name) == 0);
     if (st->gt.n_frames != tt->frames.n || !same_name || st->tags != tags ||
+        st->gt.task_state.ptr != state.ptr ||
         st->gt.ident != li->ident ||
         st->gt.parent_id != (int64_t)(uintptr_t)parent)
         return 0;
@@ -512,7 +521,7 @@ static void take(tstack *st, PyObject *o) {
 
 /* A new stack of tt->frames for `task`. NULL: no memory. */
 static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObject *tags,
-                         const loopinfo *li, PyObject *parent) {
+                         const loopinfo *li, PyObject *parent, ppk_str state) {
     tt->labels.n = 0;
     size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
     size_t nf = tt->frames.n, nr = nf + 6;
@@ -540,6 +549,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
         take(st, li->name);
     }
     gt->task_id = (int64_t)(uintptr_t)task;
+    gt->task_state = state;
     PyObject *bytes;
     if (name) {
         gt->task_name = ppk_py_utf8_repair(name, &bytes);
@@ -572,18 +582,6 @@ static void note_future(SamplerObject *sp, tentry *e) {
 static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active) {
     tentry *e = &tt->e[i];
     PyObject *task = e->task;
-    if (!e->fut) {
-        /* No future: ready to run, or done. */
-        PyObject *state = task_attr(task, A_STATE);
-        int done = state && PyUnicode_Check(state) && PyUnicode_Compare(state, s_pending) != 0;
-        Py_XDECREF(state);
-        PyErr_Clear();
-        if (done) {
-            e->done = 1;
-            retire(tt, e);
-            return;
-        }
-    }
     PyObject *loop = task_attr(task, A_LOOP);
     loopinfo *li = loop ? loop_of(sp, tt, loop, active) : NULL;
     Py_XDECREF(loop); /* the task holds it */
@@ -604,8 +602,9 @@ static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *act
     if (!key) PyErr_Clear();
     PyObject *tags = ppk_py_tags_of(sp->tags_task, key);
     Py_XDECREF(key);
-    if (!e->stack || !same_stack(e->stack, tt, name, tags, li, parent)) {
-        tstack *st = new_stack(tt, task, name, tags, li, parent);
+    ppk_str state = e->fut ? S_WAITING : S_READY;
+    if (!e->stack || !same_stack(e->stack, tt, name, tags, li, parent, state)) {
+        tstack *st = new_stack(tt, task, name, tags, li, parent, state);
         Py_XDECREF(name);
         if (!st) return;
         retire(tt, e);
@@ -646,6 +645,17 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     PyObject *fut = task_attr(task, A_FUT_WAITER);
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
+    if (!e->fut) {
+        /* No future: ready to run, or done (for good). */
+        PyObject *state = task_attr(task, A_STATE);
+        e->done = state && PyUnicode_Check(state) && PyUnicode_Compare(state, s_pending) != 0;
+        Py_XDECREF(state);
+        PyErr_Clear();
+        if (e->done) {
+            retire(tt, e);
+            return;
+        }
+    }
     if (e->fut && e->stack && e->fut_wr && weak_target(e->fut_wr) == e->fut) {
         size_t *p = vec_push(&tt->seen); /* it has not moved */
         if (p) *p = i;
@@ -674,6 +684,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
         if (se->key && se->hash != -1 && PyWeakref_CheckRef(se->key)) {
             tslotv *v = vec_push(&tt->slots); /* cannot fail: room was made */
             v->key = se->key;
+            v->pos = pos;
             __builtin_prefetch((char *)se->key + sizeof(PyObject));
         }
         if (++pos == slots) {
@@ -702,7 +713,16 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
             break;
         }
     }
+    /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick; the
+     * tasks after the one that reached it are visited at the next tick. */
+    size_t max_walks = sp->max_tasks / 40 ? sp->max_tasks / 40 : 1;
     for (size_t k = 0; k < n; k++) {
+        if (tt->walk.n >= max_walks) {
+            tt->cursor = v[k].pos;
+            tt->visits = k;
+            if (k == wrap) end_cycle(sp, tt); /* those before ended the table */
+            return;
+        }
         if (k == wrap) end_cycle(sp, tt);
         visit(sp, tt, v[k].key, v[k].task, running, n_running);
     }
@@ -777,17 +797,17 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     task_table *tt = sp->tasks;
     if (!tt) return;
     record_retired(sp, tt, c);
-    /* A task sampled for the first time (or again after it ran) gets the interval; with
-     * more live tasks than visited, the interval at which the rotation comes back. */
+    /* A task sampled for the first time (or again after it ran) gets the interval since
+     * the previous tick, as a new thread does: when the ticks rotate through more tasks
+     * than they visit, one found late loses the time before (never more than a turn). */
     int64_t step = now - sp->prev_tick_ns;
-    if (tt->visits && tt->live > tt->visits)
-        step = (int64_t)((double)step * (double)tt->live / (double)tt->visits);
     for (size_t k = 0; k < tt->seen.n; k++) {
         tentry *e = &tt->e[AT(tt->seen, size_t, k)];
         int64_t wall = e->last_ns ? now - e->last_ns : step;
         e->last_ns = now;
         e->acc_wall += wall > 0 ? wall : 0;
-        if (++e->acc_count < sp->coalesce) continue;
+        e->acc_count++;
+        if (e->acc_wall < (int64_t)sp->coalesce * sp->period_ns) continue;
         record_stack(sp, e->stack, e->acc_wall, e->acc_count, c);
         e->acc_wall = 0;
         e->acc_count = 0;

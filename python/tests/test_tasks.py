@@ -7,8 +7,9 @@ samples; its first sample counts the interval before it (when it may not exist y
 the interval from its last sample to its end is not recorded, so |wall - lifetime| <=
 2 INTERVAL. Visiting at most max_tasks_per_tick tasks a tick, a task is sampled every
 ceil(live / max) ticks or so (the rotation through the task set's table also meets the
-tasks the program creates and ends meanwhile): the same bound with the interval between
-two samples of one task, (live / max + 1) INTERVAL. A task created, run and ended between
+tasks the program creates and ends meanwhile), its first sample counting one interval:
+the same bound with the interval between two samples of one task, (live / max + 1)
+INTERVAL. A task created, run and ended between
 two ticks is sampled only if a tick finds it not done, with at most one interval: the
 ephemeral tasks' wall time is at most their lifetimes plus INTERVAL for each of them
 sampled.
@@ -47,12 +48,14 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         return run, me, load(run.files)
 
     def waiting(self, profiles):
-        """The samples of waiting tasks (their stack is the task's own chain, not a
-        thread's: no event loop frame), by task name: [(stack names, labels, values)]."""
+        """The samples of waiting tasks (label "task state"), by task name: [(stack
+        names, labels, values)]. Their stack is the task's own chain, not a thread's: no
+        event loop frame; a thread's samples have no "task state"."""
         out = collections.defaultdict(list)
         for p, stack, labels, values in samples_of(profiles):
             names = [f[0] for f in stack]
-            if "task name" in labels and not any("_run_once" in n for n in names):
+            if "task state" in labels:
+                self.assertFalse(any("_run_once" in n for n in names), (names, labels))
                 out[labels["task name"]].append((names, labels, dict(zip(
                     [t for t, _ in p.sample_types], values))))
         return out
@@ -73,10 +76,12 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                 # root-aligned part of the chain.
                 self.assertEqual(names, chain[len(chain) - len(names):], (name, names))
                 self.assertEqual(values["cpu-time"], 0, (name, values))
+                self.assertIn(labels["task state"], ("waiting", "ready"), labels)
                 self.assertEqual(labels.get("thread name"), "MainThread", labels)
                 self.assertIn("thread id", labels)
                 self.assertIsInstance(labels.get("task id"), int)
-                if names == chain and labels.get("parent task") == parent:
+                if (names == chain and labels.get("parent task") == parent and
+                        labels["task state"] == "waiting"):
                     on_chain += values["wall-time"]
             # The chain and parent of the task waiting as the program made it wait: all
             # but what a first sample before its first step or a last one after its
