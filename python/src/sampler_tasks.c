@@ -78,6 +78,8 @@ typedef struct tstack {
     gframe *frames;
     glabel *labels; /* pprofkit.tag() labels of the task */
     PyObject *name, *tags; /* the task's name and tags then (held: only compared) */
+    PyObject *thread_name; /* its loop's thread's name (held) */
+    uint32_t visits;       /* ticks it was found unchanged, while it has no parent */
     PyObject **refs;
     size_t n_refs;
 } tstack;
@@ -535,6 +537,8 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     st->n_refs = 0;
     st->name = name;
     st->tags = tags;
+    st->thread_name = li->name;
+    st->visits = 0;
     memcpy(st->frames, tt->frames.items, nf * sizeof(gframe));
     if (nl) memcpy(st->labels, tt->labels.items, nl * sizeof(glabel));
     for (size_t i = 0; i < nf; i++) take(st, (PyObject *)st->frames[i].code);
@@ -569,6 +573,24 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
         }
     }
     return st;
+}
+
+/* A stack for entry e's task with the parent it has now, if it has one. */
+static void find_parent_again(task_table *tt, tentry *e) {
+    tstack *old = e->stack;
+    PyObject *parent = parent_of(e->task);
+    if (!parent) return;
+    tt->frames.n = 0;
+    if (vec_reserve(&tt->frames, old->gt.n_frames)) return;
+    memcpy(tt->frames.items, old->frames, old->gt.n_frames * sizeof(gframe));
+    tt->frames.n = old->gt.n_frames;
+    loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name};
+    tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, old->gt.task_state);
+    if (!st) return;
+    int64_t last = e->last_ns;
+    retire(tt, e); /* what it accumulated goes with the old stack */
+    e->last_ns = last;
+    e->stack = st;
 }
 
 /* Takes a weak reference to the future entry e waits on, for the next passes' check. */
@@ -657,7 +679,13 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         }
     }
     if (e->fut && e->stack && e->fut_wr && weak_target(e->fut_wr) == e->fut) {
-        size_t *p = vec_push(&tt->seen); /* it has not moved */
+        /* It has not moved. A task is often awaited after its first sample (a task
+         * created before the one that awaits it, which runs later): without a parent,
+         * it is looked for at its next 8 ticks, then every 64th. */
+        tstack *st = e->stack;
+        if (!st->gt.parent_id && (++st->visits <= 8 || st->visits % 64 == 0))
+            find_parent_again(tt, e);
+        size_t *p = vec_push(&tt->seen);
         if (p) *p = i;
         return;
     }

@@ -92,6 +92,16 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
     def test_waiting_tasks(self):
         run, me, profiles = self.run_awaits()
         waiting, interval = self.check_tasks(run, me, profiles, 1)
+        # A task awaited from LATE on: no parent before, "late-awaiter" after, found
+        # within 72 ticks (looked for at its first 8 ticks without one, then every 64th).
+        late = collections.Counter()
+        for names, labels, values in waiting["late-awaited"]:
+            late[labels.get("parent task")] += values["wall-time"]
+        self.assertEqual(set(late) - {None, "late-awaiter", "Task-1"}, set(), late)
+        self.assertGreater(late["late-awaiter"],
+                           me["lifetime_ns"] - me["late_ns"] - 72 * interval - 2 * interval,
+                           late)
+        self.assertGreater(late[None], 0, late)
         # The task with a lone surrogate in its name: repaired, sampled all along.
         self.assertIn(BAD_NAME, waiting, sorted(waiting))
         wall = sum(v["wall-time"] for _, _, v in waiting[BAD_NAME])
@@ -115,14 +125,14 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertEqual(st["tasks_skipped"], 0, st)
 
     def test_cap_rotates(self):
-        # 5 tasks a tick out of 26 in the task set (16 live ones with asyncio.run's,
+        # 5 tasks a tick out of 28 in the task set (18 live ones with asyncio.run's,
         # the 10 ephemeral ones, done): each task every ~6 ticks, its wall time the time
         # since its own previous sample.
         run, me, profiles = self.run_awaits("--max-tasks-per-tick", "5", seconds=3,
                                             ephemeral=10)
         st = me["sampler"]
         self.assertGreater(st["tasks_skipped"], 0, st)
-        self.check_tasks(run, me, profiles, 26 / 5 + 1)
+        self.check_tasks(run, me, profiles, 28 / 5 + 1)
 
     def test_off(self):
         run, me, profiles = self.run_awaits("--no-asyncio-tasks")

@@ -6,6 +6,8 @@
 - "grouper": an asyncio.TaskGroup of "grouped-1" and "grouped-2" (each in asyncio.sleep);
 - "waiter": asyncio.wait of "waited-1" and "waited-2" (each in asyncio.sleep);
 - "awaiter": awaits the task "awaited" (in asyncio.sleep);
+- "late-awaiter": sleeps LATE seconds, then awaits "late-awaited" (in asyncio.sleep):
+  a task that gets its parent long after its first sample;
 - a task whose name holds a lone surrogate ("bad\\udcffname", in asyncio.sleep);
 - EPHEMERAL (argv[2]) short tasks ("ephemeral-N"): each created, run to its end and kept
   referenced (so that it stays in asyncio's task set, done) at the start.
@@ -26,6 +28,7 @@ import progutil
 RUN = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 EPHEMERAL = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 HOUR = 3600
+LATE = 0.3
 
 
 async def sleeper():
@@ -82,6 +85,11 @@ async def awaiter(t):
     await t
 
 
+async def late_awaiter(t):
+    await asyncio.sleep(LATE)
+    await t
+
+
 async def ephemeral(i):
     return i
 
@@ -100,6 +108,7 @@ async def main():
     waited_tasks = []  # asyncio.wait does not cancel them with the waiter
     start = time.monotonic_ns()
     awaited_task = asyncio.create_task(awaited(), name="awaited")
+    late_task = asyncio.create_task(awaited(), name="late-awaited")
     tasks = [asyncio.create_task(sleeper(), name="sleeper"),
              asyncio.create_task(getter(q), name="getter"),
              asyncio.create_task(spinner(), name="spinner"),
@@ -107,6 +116,7 @@ async def main():
              asyncio.create_task(grouper(), name="grouper"),
              asyncio.create_task(waiter(waited_tasks), name="waiter"),
              awaited_task, asyncio.create_task(awaiter(awaited_task), name="awaiter"),
+             late_task, asyncio.create_task(late_awaiter(late_task), name="late-awaiter"),
              asyncio.create_task(sleeper(), name="bad\udcffname")]
     await asyncio.sleep(RUN)
     tasks += waited_tasks
@@ -117,6 +127,7 @@ async def main():
     end = time.monotonic_ns()
     assert all(t.done() for t in done)
     print(json.dumps({"lifetime_ns": end - start, "ephemeral_ns": ephemeral_ns,
+                      "late_ns": int(LATE * 1e9),
                       "ephemeral": EPHEMERAL, **progutil.sampler_info()}), flush=True)
     await asyncio.sleep(0.3)  # the done ephemeral tasks stay in the task set meanwhile
     done.clear()
