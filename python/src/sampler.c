@@ -449,6 +449,9 @@ static int sampler_start(SamplerObject *sp) {
      * another one started meanwhile samples it from its pass, like the other threads. */
     sp->main_ident = main_sampler ? 0 : main_thread_ident();
     atomic_store(&sp->main_state, MAIN_IDLE);
+    sp->cb_tasks = TASKS_NONE;
+    sp->tasks_by_cb = 0;
+    sp->main_task = NULL;
     int rc = ppk_sample_create(sp->recorder->rec, &sp->builder);
     if (!rc) rc = ppk_sample_create(sp->recorder->rec, &sp->cb_builder);
     if (rc) {

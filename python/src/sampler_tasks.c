@@ -131,6 +131,14 @@ typedef struct task_table {
     vec seen, walk;          /* entry indices of this pass: those sampled, those whose
                               * chain is read */
     vec retired;             /* retired: recorded in phase 2 */
+    /* After a pass that visited every live task: the entries it sampled (seen), the
+     * task set's size then, and the CPU clocks then of the threads running their loops
+     * (their kernel thread ids). */
+    vec quiet;
+    size_t quiet_live, quiet_fill;
+    size_t n_quiet_threads;
+    unsigned long quiet_tid[MAX_LOOPS];
+    int64_t quiet_cpu[MAX_LOOPS];
     vec recorded;            /* tstack *: recorded, released at the next pass */
     vec frames, labels;      /* scratch for a chain being read */
     loopinfo loops[MAX_LOOPS];
@@ -177,7 +185,7 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     }
     task_table *tt = calloc(1, sizeof *tt);
     if (!tt) return -1;
-    tt->seen = tt->walk = VEC(size_t);
+    tt->seen = tt->walk = tt->quiet = VEC(size_t);
     tt->slots = VEC(tslotv);
     tt->retired = VEC(retired);
     tt->recorded = VEC(tstack *);
@@ -757,15 +765,52 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     if (wrap == n) end_cycle(sp, tt);
 }
 
-/* Releases the references of stacks recorded at the previous pass with this one's. */
+/* Notes, after a pass that visited every live task of the set, what is_quiet compares. A
+ * task changes only by running in its loop's thread, and a task is made (or ended) in
+ * it too (or the set's size changes): while those threads' CPU clocks have not moved and
+ * the set is the same size, every task is as this pass found it. */
+static void note_quiet(task_table *tt, PySetObject *so) {
+    tt->quiet.n = 0;
+    tt->n_quiet_threads = 0;
+    if (tt->visits < tt->live || vec_reserve(&tt->quiet, tt->seen.n)) return;
+    for (size_t k = 0; k < tt->seen.n; k++) {
+        const tstack *st = tt->e[AT(tt->seen, size_t, k)].stack;
+        unsigned long tid = st->gt.native_id;
+        size_t j = 0;
+        while (j < tt->n_quiet_threads && tt->quiet_tid[j] != tid) j++;
+        if (j < tt->n_quiet_threads) continue;
+        int64_t cpu = thread_cpu_ns(tid);
+        if (j == MAX_LOOPS || cpu < 0) return; /* no clock: never quiet */
+        tt->quiet_tid[j] = tid;
+        tt->quiet_cpu[j] = cpu;
+        tt->n_quiet_threads++;
+    }
+    memcpy(tt->quiet.items, tt->seen.items, tt->seen.n * sizeof(size_t));
+    tt->quiet.n = tt->seen.n;
+    tt->quiet_live = (size_t)so->used;
+    tt->quiet_fill = (size_t)so->fill;
+}
+
+/* Whether nothing can have changed since note_quiet: the same task set, no loop thread
+ * has run. */
+static int is_quiet(task_table *tt, PySetObject *so) {
+    if (!tt->quiet.n || (size_t)so->used != tt->quiet_live || (size_t)so->fill != tt->quiet_fill ||
+        vec_reserve(&tt->seen, tt->quiet.n))
+        return 0;
+    for (size_t j = 0; j < tt->n_quiet_threads; j++)
+        if (thread_cpu_ns(tt->quiet_tid[j]) != tt->quiet_cpu[j]) return 0;
+    return 1;
+}
+
+/* Gives the references of the stacks recorded since the last pass to this pass's. */
 static void release_recorded(SamplerObject *sp, task_table *tt) {
     size_t n = 0;
     for (size_t k = 0; k < tt->recorded.n; k++) n += AT(tt->recorded, tstack *, k)->n_refs;
-    if (vec_reserve(&sp->old_refs, n)) return; /* next time */
+    if (vec_reserve(&sp->refs, n)) return; /* next time */
     for (size_t k = 0; k < tt->recorded.n; k++) {
         tstack *st = AT(tt->recorded, tstack *, k);
-        memcpy(&AT(sp->old_refs, PyObject *, sp->old_refs.n), st->refs, st->n_refs * sizeof(PyObject *));
-        sp->old_refs.n += st->n_refs;
+        memcpy(&AT(sp->refs, PyObject *, sp->refs.n), st->refs, st->n_refs * sizeof(PyObject *));
+        sp->refs.n += st->n_refs;
         free(st);
     }
     tt->recorded.n = 0;
@@ -785,15 +830,24 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
     PySetObject *so = (PySetObject *)set;
     tt->live = so ? (size_t)so->used : 0;
     size_t want = tt->live < sp->max_tasks ? tt->live : sp->max_tasks;
-    if (!so || table_reserve(tt, want + 1)) {
+    int quiet = so && is_quiet(tt, so);
+    if (quiet) {
+        /* Nothing has run: the tasks sampled at the last pass, as they were. */
+        memcpy(tt->seen.items, tt->quiet.items, tt->quiet.n * sizeof(size_t));
+        tt->seen.n = tt->quiet.n;
+        tt->visits = tt->live;
+    } else if (!so || table_reserve(tt, want + 1)) {
         if (tt->used) end_cycle(sp, tt); /* no task set: every task has ended */
+        tt->quiet.n = 0;
     } else {
         scan(sp, tt, so, running, n_running);
         for (size_t k = 0; k < tt->walk.n; k++) walk_task(sp, tt, AT(tt->walk, size_t, k), active);
+        note_quiet(tt, so);
     }
     Py_XDECREF(set);
     int64_t t1 = mono_ns();
     pthread_mutex_lock(&sp->lock);
+    sp->st.task_ticks_quiet += quiet;
     sp->st.tasks_seen += tt->seen.n;
     sp->st.tasks_walked += tt->walk.n;
     sp->st.tasks_skipped += tt->live > tt->visits ? tt->live - tt->visits : 0;
@@ -878,6 +932,7 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     for (size_t k = 0; k < tt->recorded.n; k++) free_stack(AT(tt->recorded, tstack *, k));
     free(tt->e);
     vec_free(&tt->slots);
+    vec_free(&tt->quiet);
     vec_free(&tt->seen);
     vec_free(&tt->walk);
     vec_free(&tt->retired);

@@ -41,8 +41,9 @@ BAD_NAME = "bad\ufffd\ufffd\ufffdname"  # "bad\udcffname": the surrogate's 3 byt
 
 
 class TestAsyncioTasks(test_profiler.ProfilerTest):
-    def run_awaits(self, *options, seconds=1.5, ephemeral=200):
-        run = self.cli(list(options) + ["awaits.py", str(seconds), str(ephemeral)])
+    def run_awaits(self, *options, seconds=1.5, ephemeral=200, idle=False):
+        run = self.cli(list(options) + ["awaits.py", str(seconds), str(ephemeral)] +
+                       (["idle"] if idle else []))
         (me,) = run.json()
         self.check_summary(run)
         return run, me, load(run.files)
@@ -133,6 +134,15 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         st = me["sampler"]
         self.assertGreater(st["tasks_skipped"], 0, st)
         self.check_tasks(run, me, profiles, 28 / 5 + 1)
+
+    def test_idle_loop(self):
+        # Without the spinner the loop waits all along: most ticks find that its thread
+        # has not run since the last one, and read no task (the tasks the last full
+        # pass sampled are sampled again as they were).
+        run, me, profiles = self.run_awaits(idle=True)
+        st = me["sampler"]
+        self.assertGreater(st["task_ticks_quiet"], st["ticks"] // 2, st)
+        self.check_tasks(run, me, profiles, 1)
 
     def test_off(self):
         run, me, profiles = self.run_awaits("--no-asyncio-tasks")

@@ -1,7 +1,8 @@
 """asyncio tasks waiting in different ways, for test_tasks.py, for RUN (argv[1]) seconds:
 
-- "sleeper": asyncio.sleep; "getter": asyncio.Queue.get; "spinner": CPU work in steps,
-  each followed by asyncio.sleep(0) (running, or ready to run, all the time);
+- "sleeper": asyncio.sleep; "getter": asyncio.Queue.get; "spinner" (unless argv[3] is
+  "idle"): CPU work in steps, each followed by asyncio.sleep(0) (running, or ready to
+  run, all the time);
 - "gatherer": asyncio.gather of "gathered-1" and "gathered-2" (each in asyncio.sleep);
 - "grouper": an asyncio.TaskGroup of "grouped-1" and "grouped-2" (each in asyncio.sleep);
 - "waiter": asyncio.wait of "waited-1" and "waited-2" (each in asyncio.sleep);
@@ -27,6 +28,7 @@ import progutil
 
 RUN = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 EPHEMERAL = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+SPIN = sys.argv[3:4] != ["idle"]  # "idle": no spinner, the loop waits all along
 HOUR = 3600
 LATE = 0.3
 
@@ -111,13 +113,14 @@ async def main():
     late_task = asyncio.create_task(awaited(), name="late-awaited")
     tasks = [asyncio.create_task(sleeper(), name="sleeper"),
              asyncio.create_task(getter(q), name="getter"),
-             asyncio.create_task(spinner(), name="spinner"),
              asyncio.create_task(gatherer(), name="gatherer"),
              asyncio.create_task(grouper(), name="grouper"),
              asyncio.create_task(waiter(waited_tasks), name="waiter"),
              awaited_task, asyncio.create_task(awaiter(awaited_task), name="awaiter"),
              late_task, asyncio.create_task(late_awaiter(late_task), name="late-awaiter"),
              asyncio.create_task(sleeper(), name="bad\udcffname")]
+    if SPIN:
+        tasks.append(asyncio.create_task(spinner(), name="spinner"))
     await asyncio.sleep(RUN)
     tasks += waited_tasks
     for t in tasks:
