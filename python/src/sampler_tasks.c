@@ -785,7 +785,7 @@ static void note_quiet(task_table *tt, PySetObject *so) {
         tt->quiet_cpu[j] = cpu;
         tt->n_quiet_threads++;
     }
-    memcpy(tt->quiet.items, tt->seen.items, tt->seen.n * sizeof(size_t));
+    if (tt->seen.n) memcpy(tt->quiet.items, tt->seen.items, tt->seen.n * sizeof(size_t));
     tt->quiet.n = tt->seen.n;
     tt->quiet_live = (size_t)so->used;
     tt->quiet_fill = (size_t)so->fill;
@@ -809,7 +809,8 @@ static void release_recorded(SamplerObject *sp, task_table *tt) {
     if (vec_reserve(&sp->refs, n)) return; /* next time */
     for (size_t k = 0; k < tt->recorded.n; k++) {
         tstack *st = AT(tt->recorded, tstack *, k);
-        memcpy(&AT(sp->refs, PyObject *, sp->refs.n), st->refs, st->n_refs * sizeof(PyObject *));
+        if (st->n_refs)
+            memcpy(&AT(sp->refs, PyObject *, sp->refs.n), st->refs, st->n_refs * sizeof(PyObject *));
         sp->refs.n += st->n_refs;
         free(st);
     }
@@ -841,6 +842,12 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
         tt->quiet.n = 0;
     } else {
         scan(sp, tt, so, running, n_running);
+        /* Their stacks are compared with what is read (cold too). */
+        for (size_t k = 0; k < tt->walk.n; k++) {
+            const tentry *e = &tt->e[AT(tt->walk, size_t, k)];
+            for (int line = 0; e->stack && line < 4; line++)
+                __builtin_prefetch((char *)e->stack + 64 * line);
+        }
         for (size_t k = 0; k < tt->walk.n; k++) walk_task(sp, tt, AT(tt->walk, size_t, k), active);
         note_quiet(tt, so);
     }
