@@ -2,9 +2,11 @@
 tasks under the profiler at 100 Hz.
 
 The service (a subprocess: this file with --child): N tasks, each in a loop of
-`await asyncio.sleep(d)` (d drawn uniformly from 50 ms to 1 s) then a little work (a
-sum over 200 integers), so that ~N / 0.525 tasks wake up a second and most of them
-wait at any tick. After a 1 s warm-up, it runs --seconds under one variant:
+`await asyncio.sleep(d)` then a little work (a sum over 200 integers), d drawn
+uniformly from (--modes):
+  busy   50 ms to 1 s: ~N / 0.525 tasks wake up a second (1,900 a second for 1,000);
+  idle   10 s to 60 s: ~N / 35 a second (29 for 1,000), most ticks find the loop idle.
+Most tasks wait at any tick. After a 1 s warm-up, it runs --seconds under one variant:
   off        no profiler;
   threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
   tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 1000).
@@ -15,13 +17,14 @@ tasks were read per tick (task_ns: with the GIL, by the sampler's pass or by the
 thread's callback when it samples itself alone); the GIL held per tick by the sampler's
 passes (gil_hold) and the main thread's callback time per tick (both are time the
 service cannot run); phase 2 per tick (recording, without the GIL); the sampler
-thread's CPU as % of one core; task samples recorded and tasks visited per tick.
+thread's CPU as % of one core; tasks visited and read again per tick, task samples
+recorded a second, ticks that read no task (the loop's thread had not run).
 
 Prints a table (medians over the rounds); writes bench/results/python_tasks.json (rows
 per run and the medians, the date and the command). Asserts nothing about time.
 
-Usage: PYTHONPATH=build/python/py3.11.2 python3 bench/python_tasks.py
-         [--tasks 1000,10000] [--rounds 5] [--seconds 5] [--cap 1000]
+Usage: PYTHONPATH=build/python/py3.11.2 /usr/bin/python3 bench/python_tasks.py
+         [--tasks 1000,10000] [--modes busy,idle] [--rounds 5] [--seconds 5] [--cap 1000]
 """
 
 import argparse
@@ -41,14 +44,18 @@ SELF = os.path.abspath(__file__)
 VARIANTS = ("off", "threads", "tasks")
 
 
-def child(n, seconds, variant, cap):
+MODES = {"busy": (0.05, 1.0), "idle": (10.0, 60.0)}
+
+
+def child(n, seconds, variant, cap, mode):
     import pprofkit
 
     done = [0]
+    lo, hi = MODES[mode]
 
     async def worker(rng):
         while True:
-            await asyncio.sleep(rng.uniform(0.05, 1.0))
+            await asyncio.sleep(rng.uniform(lo, hi))
             sum(range(200))
             done[0] += 1
 
@@ -78,8 +85,8 @@ def child(n, seconds, variant, cap):
     print(json.dumps(asyncio.run(main())), flush=True)
 
 
-def run_child(n, seconds, variant, cap):
-    cmd = [sys.executable, SELF, "--child", str(n), str(seconds), variant, str(cap)]
+def run_child(n, seconds, variant, cap, mode):
+    cmd = [sys.executable, SELF, "--child", str(n), str(seconds), variant, str(cap), mode]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True).stdout.decode()
     return json.loads(out.strip().splitlines()[-1])
 
@@ -104,54 +111,58 @@ def figures(r):
             "tasks_walked_tick": st["tasks_walked"] / ticks,
             "tasks_skipped_tick": st["tasks_skipped"] / ticks,
             "task_samples_s": st["task_samples"] / r["seconds"],
+            "quiet_pct": 100 * st["task_ticks_quiet"] / ticks,
         })
     return f
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", nargs=4, metavar=("N", "SECONDS", "VARIANT", "CAP"))
+    ap.add_argument("--child", nargs=5, metavar=("N", "SECONDS", "VARIANT", "CAP", "MODE"))
     ap.add_argument("--tasks", default="1000,10000")
+    ap.add_argument("--modes", default="busy,idle")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--cap", type=int, default=1000)
     ap.add_argument("--json", default=os.path.join(HERE, "results", "python_tasks.json"))
     a = ap.parse_args()
     if a.child:
-        n, seconds, variant, cap = a.child
-        child(int(n), float(seconds), variant, int(cap))
+        n, seconds, variant, cap, mode = a.child
+        child(int(n), float(seconds), variant, int(cap), mode)
         return
     rows, summary = [], {}
-    for n in [int(x) for x in a.tasks.split(",")]:
-        for rnd in range(a.rounds):
-            order = VARIANTS[rnd % 3:] + VARIANTS[:rnd % 3]
-            for v in order:
-                r = run_child(n, a.seconds, v, a.cap)
-                rows.append({"tasks": n, "round": rnd, "variant": v, "raw": r,
-                             "figures": figures(r)})
-                print("  n=%d round %d %-7s %s" % (n, rnd, v, json.dumps(
-                    {k: round(x, 2) for k, x in figures(r).items()})), file=sys.stderr)
-        for v in VARIANTS:
-            fs = [row["figures"] for row in rows if row["tasks"] == n and row["variant"] == v]
-            summary["%d/%s" % (n, v)] = {k: statistics.median(f[k] for f in fs) for k in fs[0]}
-        # The service's cost per wake-up against the same round's run without profiler.
-        for v in ("threads", "tasks"):
-            ratios = []
+    for mode in a.modes.split(","):
+        for n in [int(x) for x in a.tasks.split(",")]:
             for rnd in range(a.rounds):
-                by = {row["variant"]: row["figures"] for row in rows
-                      if row["tasks"] == n and row["round"] == rnd}
-                ratios.append(by[v]["cpu_us_per_wakeup"] / by["off"]["cpu_us_per_wakeup"] - 1)
-            summary["%d/%s" % (n, v)]["cpu_per_wakeup_vs_off_pct"] = 100 * statistics.median(ratios)
-    cols = [("tasks", None), ("variant", None), ("wakeups_s", "%.0f"),
+                order = VARIANTS[rnd % 3:] + VARIANTS[:rnd % 3]
+                for v in order:
+                    r = run_child(n, a.seconds, v, a.cap, mode)
+                    rows.append({"mode": mode, "tasks": n, "round": rnd, "variant": v,
+                                 "raw": r, "figures": figures(r)})
+                    print("  %s n=%d round %d %-7s %s" % (mode, n, rnd, v, json.dumps(
+                        {k: round(x, 2) for k, x in figures(r).items()})), file=sys.stderr)
+            cell = [row for row in rows if row["tasks"] == n and row["mode"] == mode]
+            for v in VARIANTS:
+                fs = [row["figures"] for row in cell if row["variant"] == v]
+                summary["%s/%d/%s" % (mode, n, v)] = {
+                    k: statistics.median(f[k] for f in fs) for k in fs[0]}
+            # The service's CPU per wake-up against the same round's run without profiler.
+            for v in ("threads", "tasks"):
+                ratios = []
+                for rnd in range(a.rounds):
+                    by = {row["variant"]: row["figures"] for row in cell if row["round"] == rnd}
+                    ratios.append(by[v]["cpu_us_per_wakeup"] / by["off"]["cpu_us_per_wakeup"] - 1)
+                summary["%s/%d/%s" % (mode, n, v)]["cpu_per_wakeup_vs_off_pct"] = (
+                    100 * statistics.median(ratios))
+    cols = [("mode", None), ("tasks", None), ("variant", None), ("wakeups_s", "%.0f"),
             ("cpu_us_per_wakeup", "%.1f"), ("cpu_per_wakeup_vs_off_pct", "%+.1f"),
             ("task_us_tick", "%.1f"), ("gil_hold_us_tick", "%.1f"), ("gil_hold_us_max", "%.0f"),
             ("callback_us_tick", "%.1f"), ("phase2_us_tick", "%.1f"),
             ("sampler_cpu_pct", "%.2f"), ("tasks_seen_tick", "%.0f"),
-            ("tasks_walked_tick", "%.1f"), ("task_samples_s", "%.0f")]
+            ("tasks_walked_tick", "%.1f"), ("task_samples_s", "%.0f"), ("quiet_pct", "%.0f")]
     print(" ".join("%14s" % c for c, _ in cols))
     for key, f in summary.items():
-        n, v = key.split("/")
-        vals = [n, v] + [(fmt % f[c]) if c in f else "-" for c, fmt in cols[2:]]
+        vals = key.split("/") + [(fmt % f[c]) if c in f else "-" for c, fmt in cols[3:]]
         print(" ".join("%14s" % x for x in vals))
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)

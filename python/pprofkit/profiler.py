@@ -160,7 +160,8 @@ class Profiler:
         self.summary = {
             # The profiles' "samples" total: a waiting task's ticks recorded as one
             # sample count as many.
-            "pid": os.getpid(), "samples": sampler["sample_count"],
+            "pid": os.getpid(),
+            "samples": stats["samples_flushed"] + sampler["ticks_coalesced"],
             "exports": stats["windows_exported"], "files": files,
             "degradations": _degradations(stats), "stats": stats, "sampler": sampler,
             "uploads": uploads,

@@ -82,7 +82,7 @@ static SamplerObject *main_sampler;
 /* Adds what recording did to the statistics (under lock). */
 static void add_counts(SamplerObject *sp, const rec_counts *c) {
     sp->st.samples += c->samples;
-    sp->st.sample_count += c->counted;
+    sp->st.ticks_coalesced += c->coalesced;
     sp->st.samples_failed += c->failed;
     sp->st.labels_refused += c->labels_refused;
     sp->st.task_samples += c->task_samples;

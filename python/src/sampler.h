@@ -153,7 +153,7 @@ static inline void gbuf_free(gbuf *b) {
 #define PPK_PY_SAMPLER_STATS(X)                                                            \
     X(ticks)                  /* ticks sampled */                                          \
     X(samples)                /* samples flushed */                                        \
-    X(sample_count)           /* the sum of their count values (ticks: a task's coalesce) */ \
+    X(ticks_coalesced)        /* ticks recorded in another's sample (a task's: count - 1) */ \
     X(samples_failed)         /* flushes the recorder refused */                           \
     X(labels_refused)         /* samples with a label refused (e.g. a tag's key taken) */   \
     X(ticks_late)             /* ticks more than a period late (the missed ones skipped) */ \
@@ -283,7 +283,7 @@ static inline int64_t thread_cpu_ns(unsigned long tid) {
 
 /* What ppk_py_record_thread did, added to the statistics by its caller. */
 typedef struct rec_counts {
-    uint64_t samples, counted, failed, labels_refused, task_samples;
+    uint64_t samples, coalesced, failed, labels_refused, task_samples;
 } rec_counts;
 
 /* The loops running a task now: pairs (thread ident, task). */

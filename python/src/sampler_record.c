@@ -157,7 +157,7 @@ void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread 
         c->failed++;
     } else {
         c->samples++;
-        c->counted += (uint64_t)count;
+        c->coalesced += (uint64_t)count - 1;
     }
 }
 

@@ -125,6 +125,7 @@ typedef struct task_table {
     tentry *e;
     size_t cap, used, tombs; /* power-of-two capacity, at most half full with tombs */
     size_t cursor;           /* in the task set's hash table */
+    size_t sweep_cursor;     /* in this table (sweep) */
     uint64_t cycle;
     size_t cycle_visits;     /* entries visited in this cycle */
     vec slots;               /* tslot: the task set's elements visited at this pass */
@@ -360,18 +361,35 @@ static void entry_clear(SamplerObject *sp, tentry *e) {
 }
 
 /* The end of a scan of the task set: the entries of tasks it did not meet are gone. */
+/* Removes entry e: its stack to record, its references to release. */
+static void entry_remove(SamplerObject *sp, task_table *tt, tentry *e) {
+    retire(tt, e);
+    entry_clear(sp, e);
+    tt->cycle_visits -= e->cycle == tt->cycle;
+    e->task = TOMB;
+    tt->used--;
+    tt->tombs++;
+}
+
 static void end_cycle(SamplerObject *sp, task_table *tt) {
     for (size_t i = 0; tt->cycle_visits < tt->used && i < tt->cap; i++) {
         tentry *e = &tt->e[i];
-        if (!e->task || e->task == TOMB || e->cycle == tt->cycle) continue;
-        retire(tt, e);
-        entry_clear(sp, e);
-        e->task = TOMB;
-        tt->used--;
-        tt->tombs++;
+        if (e->task && e->task != TOMB && e->cycle != tt->cycle) entry_remove(sp, tt, e);
     }
     tt->cycle++;
     tt->cycle_visits = 0;
+}
+
+/* Entries whose task has been freed, found SWEEP entries a pass, are removed without
+ * waiting for the scan's cycle to end (which takes long when the ticks rotate through
+ * many tasks): the table holds the live tasks, and the freed ones of a few passes. */
+#define SWEEP 64
+
+static void sweep(SamplerObject *sp, task_table *tt) {
+    for (int k = 0; k < SWEEP && tt->cap; k++) {
+        tentry *e = &tt->e[tt->sweep_cursor++ & (tt->cap - 1)];
+        if (e->task && e->task != TOMB && e->wr && !weak_target(e->wr)) entry_remove(sp, tt, e);
+    }
 }
 
 /* ---- Reading a task ---------------------------------------------------------------- */
@@ -612,9 +630,16 @@ static void note_future(SamplerObject *sp, tentry *e) {
 static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active) {
     tentry *e = &tt->e[i];
     PyObject *task = e->task;
-    PyObject *loop = task_attr(task, A_LOOP);
-    loopinfo *li = loop ? loop_of(sp, tt, loop, active) : NULL;
-    Py_XDECREF(loop); /* the task holds it */
+    /* A task's loop is the one it was made in: a task read before keeps its thread. */
+    loopinfo kept, *li = NULL;
+    if (e->stack) {
+        kept = (loopinfo){NULL, e->stack->gt.ident, e->stack->gt.native_id, e->stack->thread_name};
+        li = &kept;
+    } else {
+        PyObject *loop = task_attr(task, A_LOOP);
+        li = loop ? loop_of(sp, tt, loop, active) : NULL;
+        Py_XDECREF(loop); /* the task holds it */
+    }
     if (!li) {
         retire(tt, e); /* its loop is not running */
         return;
@@ -627,11 +652,13 @@ static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *act
         return;
     }
     PyObject *parent = parent_of(task);
-    PyObject *name = ppk_py_task_name(task);
-    PyObject *key = PyLong_FromVoidPtr(task);
-    if (!key) PyErr_Clear();
-    PyObject *tags = ppk_py_tags_of(sp->tags_task, key);
-    Py_XDECREF(key);
+    PyObject *name = ppk_py_task_name(task), *tags = NULL;
+    if (sp->tags_task && PyDict_GET_SIZE(sp->tags_task)) {
+        PyObject *key = PyLong_FromVoidPtr(task);
+        if (!key) PyErr_Clear();
+        tags = ppk_py_tags_of(sp->tags_task, key);
+        Py_XDECREF(key);
+    }
     ppk_str state = e->fut ? S_WAITING : S_READY;
     if (!e->stack || !same_stack(e->stack, tt, name, tags, li, parent, state)) {
         tstack *st = new_stack(tt, task, name, tags, li, parent, state);
@@ -849,6 +876,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
                 __builtin_prefetch((char *)e->stack + 64 * line);
         }
         for (size_t k = 0; k < tt->walk.n; k++) walk_task(sp, tt, AT(tt->walk, size_t, k), active);
+        sweep(sp, tt);
         note_quiet(tt, so);
     }
     Py_XDECREF(set);

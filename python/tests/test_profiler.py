@@ -155,9 +155,9 @@ class ProfilerTest(unittest.TestCase):
     def check_summary(self, run, pids=None):
         """One summary line on stderr per process that ran the profiler (a forked child
         prints its own): the process's pid and file count, no degradation, and as many
-        samples as its files hold (the sum of the "samples" values the sampler flushed:
-        every sample flushed is in exactly one exported profile). pids: the processes
-        expected (default: one line, any pid)."""
+        samples as its files hold (the samples flushed, with the ticks a waiting task's
+        sample counts besides its own: every sample flushed is in exactly one exported
+        profile). pids: the processes expected (default: one line, any pid)."""
         lines = run.summary_lines()
         if pids is None:
             self.assertEqual(len(lines), 1, run.err)
