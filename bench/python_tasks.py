@@ -6,13 +6,16 @@ The service (a subprocess: this file with --child): N tasks, each in a loop of
 uniformly from (--modes):
   busy   50 ms to 1 s: ~N / 0.525 tasks wake up a second (1,900 a second for 1,000);
   idle   10 s to 60 s: ~N / 35 a second (29 for 1,000), most ticks find the loop idle.
-Most tasks wait at any tick. After a 1 s warm-up, it runs --seconds under one variant:
+Most tasks wait at any tick (each task's first sleep is drawn from 0 to the maximum,
+so that wake-ups are spread from the start). After a 1 s warm-up, it runs --seconds
+under one variant:
   off        no profiler;
   threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
   tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 1000).
 The variants alternate round by round (the order rotates). Per run: the wake-ups done,
-the event loop thread's CPU time per wake-up (the service's cost: a profiler that makes
-it wait for the GIL, or runs in it, raises it; the sampler thread's own CPU is apart), and from Sampler.stats(): ticks; the time
+the event loop thread's CPU time, as % of the run and per wake-up (the service's cost:
+a profiler that makes it wait for the GIL, or runs in it, raises it; the sampler
+thread's own CPU is apart), and from Sampler.stats(): ticks; the time
 tasks were read per tick (task_ns: with the GIL, by the sampler's pass or by the main
 thread's callback when it samples itself alone); the GIL held per tick by the sampler's
 passes (gil_hold) and the main thread's callback time per tick (both are time the
@@ -54,6 +57,7 @@ def child(n, seconds, variant, cap, mode):
     lo, hi = MODES[mode]
 
     async def worker(rng):
+        await asyncio.sleep(rng.uniform(0, hi))  # the tasks' wake-ups spread from the start
         while True:
             await asyncio.sleep(rng.uniform(lo, hi))
             sum(range(200))
@@ -94,6 +98,7 @@ def run_child(n, seconds, variant, cap, mode):
 def figures(r):
     """One run's figures (per tick: microseconds)."""
     f = {"wakeups_s": r["wakeups"] / r["seconds"],
+         "loop_cpu_pct": 100 * r["cpu_s"] / r["seconds"],
          "cpu_us_per_wakeup": 1e6 * r["cpu_s"] / max(1, r["wakeups"])}
     st = r.get("sampler")
     if st:
@@ -155,6 +160,7 @@ def main():
                 summary["%s/%d/%s" % (mode, n, v)]["cpu_per_wakeup_vs_off_pct"] = (
                     100 * statistics.median(ratios))
     cols = [("mode", None), ("tasks", None), ("variant", None), ("wakeups_s", "%.0f"),
+            ("loop_cpu_pct", "%.2f"),
             ("cpu_us_per_wakeup", "%.1f"), ("cpu_per_wakeup_vs_off_pct", "%+.1f"),
             ("task_us_tick", "%.1f"), ("gil_hold_us_tick", "%.1f"), ("gil_hold_us_max", "%.0f"),
             ("callback_us_tick", "%.1f"), ("phase2_us_tick", "%.1f"),

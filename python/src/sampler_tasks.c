@@ -54,7 +54,7 @@ enum { A_CORO, A_FUT_WAITER, A_LOOP, A_STATE, A_CALLBACKS, N_ATTRS };
 
 static const char *const attr_text[N_ATTRS] = {"_coro", "_fut_waiter", "_loop", "_state",
                                                "_callbacks"};
-/* Interned names; _asyncio.Task's getset descriptors, found once _asyncio is imported. */
+/* Interned names. */
 static PyObject *attr_name[N_ATTRS];
 /* _asyncio.Task's and _asyncio.Future's getset descriptors of those names (each type has
  * its own), found once _asyncio is imported. */
@@ -62,8 +62,9 @@ static PyObject *c_descr[2][N_ATTRS];
 /* _asyncio.Task and Future, asyncio's pure-Python Task and Future. */
 static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
 static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
-    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame, *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
-static int descr_ready;
+    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame,
+    *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
+static int descr_ready; /* the types and descriptors were looked up */
 
 /* The "task state" label: waiting on a future, or ready to run (scheduled). */
 static const ppk_str S_WAITING = PPK_STR("waiting"), S_READY = PPK_STR("ready");
@@ -98,7 +99,7 @@ typedef struct tentry {
     int64_t acc_wall; /* not recorded yet: wall time, ticks */
     uint64_t acc_count;
     uint64_t cycle; /* the scan of the task set it was last visited in */
-    int done;
+    int done;       /* the task is done: skipped from now on */
 } tentry;
 
 /* A stack replaced or ended, with what it had not recorded yet. */
@@ -128,7 +129,7 @@ typedef struct task_table {
     size_t sweep_cursor;     /* in this table (sweep) */
     uint64_t cycle;
     size_t cycle_visits;     /* entries visited in this cycle */
-    vec slots;               /* tslot: the task set's elements visited at this pass */
+    vec slots;               /* tslotv: the task set's elements visited at this pass */
     vec seen, walk;          /* entry indices of this pass: those sampled, those whose
                               * chain is read */
     vec retired;             /* retired: recorded in phase 2 */
@@ -360,7 +361,6 @@ static void entry_clear(SamplerObject *sp, tentry *e) {
     e->wr = e->fut_wr = NULL;
 }
 
-/* The end of a scan of the task set: the entries of tasks it did not meet are gone. */
 /* Removes entry e: its stack to record, its references to release. */
 static void entry_remove(SamplerObject *sp, task_table *tt, tentry *e) {
     retire(tt, e);
@@ -371,6 +371,7 @@ static void entry_remove(SamplerObject *sp, task_table *tt, tentry *e) {
     tt->tombs++;
 }
 
+/* The end of a scan of the task set: the entries of tasks it did not meet are gone. */
 static void end_cycle(SamplerObject *sp, task_table *tt) {
     for (size_t i = 0; tt->cycle_visits < tt->used && i < tt->cap; i++) {
         tentry *e = &tt->e[i];
