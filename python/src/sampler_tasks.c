@@ -19,12 +19,6 @@
  * time since its own previous sample, so totals stay right; a task not seen in a whole
  * scan of the table has ended.
  *
- * Reading a task runs no Python code: its attributes are read through the getset
- * descriptors of _asyncio's C Future and Task types (C getters) when its type's
- * attribute is that descriptor, else as plain instance attributes (the pure-Python
- * Task); a chain's links through the getsets of the exact coroutine and generator types
- * (cr_frame, cr_await, gi_frame, gi_yieldfrom).
- *
  * A waiting task costs little at a tick where it has not moved: its _fut_waiter, the
  * future it waits on, is the one it waited on when its chain was last read (compared
  * through a weak reference, so an address reused by a new future does not match; a
@@ -47,141 +41,16 @@
  * frames), and a link that cannot be found (it rests on asyncio's private objects, no
  * graph of awaiters exists before 3.14) only loses a label instead of changing where
  * the time goes.
+ *
+ * Files: sampler_tasks.h (what they share), sampler_task_read.c (reading a task, without
+ * running Python code), this file (the table of the tasks met, the scan, recording).
  */
-#include "sampler.h"
-
-enum { A_CORO, A_FUT_WAITER, A_LOOP, A_STATE, A_CALLBACKS, N_ATTRS };
-
-static const char *const attr_text[N_ATTRS] = {"_coro", "_fut_waiter", "_loop", "_state",
-                                               "_callbacks"};
-/* Interned names. */
-static PyObject *attr_name[N_ATTRS];
-/* _asyncio.Task's and _asyncio.Future's getset descriptors of those names (each type has
- * its own), found once _asyncio is imported. */
-static PyObject *c_descr[2][N_ATTRS];
-/* _asyncio.Task and Future, asyncio's pure-Python Task and Future. */
-static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
-static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
-    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame,
-    *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
-static int descr_ready; /* the types and descriptors were looked up */
-
-/* The "task state" label: waiting on a future, or ready to run (scheduled). */
-static const ppk_str S_WAITING = PPK_STR("waiting"), S_READY = PPK_STR("ready");
-
-/* The deepest chain read (deeper links are left out, the root side). */
-#define MAX_TASK_FRAMES 256
-
-/* What a task showed when its chain was last read: frames (leaf first), labels, and
- * the references that keep their strings alive. One allocation. */
-typedef struct tstack {
-    gthread gt; /* ident, native_id, name, task_name, task_id, parent_*, n_frames, n_labels */
-    gframe *frames;
-    glabel *labels; /* pprofkit.tag() labels of the task */
-    PyObject *name, *tags; /* the task's name and tags then (held: only compared) */
-    PyObject *thread_name; /* its loop's thread's name (held) */
-    uint32_t visits;       /* ticks it was found unchanged, while it has no parent */
-    PyObject **refs;
-    size_t n_refs;
-} tstack;
-
-#define TOMB ((PyObject *)1)
-
-typedef struct tentry {
-    PyObject *task;   /* the key, not a reference (NULL: empty; TOMB: deleted) */
-    PyObject *wr;     /* a reference to a weak reference to the task (the task set's) */
-    PyObject *fut_wr; /* one to a weak reference to the future it waited on when its
-                       * chain was read (NULL: none) */
-    PyObject *fut;    /* its _fut_waiter at its last visit (only compared and prefetched;
-                       * NULL: none) */
-    tstack *stack;    /* NULL: not read, running, done, or its loop not running */
-    int64_t last_ns;  /* its previous sample (0: none; its first counts one interval) */
-    int64_t acc_wall; /* not recorded yet: wall time, ticks */
-    uint64_t acc_count;
-    uint64_t cycle; /* the scan of the task set it was last visited in */
-    int done;       /* the task is done: skipped from now on */
-} tentry;
-
-/* A stack replaced or ended, with what it had not recorded yet. */
-typedef struct retired {
-    tstack *st;
-    int64_t wall;
-    uint64_t count;
-} retired;
-
-/* An element of the task set met at this pass. */
-typedef struct tslotv {
-    PyObject *key, *task; /* the weak reference, its task (NULL: dead) */
-    size_t pos;           /* in the set's table */
-} tslotv;
-
-/* The running loops seen at this pass: their thread. */
-typedef struct loopinfo {
-    PyObject *loop; /* only compared */
-    unsigned long ident, native_id;
-    PyObject *name; /* the thread's name (a reference kept until the next pass), or NULL */
-} loopinfo;
-
-typedef struct task_table {
-    tentry *e;
-    size_t cap, used, tombs; /* power-of-two capacity, at most half full with tombs */
-    size_t cursor;           /* in the task set's hash table */
-    size_t sweep_cursor;     /* in this table (sweep) */
-    uint64_t cycle;
-    size_t cycle_visits;     /* entries visited in this cycle */
-    vec slots;               /* tslotv: the task set's elements visited at this pass */
-    vec seen, walk;          /* entry indices of this pass: those sampled, those whose
-                              * chain is read */
-    vec retired;             /* retired: recorded in phase 2 */
-    /* After a pass that visited every live task: the entries it sampled (seen), the
-     * task set's size then, and the CPU clocks then of the threads running their loops
-     * (their kernel thread ids). */
-    vec quiet;
-    size_t quiet_live, quiet_fill;
-    size_t n_quiet_threads;
-    unsigned long quiet_tid[MAX_LOOPS];
-    int64_t quiet_cpu[MAX_LOOPS];
-    vec recorded;            /* tstack *: recorded, released at the next pass */
-    vec frames, labels;      /* scratch for a chain being read */
-    loopinfo loops[MAX_LOOPS];
-    size_t n_loops;
-    size_t live, visits; /* tasks in the set, and visited, at this pass */
-} task_table;
+#include "sampler_tasks.h"
 
 /* ---- Set-up ------------------------------------------------------------------------ */
 
-static int intern_names(void) {
-    if (s_data) return 0;
-    for (int i = 0; i < N_ATTRS; i++)
-        if (!(attr_name[i] = PyUnicode_InternFromString(attr_text[i]))) return -1;
-    s_asyncio_tasks = PyUnicode_InternFromString("asyncio.tasks");
-    s_task_set = PyUnicode_InternFromString(PY_VERSION_HEX >= 0x030C0000 ? "_scheduled_tasks"
-                                                                          : "_all_tasks");
-    s_thread_id = PyUnicode_InternFromString("_thread_id");
-    s_name = PyUnicode_InternFromString("_name");
-    s_parent_task = PyUnicode_InternFromString("_parent_task");
-    s__asyncio = PyUnicode_InternFromString("_asyncio");
-    s_Task = PyUnicode_InternFromString("Task");
-    s_Future = PyUnicode_InternFromString("Future");
-    s_PyTask = PyUnicode_InternFromString("_PyTask");
-    s_PyFuture = PyUnicode_InternFromString("_PyFuture");
-    s_asyncio_futures = PyUnicode_InternFromString("asyncio.futures");
-    s_cr_frame = PyUnicode_InternFromString("cr_frame");
-    s_cr_await = PyUnicode_InternFromString("cr_await");
-    s_gi_frame = PyUnicode_InternFromString("gi_frame");
-    s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
-    s_pending = PyUnicode_InternFromString("PENDING");
-    if (!s_asyncio_tasks || !s_task_set || !s_thread_id || !s_name || !s_parent_task ||
-        !s__asyncio || !s_Task || !s_Future || !s_PyTask || !s_PyFuture ||
-        !s_asyncio_futures || !s_cr_frame || !s_cr_await || !s_gi_frame ||
-        !s_gi_yieldfrom || !s_pending)
-        return -1;
-    s_data = PyUnicode_InternFromString("data"); /* last: marks the set-up done */
-    return s_data ? 0 : -1;
-}
-
 int ppk_py_tasks_init(SamplerObject *sp) {
-    if (intern_names()) {
+    if (ppk_py_asyncio_names()) {
         PyErr_Clear();
         return -1;
     }
@@ -195,98 +64,6 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     tt->labels = VEC(glabel);
     sp->tasks = tt;
     return 0;
-}
-
-/* A type of a module (a new reference), or NULL. */
-static PyTypeObject *module_type(PyObject *mod, PyObject *name) {
-    PyObject *t = ppk_py_module_attr(mod, name);
-    return t && PyType_Check(t) ? (PyTypeObject *)Py_NewRef(t) : NULL;
-}
-
-/* asyncio's types and _asyncio.Task's descriptors, once asyncio is imported (with the
- * GIL). */
-static void find_descriptors(void) {
-    if (descr_ready) return;
-    PyObject *type = ppk_py_module_attr(s__asyncio, s_Task);
-    if (!type || !PyType_Check(type) || !ppk_py_module_attr(s_asyncio_tasks, s_PyTask)) return;
-    c_task_type = module_type(s__asyncio, s_Task);
-    c_future_type = module_type(s__asyncio, s_Future);
-    py_task_type = module_type(s_asyncio_tasks, s_PyTask);
-    py_future_type = module_type(s_asyncio_futures, s_PyFuture);
-    for (int k = 0; k < 2; k++) {
-        PyTypeObject *t = k ? c_future_type : c_task_type;
-        for (int i = 0; t && i < N_ATTRS; i++) {
-            PyObject *d = _PyType_Lookup(t, attr_name[i]);
-            if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) c_descr[k][i] = Py_NewRef(d);
-        }
-    }
-    descr_ready = 1;
-}
-
-/* The last type whose attribute `which` was found to be one of those descriptors, at a
- * version of the type (a change to the type changes it), and the descriptor's getter. */
-static struct {
-    PyTypeObject *type;
-    unsigned int version;
-    getter get;
-    void *closure;
-} getter_cache[N_ATTRS];
-
-/* Attribute `which` of a task or future, read without running Python code (a new
- * reference, or NULL). */
-static PyObject *task_attr(PyObject *obj, int which) {
-    PyTypeObject *t = Py_TYPE(obj);
-    if (getter_cache[which].type == t && t->tp_version_tag == getter_cache[which].version &&
-        t->tp_version_tag) {
-        PyObject *v = getter_cache[which].get(obj, getter_cache[which].closure);
-        if (!v) PyErr_Clear();
-        return v;
-    }
-    PyObject *d = _PyType_Lookup(t, attr_name[which]);
-    if (d && (d == c_descr[0][which] || d == c_descr[1][which]) &&
-        t->tp_getattro == PyObject_GenericGetAttr) {
-        PyGetSetDef *gs = ((PyGetSetDescrObject *)d)->d_getset;
-        getter_cache[which].type = t; /* only compared: a type's address is reused only */
-        getter_cache[which].version = t->tp_version_tag; /* with another version */
-        getter_cache[which].get = gs->get;
-        getter_cache[which].closure = gs->closure;
-        PyObject *v = gs->get(obj, gs->closure);
-        if (!v) PyErr_Clear();
-        return v;
-    }
-    return ppk_py_safe_getattr(obj, attr_name[which]);
-}
-
-/* What weak reference wr points to, only to compare (NULL: dead). */
-static PyObject *weak_target(PyObject *wr) {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *o;
-    if (PyWeakref_GetRef(wr, &o) != 1) {
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_DECREF(o); /* alive: a weak reference's target has other references */
-    return o;
-#else
-    PyObject *o = PyWeakref_GetObject(wr);
-    return o == Py_None ? NULL : o;
-#endif
-}
-
-/* asyncio's task set's underlying set (a new reference), or NULL. */
-static PyObject *task_set(void) {
-    PyObject *ws = ppk_py_module_attr(s_asyncio_tasks, s_task_set);
-    PyObject *data = ws ? ppk_py_safe_getattr(ws, s_data) : NULL;
-    if (data && !PySet_Check(data)) Py_CLEAR(data);
-    return data;
-}
-
-size_t ppk_py_tasks_live(void) {
-    if (!s_data) return 0;
-    PyObject *data = task_set();
-    size_t n = data ? (size_t)PySet_GET_SIZE(data) : 0;
-    Py_XDECREF(data);
-    return n;
 }
 
 /* ---- The entry table --------------------------------------------------------------- */
@@ -337,8 +114,7 @@ static int table_reserve(task_table *tt, size_t n) {
     return 0;
 }
 
-/* The entry's stack, with what it accumulated, to be recorded in phase 2. */
-static void retire(task_table *tt, tentry *e) {
+void ppk_py_retire(task_table *tt, tentry *e) {
     if (e->stack) {
         retired *r = vec_push(&tt->retired);
         if (r) {
@@ -363,7 +139,7 @@ static void entry_clear(SamplerObject *sp, tentry *e) {
 
 /* Removes entry e: its stack to record, its references to release. */
 static void entry_remove(SamplerObject *sp, task_table *tt, tentry *e) {
-    retire(tt, e);
+    ppk_py_retire(tt, e);
     entry_clear(sp, e);
     tt->cycle_visits -= e->cycle == tt->cycle;
     e->task = TOMB;
@@ -389,290 +165,8 @@ static void end_cycle(SamplerObject *sp, task_table *tt) {
 static void sweep(SamplerObject *sp, task_table *tt) {
     for (int k = 0; k < SWEEP && tt->cap; k++) {
         tentry *e = &tt->e[tt->sweep_cursor++ & (tt->cap - 1)];
-        if (e->task && e->task != TOMB && e->wr && !weak_target(e->wr)) entry_remove(sp, tt, e);
+        if (e->task && e->task != TOMB && e->wr && !ppk_py_weak_target(e->wr)) entry_remove(sp, tt, e);
     }
-}
-
-/* ---- Reading a task ---------------------------------------------------------------- */
-
-/* The thread running `loop` (0: it is not running). */
-static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, PyObject *active) {
-    for (size_t i = 0; i < tt->n_loops; i++)
-        if (tt->loops[i].loop == loop) return tt->loops[i].ident ? &tt->loops[i] : NULL;
-    if (tt->n_loops == MAX_LOOPS) return NULL;
-    loopinfo *li = &tt->loops[tt->n_loops++];
-    *li = (loopinfo){loop, 0, 0, NULL};
-    PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
-    if (tid && PyLong_Check(tid)) {
-        li->ident = PyLong_AsUnsignedLong(tid);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            li->ident = 0;
-        }
-    }
-    Py_XDECREF(tid);
-    if (!li->ident) return NULL;
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
-         t = PyThreadState_Next(t))
-        if (t->thread_id == li->ident) li->native_id = t->native_thread_id;
-    PyObject *ident = PyLong_FromUnsignedLong(li->ident);
-    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
-    if (!thread) PyErr_Clear();
-    Py_XDECREF(ident);
-    PyObject *name = thread ? ppk_py_safe_getattr(thread, s_name) : NULL;
-    if (name && !ppk_py_keep_ref(sp, name)) li->name = name;
-    return li;
-}
-
-/* The frames of a coroutine chain into tt->frames, leaf first. */
-static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
-    tt->frames.n = 0;
-    PyObject *o = Py_XNewRef(coro);
-    while (o && tt->frames.n < MAX_TASK_FRAMES) {
-        PyObject *fname, *aname;
-        if (PyCoro_CheckExact(o)) {
-            fname = s_cr_frame;
-            aname = s_cr_await;
-        } else if (PyGen_CheckExact(o)) {
-            fname = s_gi_frame;
-            aname = s_gi_yieldfrom;
-        } else {
-            break; /* a future's iterator, an async generator's asend: the end */
-        }
-        PyObject *f = PyObject_GetAttr(o, fname);
-        if (!f) PyErr_Clear();
-        int ok = 1;
-        if (f && PyFrame_Check(f)) {
-            gframe *g = vec_push(&tt->frames);
-            ok = g && !ppk_py_frame_of(sp, (PyFrameObject *)f, g);
-            if (g && !ok) tt->frames.n--;
-        }
-        Py_XDECREF(f);
-        PyObject *next = ok ? PyObject_GetAttr(o, aname) : NULL;
-        if (!next) PyErr_Clear();
-        Py_DECREF(o);
-        o = next;
-    }
-    Py_XDECREF(o);
-    gframe *a = tt->frames.items;
-    for (size_t i = 0, j = tt->frames.n; i + 1 < j; i++, j--) {
-        gframe t = a[i];
-        a[i] = a[j - 1];
-        a[j - 1] = t;
-    }
-}
-
-/* Whether o is an asyncio task (C or pure Python), or a future. */
-static int is_task(PyObject *o) {
-    return o && ((c_task_type && PyObject_TypeCheck(o, c_task_type)) ||
-                 (py_task_type && PyObject_TypeCheck(o, py_task_type)));
-}
-
-static int is_future(PyObject *o) {
-    return o && ((c_future_type && PyObject_TypeCheck(o, c_future_type)) ||
-                 (py_future_type && PyObject_TypeCheck(o, py_future_type)));
-}
-
-/* The task a done callback wakes up (a task's wakeup: a C function or a method bound to
- * the task), or NULL. */
-static PyObject *woken_by(PyObject *fn) {
-    PyObject *self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn)
-                     : PyMethod_Check(fn)  ? PyMethod_GET_SELF(fn)
-                                           : NULL;
-    return is_task(self) ? self : NULL;
-}
-
-/* The function of each (function, context) pair of a future's callback list. */
-static PyObject *callback_fn(PyObject *cbs, Py_ssize_t i) {
-    PyObject *fn = PyList_GET_ITEM(cbs, i);
-    return PyTuple_Check(fn) && PyTuple_GET_SIZE(fn) ? PyTuple_GET_ITEM(fn, 0) : fn;
-}
-
-/* The task that a done callback of a future `fut` wakes up, or NULL. */
-static PyObject *woken_by_future(PyObject *fut) {
-    PyObject *p = NULL, *cbs = task_attr(fut, A_CALLBACKS);
-    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++)
-        p = woken_by(callback_fn(cbs, i));
-    Py_XDECREF(cbs);
-    return p; /* alive: fut's callbacks hold it */
-}
-
-/* The task awaiting `task` (borrowed: the callbacks of task, or of a future they hold,
- * hold it), or NULL. The file's opening comment says how it is found. */
-static PyObject *parent_of(PyObject *task) {
-    PyObject *p = NULL, *cbs = task_attr(task, A_CALLBACKS);
-    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++) {
-        PyObject *fn = callback_fn(cbs, i);
-        p = woken_by(fn); /* await task */
-        if (!p && PyMethod_Check(fn)) {
-            /* TaskGroup._on_task_done: the group's task. */
-            PyObject *pt = ppk_py_safe_getattr(PyMethod_GET_SELF(fn), s_parent_task);
-            p = is_task(pt) ? pt : NULL;
-            Py_XDECREF(pt); /* the group holds it */
-        } else if (!p && PyFunction_Check(fn)) {
-            /* A closure over the future its awaiter waits on: gather's outer future,
-             * asyncio.wait's waiter. */
-            PyObject *cl = PyFunction_GET_CLOSURE(fn);
-            for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
-                PyObject *cell = PyTuple_GET_ITEM(cl, j);
-                PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
-                if (is_future(v) && !is_task(v)) p = woken_by_future(v);
-            }
-        }
-    }
-    Py_XDECREF(cbs);
-    return p != task ? p : NULL;
-}
-
-/* Whether stack st shows the frames of tt->frames, and the same name, tags, thread and
- * parent. */
-static int same_stack(const tstack *st, const task_table *tt, PyObject *name, PyObject *tags,
-                      const loopinfo *li, PyObject *parent, ppk_str state) {
-    int same_name = st->name == name ||
-                    (st->name && name && PyUnicode_Check(st->name) && PyUnicode_Check(name) &&
-                     PyUnicode_Compare(st->name, name) == 0);
-    if (st->gt.n_frames != tt->frames.n || !same_name || st->tags != tags ||
-        st->gt.task_state.ptr != state.ptr ||
-        st->gt.ident != li->ident ||
-        st->gt.parent_id != (int64_t)(uintptr_t)parent)
-        return 0;
-    for (size_t i = 0; i < tt->frames.n; i++) {
-        const gframe *a = &st->frames[i], *b = &AT(tt->frames, gframe, i);
-        if (a->code != b->code || a->lasti != b->lasti) return 0;
-    }
-    return 1;
-}
-
-/* Takes a reference for a stack. */
-static void take(tstack *st, PyObject *o) {
-    if (o) st->refs[st->n_refs++] = Py_NewRef(o);
-}
-
-/* A new stack of tt->frames for `task`. NULL: no memory. */
-static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObject *tags,
-                         const loopinfo *li, PyObject *parent, ppk_str state) {
-    tt->labels.n = 0;
-    size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
-    size_t nf = tt->frames.n, nr = nf + 6;
-    tstack *st = malloc(sizeof *st + nf * sizeof(gframe) + nl * sizeof(glabel) +
-                        nr * sizeof(PyObject *));
-    if (!st) return NULL;
-    memset(&st->gt, 0, sizeof st->gt);
-    st->frames = (gframe *)(st + 1);
-    st->labels = (glabel *)(st->frames + nf);
-    st->refs = (PyObject **)(st->labels + nl);
-    st->n_refs = 0;
-    st->name = name;
-    st->tags = tags;
-    st->thread_name = li->name;
-    st->visits = 0;
-    memcpy(st->frames, tt->frames.items, nf * sizeof(gframe));
-    if (nl) memcpy(st->labels, tt->labels.items, nl * sizeof(glabel));
-    for (size_t i = 0; i < nf; i++) take(st, (PyObject *)st->frames[i].code);
-    take(st, tags);
-    gthread *gt = &st->gt;
-    gt->n_frames = nf;
-    gt->n_labels = nl;
-    gt->ident = li->ident;
-    gt->native_id = li->native_id;
-    if (li->name) {
-        gt->name = ppk_py_utf8(li->name);
-        take(st, li->name);
-    }
-    gt->task_id = (int64_t)(uintptr_t)task;
-    gt->task_state = state;
-    PyObject *bytes;
-    if (name) {
-        gt->task_name = ppk_py_utf8_repair(name, &bytes);
-        take(st, name);
-        take(st, bytes);
-        Py_XDECREF(bytes);
-    }
-    if (parent) {
-        gt->parent_id = (int64_t)(uintptr_t)parent;
-        name = ppk_py_task_name(parent);
-        if (name) {
-            gt->parent_name = ppk_py_utf8_repair(name, &bytes);
-            take(st, name);
-            take(st, bytes);
-            Py_XDECREF(bytes);
-            Py_DECREF(name);
-        }
-    }
-    return st;
-}
-
-/* A stack for entry e's task with the parent it has now, if it has one. */
-static void find_parent_again(task_table *tt, tentry *e) {
-    tstack *old = e->stack;
-    PyObject *parent = parent_of(e->task);
-    if (!parent) return;
-    tt->frames.n = 0;
-    if (vec_reserve(&tt->frames, old->gt.n_frames)) return;
-    memcpy(tt->frames.items, old->frames, old->gt.n_frames * sizeof(gframe));
-    tt->frames.n = old->gt.n_frames;
-    loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name};
-    tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, old->gt.task_state);
-    if (!st) return;
-    int64_t last = e->last_ns;
-    retire(tt, e); /* what it accumulated goes with the old stack */
-    e->last_ns = last;
-    e->stack = st;
-}
-
-/* Takes a weak reference to the future entry e waits on, for the next passes' check. */
-static void note_future(SamplerObject *sp, tentry *e) {
-    if (e->fut_wr) ppk_py_keep_ref(sp, e->fut_wr);
-    e->fut_wr = e->fut ? PyWeakref_NewRef(e->fut, NULL) : NULL;
-    if (!e->fut_wr) PyErr_Clear(); /* not weakly referenceable: read at every tick */
-}
-
-/* Reads the chain of entry i's task (it moved, or is new). */
-static void walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active) {
-    tentry *e = &tt->e[i];
-    PyObject *task = e->task;
-    /* A task's loop is the one it was made in: a task read before keeps its thread. */
-    loopinfo kept, *li = NULL;
-    if (e->stack) {
-        kept = (loopinfo){NULL, e->stack->gt.ident, e->stack->gt.native_id, e->stack->thread_name};
-        li = &kept;
-    } else {
-        PyObject *loop = task_attr(task, A_LOOP);
-        li = loop ? loop_of(sp, tt, loop, active) : NULL;
-        Py_XDECREF(loop); /* the task holds it */
-    }
-    if (!li) {
-        retire(tt, e); /* its loop is not running */
-        return;
-    }
-    PyObject *coro = task_attr(task, A_CORO);
-    read_chain(sp, tt, coro);
-    Py_XDECREF(coro);
-    if (!tt->frames.n) {
-        retire(tt, e);
-        return;
-    }
-    PyObject *parent = parent_of(task);
-    PyObject *name = ppk_py_task_name(task), *tags = NULL;
-    if (sp->tags_task && PyDict_GET_SIZE(sp->tags_task)) {
-        PyObject *key = PyLong_FromVoidPtr(task);
-        if (!key) PyErr_Clear();
-        tags = ppk_py_tags_of(sp->tags_task, key);
-        Py_XDECREF(key);
-    }
-    ppk_str state = e->fut ? S_WAITING : S_READY;
-    if (!e->stack || !same_stack(e->stack, tt, name, tags, li, parent, state)) {
-        tstack *st = new_stack(tt, task, name, tags, li, parent, state);
-        Py_XDECREF(name);
-        if (!st) return;
-        retire(tt, e);
-        e->stack = st;
-    } else {
-        Py_XDECREF(name); /* the stack holds it */
-    }
-    note_future(sp, e);
-    size_t *p = vec_push(&tt->seen);
-    if (p) *p = i;
 }
 
 /* Visits the task the task set's element `key` refers to. */
@@ -683,9 +177,9 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     tentry *e = &tt->e[i];
     /* The same weak reference as at its last visit: the same task (the reference is
      * alive and points to it). */
-    if (e->wr && e->wr != key && weak_target(e->wr) != task) {
+    if (e->wr && e->wr != key && ppk_py_weak_target(e->wr) != task) {
         /* A task at the address of one that has ended since its last visit. */
-        retire(tt, e);
+        ppk_py_retire(tt, e);
         entry_clear(sp, e);
         e->done = 0;
     }
@@ -696,31 +190,28 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     if (e->done) return;
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
-            retire(tt, e); /* its thread's sample shows it */
+            ppk_py_retire(tt, e); /* its thread's sample shows it */
             return;
         }
     }
-    PyObject *fut = task_attr(task, A_FUT_WAITER);
+    PyObject *fut = ppk_py_task_attr(task, A_FUT_WAITER);
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
     if (!e->fut) {
         /* No future: ready to run, or done (for good). */
-        PyObject *state = task_attr(task, A_STATE);
-        e->done = state && PyUnicode_Check(state) && PyUnicode_Compare(state, s_pending) != 0;
-        Py_XDECREF(state);
-        PyErr_Clear();
+        e->done = ppk_py_task_done(task);
         if (e->done) {
-            retire(tt, e);
+            ppk_py_retire(tt, e);
             return;
         }
     }
-    if (e->fut && e->stack && e->fut_wr && weak_target(e->fut_wr) == e->fut) {
+    if (e->fut && e->stack && e->fut_wr && ppk_py_weak_target(e->fut_wr) == e->fut) {
         /* It has not moved. A task is often awaited after its first sample (a task
          * created before the one that awaits it, which runs later): without a parent,
          * it is looked for at its next 8 ticks, then every 64th. */
         tstack *st = e->stack;
         if (!st->gt.parent_id && (++st->visits <= 8 || st->visits % 64 == 0))
-            find_parent_again(tt, e);
+            ppk_py_find_parent_again(tt, e);
         size_t *p = vec_push(&tt->seen);
         if (p) *p = i;
         return;
@@ -761,7 +252,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     tslotv *v = tt->slots.items;
     size_t n = tt->slots.n, mask = tt->cap - 1;
     for (size_t k = 0; k < n; k++) {
-        v[k].task = weak_target(v[k].key);
+        v[k].task = ppk_py_weak_target(v[k].key);
         if (!v[k].task) continue;
         for (int line = 0; line < 4; line++) __builtin_prefetch((char *)v[k].task + 64 * line);
         __builtin_prefetch(&tt->e[ptr_hash(v[k].task, mask)]);
@@ -793,14 +284,16 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     if (wrap == n) end_cycle(sp, tt);
 }
 
-/* Notes, after a pass that visited every live task of the set, what is_quiet compares. A
- * task changes only by running in its loop's thread, and a task is made (or ended) in
- * it too (or the set's size changes): while those threads' CPU clocks have not moved and
- * the set is the same size, every task is as this pass found it. */
+/* Notes, after a pass, what is_quiet compares. A task changes only by running in its
+ * loop's thread, and a task is made (or ended) in it too (or the set's size changes):
+ * while those threads' CPU clocks have not moved and the set is the same size, every
+ * task is as this pass found it. (When the ticks rotate through more tasks than they
+ * visit, the ones this pass did not visit wait for the next pass that reads: their
+ * next sample counts the time since their previous one.) */
 static void note_quiet(task_table *tt, PySetObject *so) {
     tt->quiet.n = 0;
     tt->n_quiet_threads = 0;
-    if (tt->visits < tt->live || vec_reserve(&tt->quiet, tt->seen.n)) return;
+    if (vec_reserve(&tt->quiet, tt->seen.n)) return;
     for (size_t k = 0; k < tt->seen.n; k++) {
         const tstack *st = tt->e[AT(tt->seen, size_t, k)].stack;
         unsigned long tid = st->gt.native_id;
@@ -854,8 +347,8 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
     tt->seen.n = tt->walk.n = 0;
     tt->n_loops = 0;
     tt->visits = 0;
-    find_descriptors();
-    PyObject *set = task_set();
+    ppk_py_asyncio_find();
+    PyObject *set = ppk_py_task_set();
     PySetObject *so = (PySetObject *)set;
     tt->live = so ? (size_t)so->used : 0;
     size_t want = tt->live < sp->max_tasks ? tt->live : sp->max_tasks;
@@ -876,7 +369,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
             for (int line = 0; e->stack && line < 4; line++)
                 __builtin_prefetch((char *)e->stack + 64 * line);
         }
-        for (size_t k = 0; k < tt->walk.n; k++) walk_task(sp, tt, AT(tt->walk, size_t, k), active);
+        for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, AT(tt->walk, size_t, k), active);
         sweep(sp, tt);
         note_quiet(tt, so);
     }

@@ -93,6 +93,9 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
     def test_waiting_tasks(self):
         run, me, profiles = self.run_awaits()
         waiting, interval = self.check_tasks(run, me, profiles, 1)
+        # A task that waits half as long: half the wall time.
+        half = sum(v["wall-time"] for _, _, v in waiting["half-sleeper"])
+        self.assert_near(half, me["half_ns"], 2 * interval, "the half-sleeper's wall time")
         # A task awaited from LATE on: no parent before, "late-awaiter" after, found
         # within 72 ticks (looked for at its first 8 ticks without one, then every 64th).
         late = collections.Counter()

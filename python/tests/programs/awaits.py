@@ -1,8 +1,8 @@
 """asyncio tasks waiting in different ways, for test_tasks.py, for RUN (argv[1]) seconds:
 
-- "sleeper": asyncio.sleep; "getter": asyncio.Queue.get; "spinner" (unless argv[3] is
-  "idle"): CPU work in steps, each followed by asyncio.sleep(0) (running, or ready to
-  run, all the time);
+- "sleeper": asyncio.sleep; "half-sleeper": the same, cancelled halfway through;
+  "getter": asyncio.Queue.get; "spinner" (unless argv[3] is "idle"): CPU work in steps,
+  each followed by asyncio.sleep(0) (running, or ready to run, all the time);
 - "gatherer": asyncio.gather of "gathered-1" and "gathered-2" (each in asyncio.sleep);
 - "grouper": an asyncio.TaskGroup of "grouped-1" and "grouped-2" (each in asyncio.sleep);
 - "waiter": asyncio.wait of "waited-1" and "waited-2" (each in asyncio.sleep);
@@ -14,9 +14,9 @@
   referenced (so that it stays in asyncio's task set, done) at the start.
 
 Every long task is created at once at the start and cancelled at the end. Prints one
-JSON line: the lifetime (ns) of the long tasks (from before their creation to after
-their cancellation), the sum of the ephemeral tasks' lifetimes (from before their
-creation to after their end), the profiler's figures.
+JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
+their creation to after their cancellation), the sum of the ephemeral tasks' lifetimes
+(from before their creation to after their end), the profiler's figures.
 """
 
 import asyncio
@@ -121,7 +121,13 @@ async def main():
              asyncio.create_task(sleeper(), name="bad\udcffname")]
     if SPIN:
         tasks.append(asyncio.create_task(spinner(), name="spinner"))
-    await asyncio.sleep(RUN)
+    half_start = time.monotonic_ns()
+    half = asyncio.create_task(sleeper(), name="half-sleeper")
+    await asyncio.sleep(RUN / 2)
+    half.cancel()
+    await asyncio.gather(half, return_exceptions=True)
+    half_ns = time.monotonic_ns() - half_start
+    await asyncio.sleep(RUN / 2)
     tasks += waited_tasks
     for t in tasks:
         t.cancel()
@@ -130,7 +136,7 @@ async def main():
     end = time.monotonic_ns()
     assert all(t.done() for t in done)
     print(json.dumps({"lifetime_ns": end - start, "ephemeral_ns": ephemeral_ns,
-                      "late_ns": int(LATE * 1e9),
+                      "late_ns": int(LATE * 1e9), "half_ns": half_ns,
                       "ephemeral": EPHEMERAL, **progutil.sampler_info()}), flush=True)
     await asyncio.sleep(0.3)  # the done ephemeral tasks stay in the task set meanwhile
     done.clear()

@@ -1,0 +1,448 @@
+/*
+ * sampler_task_read.c - reading an asyncio task with the GIL, for the Sampler's tasks
+ * that wait (sampler_tasks.c explains the whole): asyncio's types and the C getters of
+ * their attributes, a task's coroutine chain, its parent task, and the stack a task
+ * shows (its frames and labels, with the references that keep their strings alive).
+ *
+ * Nothing here runs Python code: a task's attributes are read through the getset
+ * descriptors of _asyncio's C Future and Task types (C getters) when its type's
+ * attribute is that descriptor, else as plain instance attributes (the pure-Python
+ * Task); a chain's links through the getsets of the exact coroutine and generator types
+ * (cr_frame, cr_await, gi_frame, gi_yieldfrom).
+ */
+#include "sampler_tasks.h"
+
+static const char *const attr_text[N_ATTRS] = {"_coro", "_fut_waiter", "_loop", "_state",
+                                               "_callbacks"};
+/* Interned names. */
+static PyObject *attr_name[N_ATTRS];
+/* _asyncio.Task's and _asyncio.Future's getset descriptors of those names (each type has
+ * its own), found once _asyncio is imported. */
+static PyObject *c_descr[2][N_ATTRS];
+/* _asyncio.Task and Future, asyncio's pure-Python Task and Future. */
+static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
+static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
+    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame,
+    *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
+static int descr_ready; /* the types and descriptors were looked up */
+
+/* The "task state" label: waiting on a future, or ready to run (scheduled). */
+static const ppk_str S_WAITING = PPK_STR("waiting"), S_READY = PPK_STR("ready");
+
+/* The deepest chain read (deeper links are left out, the root side). */
+#define MAX_TASK_FRAMES 256
+
+/* ---- asyncio's objects ----------------------------------------------------------- */
+
+int ppk_py_asyncio_names(void) {
+    if (s_data) return 0;
+    for (int i = 0; i < N_ATTRS; i++)
+        if (!(attr_name[i] = PyUnicode_InternFromString(attr_text[i]))) return -1;
+    s_asyncio_tasks = PyUnicode_InternFromString("asyncio.tasks");
+    s_task_set = PyUnicode_InternFromString(PY_VERSION_HEX >= 0x030C0000 ? "_scheduled_tasks"
+                                                                          : "_all_tasks");
+    s_thread_id = PyUnicode_InternFromString("_thread_id");
+    s_name = PyUnicode_InternFromString("_name");
+    s_parent_task = PyUnicode_InternFromString("_parent_task");
+    s__asyncio = PyUnicode_InternFromString("_asyncio");
+    s_Task = PyUnicode_InternFromString("Task");
+    s_Future = PyUnicode_InternFromString("Future");
+    s_PyTask = PyUnicode_InternFromString("_PyTask");
+    s_PyFuture = PyUnicode_InternFromString("_PyFuture");
+    s_asyncio_futures = PyUnicode_InternFromString("asyncio.futures");
+    s_cr_frame = PyUnicode_InternFromString("cr_frame");
+    s_cr_await = PyUnicode_InternFromString("cr_await");
+    s_gi_frame = PyUnicode_InternFromString("gi_frame");
+    s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
+    s_pending = PyUnicode_InternFromString("PENDING");
+    if (!s_asyncio_tasks || !s_task_set || !s_thread_id || !s_name || !s_parent_task ||
+        !s__asyncio || !s_Task || !s_Future || !s_PyTask || !s_PyFuture ||
+        !s_asyncio_futures || !s_cr_frame || !s_cr_await || !s_gi_frame ||
+        !s_gi_yieldfrom || !s_pending)
+        return -1;
+    s_data = PyUnicode_InternFromString("data"); /* last: marks the set-up done */
+    return s_data ? 0 : -1;
+}
+
+/* A type of a module (a new reference), or NULL. */
+static PyTypeObject *module_type(PyObject *mod, PyObject *name) {
+    PyObject *t = ppk_py_module_attr(mod, name);
+    return t && PyType_Check(t) ? (PyTypeObject *)Py_NewRef(t) : NULL;
+}
+
+/* asyncio's types and _asyncio.Task's descriptors, once asyncio is imported (with the
+ * GIL). */
+void ppk_py_asyncio_find(void) {
+    if (descr_ready) return;
+    PyObject *type = ppk_py_module_attr(s__asyncio, s_Task);
+    if (!type || !PyType_Check(type) || !ppk_py_module_attr(s_asyncio_tasks, s_PyTask)) return;
+    c_task_type = module_type(s__asyncio, s_Task);
+    c_future_type = module_type(s__asyncio, s_Future);
+    py_task_type = module_type(s_asyncio_tasks, s_PyTask);
+    py_future_type = module_type(s_asyncio_futures, s_PyFuture);
+    for (int k = 0; k < 2; k++) {
+        PyTypeObject *t = k ? c_future_type : c_task_type;
+        for (int i = 0; t && i < N_ATTRS; i++) {
+            PyObject *d = _PyType_Lookup(t, attr_name[i]);
+            if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) c_descr[k][i] = Py_NewRef(d);
+        }
+    }
+    descr_ready = 1;
+}
+
+/* The last type whose attribute `which` was found to be one of those descriptors, at a
+ * version of the type (a change to the type changes it), and the descriptor's getter. */
+static struct {
+    PyTypeObject *type;
+    unsigned int version;
+    getter get;
+    void *closure;
+} getter_cache[N_ATTRS];
+
+/* Attribute `which` of a task or future, read without running Python code (a new
+ * reference, or NULL). */
+PyObject *ppk_py_task_attr(PyObject *obj, int which) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (getter_cache[which].type == t && t->tp_version_tag == getter_cache[which].version &&
+        t->tp_version_tag) {
+        PyObject *v = getter_cache[which].get(obj, getter_cache[which].closure);
+        if (!v) PyErr_Clear();
+        return v;
+    }
+    PyObject *d = _PyType_Lookup(t, attr_name[which]);
+    if (d && (d == c_descr[0][which] || d == c_descr[1][which]) &&
+        t->tp_getattro == PyObject_GenericGetAttr) {
+        PyGetSetDef *gs = ((PyGetSetDescrObject *)d)->d_getset;
+        getter_cache[which].type = t; /* only compared: a type's address is reused only */
+        getter_cache[which].version = t->tp_version_tag; /* with another version */
+        getter_cache[which].get = gs->get;
+        getter_cache[which].closure = gs->closure;
+        PyObject *v = gs->get(obj, gs->closure);
+        if (!v) PyErr_Clear();
+        return v;
+    }
+    return ppk_py_safe_getattr(obj, attr_name[which]);
+}
+
+/* What weak reference wr points to, only to compare (NULL: dead). */
+PyObject *ppk_py_weak_target(PyObject *wr) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o;
+    if (PyWeakref_GetRef(wr, &o) != 1) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(o); /* alive: a weak reference's target has other references */
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(wr);
+    return o == Py_None ? NULL : o;
+#endif
+}
+
+/* asyncio's task set's underlying set (a new reference), or NULL. */
+PyObject *ppk_py_task_set(void) {
+    PyObject *ws = ppk_py_module_attr(s_asyncio_tasks, s_task_set);
+    PyObject *data = ws ? ppk_py_safe_getattr(ws, s_data) : NULL;
+    if (data && !PySet_Check(data)) Py_CLEAR(data);
+    return data;
+}
+
+size_t ppk_py_tasks_live(void) {
+    if (!s_data) return 0;
+    PyObject *data = ppk_py_task_set();
+    size_t n = data ? (size_t)PySet_GET_SIZE(data) : 0;
+    Py_XDECREF(data);
+    return n;
+}
+
+int ppk_py_task_done(PyObject *task) {
+    PyObject *state = ppk_py_task_attr(task, A_STATE);
+    int done = state && PyUnicode_Check(state) && PyUnicode_Compare(state, s_pending) != 0;
+    Py_XDECREF(state);
+    PyErr_Clear();
+    return done;
+}
+
+/* ---- Reading a task ---------------------------------------------------------------- */
+
+/* The thread running `loop` (0: it is not running). */
+static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, PyObject *active) {
+    for (size_t i = 0; i < tt->n_loops; i++)
+        if (tt->loops[i].loop == loop) return tt->loops[i].ident ? &tt->loops[i] : NULL;
+    if (tt->n_loops == MAX_LOOPS) return NULL;
+    loopinfo *li = &tt->loops[tt->n_loops++];
+    *li = (loopinfo){loop, 0, 0, NULL};
+    PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
+    if (tid && PyLong_Check(tid)) {
+        li->ident = PyLong_AsUnsignedLong(tid);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            li->ident = 0;
+        }
+    }
+    Py_XDECREF(tid);
+    if (!li->ident) return NULL;
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
+         t = PyThreadState_Next(t))
+        if (t->thread_id == li->ident) li->native_id = t->native_thread_id;
+    PyObject *ident = PyLong_FromUnsignedLong(li->ident);
+    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
+    if (!thread) PyErr_Clear();
+    Py_XDECREF(ident);
+    PyObject *name = thread ? ppk_py_safe_getattr(thread, s_name) : NULL;
+    if (name && !ppk_py_keep_ref(sp, name)) li->name = name;
+    return li;
+}
+
+/* The frames of a coroutine chain into tt->frames, leaf first. */
+static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
+    tt->frames.n = 0;
+    PyObject *o = Py_XNewRef(coro);
+    while (o && tt->frames.n < MAX_TASK_FRAMES) {
+        PyObject *fname, *aname;
+        if (PyCoro_CheckExact(o)) {
+            fname = s_cr_frame;
+            aname = s_cr_await;
+        } else if (PyGen_CheckExact(o)) {
+            fname = s_gi_frame;
+            aname = s_gi_yieldfrom;
+        } else {
+            break; /* a future's iterator, an async generator's asend: the end */
+        }
+        PyObject *f = PyObject_GetAttr(o, fname);
+        if (!f) PyErr_Clear();
+        int ok = 1;
+        if (f && PyFrame_Check(f)) {
+            gframe *g = vec_push(&tt->frames);
+            ok = g && !ppk_py_frame_of(sp, (PyFrameObject *)f, g);
+            if (g && !ok) tt->frames.n--;
+        }
+        Py_XDECREF(f);
+        PyObject *next = ok ? PyObject_GetAttr(o, aname) : NULL;
+        if (!next) PyErr_Clear();
+        Py_DECREF(o);
+        o = next;
+    }
+    Py_XDECREF(o);
+    gframe *a = tt->frames.items;
+    for (size_t i = 0, j = tt->frames.n; i + 1 < j; i++, j--) {
+        gframe t = a[i];
+        a[i] = a[j - 1];
+        a[j - 1] = t;
+    }
+}
+
+/* Whether o is an asyncio task (C or pure Python), or a future. */
+static int is_task(PyObject *o) {
+    return o && ((c_task_type && PyObject_TypeCheck(o, c_task_type)) ||
+                 (py_task_type && PyObject_TypeCheck(o, py_task_type)));
+}
+
+static int is_future(PyObject *o) {
+    return o && ((c_future_type && PyObject_TypeCheck(o, c_future_type)) ||
+                 (py_future_type && PyObject_TypeCheck(o, py_future_type)));
+}
+
+/* The task a done callback wakes up (a task's wakeup: a C function or a method bound to
+ * the task), or NULL. */
+static PyObject *woken_by(PyObject *fn) {
+    PyObject *self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn)
+                     : PyMethod_Check(fn)  ? PyMethod_GET_SELF(fn)
+                                           : NULL;
+    return is_task(self) ? self : NULL;
+}
+
+/* The function of each (function, context) pair of a future's callback list. */
+static PyObject *callback_fn(PyObject *cbs, Py_ssize_t i) {
+    PyObject *fn = PyList_GET_ITEM(cbs, i);
+    return PyTuple_Check(fn) && PyTuple_GET_SIZE(fn) ? PyTuple_GET_ITEM(fn, 0) : fn;
+}
+
+/* The task that a done callback of a future `fut` wakes up, or NULL. */
+static PyObject *woken_by_future(PyObject *fut) {
+    PyObject *p = NULL, *cbs = ppk_py_task_attr(fut, A_CALLBACKS);
+    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++)
+        p = woken_by(callback_fn(cbs, i));
+    Py_XDECREF(cbs);
+    return p; /* alive: fut's callbacks hold it */
+}
+
+/* The task awaiting `task` (borrowed: the callbacks of task, or of a future they hold,
+ * hold it), or NULL. The file's opening comment says how it is found. */
+static PyObject *parent_of(PyObject *task) {
+    PyObject *p = NULL, *cbs = ppk_py_task_attr(task, A_CALLBACKS);
+    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++) {
+        PyObject *fn = callback_fn(cbs, i);
+        p = woken_by(fn); /* await task */
+        if (!p && PyMethod_Check(fn)) {
+            /* TaskGroup._on_task_done: the group's task. */
+            PyObject *pt = ppk_py_safe_getattr(PyMethod_GET_SELF(fn), s_parent_task);
+            p = is_task(pt) ? pt : NULL;
+            Py_XDECREF(pt); /* the group holds it */
+        } else if (!p && PyFunction_Check(fn)) {
+            /* A closure over the future its awaiter waits on: gather's outer future,
+             * asyncio.wait's waiter. */
+            PyObject *cl = PyFunction_GET_CLOSURE(fn);
+            for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
+                PyObject *cell = PyTuple_GET_ITEM(cl, j);
+                PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+                if (is_future(v) && !is_task(v)) p = woken_by_future(v);
+            }
+        }
+    }
+    Py_XDECREF(cbs);
+    return p != task ? p : NULL;
+}
+
+/* Whether stack st shows the frames of tt->frames, and the same name, tags, thread and
+ * parent. */
+static int same_stack(const tstack *st, const task_table *tt, PyObject *name, PyObject *tags,
+                      const loopinfo *li, PyObject *parent, ppk_str state) {
+    int same_name = st->name == name ||
+                    (st->name && name && PyUnicode_Check(st->name) && PyUnicode_Check(name) &&
+                     PyUnicode_Compare(st->name, name) == 0);
+    if (st->gt.n_frames != tt->frames.n || !same_name || st->tags != tags ||
+        st->gt.task_state.ptr != state.ptr ||
+        st->gt.ident != li->ident ||
+        st->gt.parent_id != (int64_t)(uintptr_t)parent)
+        return 0;
+    for (size_t i = 0; i < tt->frames.n; i++) {
+        const gframe *a = &st->frames[i], *b = &AT(tt->frames, gframe, i);
+        if (a->code != b->code || a->lasti != b->lasti) return 0;
+    }
+    return 1;
+}
+
+/* Takes a reference for a stack. */
+static void take(tstack *st, PyObject *o) {
+    if (o) st->refs[st->n_refs++] = Py_NewRef(o);
+}
+
+/* A new stack of tt->frames for `task`. NULL: no memory. */
+static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObject *tags,
+                         const loopinfo *li, PyObject *parent, ppk_str state) {
+    tt->labels.n = 0;
+    size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
+    size_t nf = tt->frames.n, nr = nf + 6;
+    tstack *st = malloc(sizeof *st + nf * sizeof(gframe) + nl * sizeof(glabel) +
+                        nr * sizeof(PyObject *));
+    if (!st) return NULL;
+    memset(&st->gt, 0, sizeof st->gt);
+    st->frames = (gframe *)(st + 1);
+    st->labels = (glabel *)(st->frames + nf);
+    st->refs = (PyObject **)(st->labels + nl);
+    st->n_refs = 0;
+    st->name = name;
+    st->tags = tags;
+    st->thread_name = li->name;
+    st->visits = 0;
+    memcpy(st->frames, tt->frames.items, nf * sizeof(gframe));
+    if (nl) memcpy(st->labels, tt->labels.items, nl * sizeof(glabel));
+    for (size_t i = 0; i < nf; i++) take(st, (PyObject *)st->frames[i].code);
+    take(st, tags);
+    gthread *gt = &st->gt;
+    gt->n_frames = nf;
+    gt->n_labels = nl;
+    gt->ident = li->ident;
+    gt->native_id = li->native_id;
+    if (li->name) {
+        gt->name = ppk_py_utf8(li->name);
+        take(st, li->name);
+    }
+    gt->task_id = (int64_t)(uintptr_t)task;
+    gt->task_state = state;
+    PyObject *bytes;
+    if (name) {
+        gt->task_name = ppk_py_utf8_repair(name, &bytes);
+        take(st, name);
+        take(st, bytes);
+        Py_XDECREF(bytes);
+    }
+    if (parent) {
+        gt->parent_id = (int64_t)(uintptr_t)parent;
+        name = ppk_py_task_name(parent);
+        if (name) {
+            gt->parent_name = ppk_py_utf8_repair(name, &bytes);
+            take(st, name);
+            take(st, bytes);
+            Py_XDECREF(bytes);
+            Py_DECREF(name);
+        }
+    }
+    return st;
+}
+
+/* A stack for entry e's task with the parent it has now, if it has one. */
+void ppk_py_find_parent_again(task_table *tt, tentry *e) {
+    tstack *old = e->stack;
+    PyObject *parent = parent_of(e->task);
+    if (!parent) return;
+    tt->frames.n = 0;
+    if (vec_reserve(&tt->frames, old->gt.n_frames)) return;
+    memcpy(tt->frames.items, old->frames, old->gt.n_frames * sizeof(gframe));
+    tt->frames.n = old->gt.n_frames;
+    loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name};
+    tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, old->gt.task_state);
+    if (!st) return;
+    int64_t last = e->last_ns;
+    ppk_py_retire(tt, e); /* what it accumulated goes with the old stack */
+    e->last_ns = last;
+    e->stack = st;
+}
+
+/* Takes a weak reference to the future entry e waits on, for the next passes' check. */
+static void note_future(SamplerObject *sp, tentry *e) {
+    if (e->fut_wr) ppk_py_keep_ref(sp, e->fut_wr);
+    e->fut_wr = e->fut ? PyWeakref_NewRef(e->fut, NULL) : NULL;
+    if (!e->fut_wr) PyErr_Clear(); /* not weakly referenceable: read at every tick */
+}
+
+/* Reads the chain of entry i's task (it moved, or is new). */
+void ppk_py_walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active) {
+    tentry *e = &tt->e[i];
+    PyObject *task = e->task;
+    /* A task's loop is the one it was made in: a task read before keeps its thread. */
+    loopinfo kept, *li = NULL;
+    if (e->stack) {
+        kept = (loopinfo){NULL, e->stack->gt.ident, e->stack->gt.native_id, e->stack->thread_name};
+        li = &kept;
+    } else {
+        PyObject *loop = ppk_py_task_attr(task, A_LOOP);
+        li = loop ? loop_of(sp, tt, loop, active) : NULL;
+        Py_XDECREF(loop); /* the task holds it */
+    }
+    if (!li) {
+        ppk_py_retire(tt, e); /* its loop is not running */
+        return;
+    }
+    PyObject *coro = ppk_py_task_attr(task, A_CORO);
+    read_chain(sp, tt, coro);
+    Py_XDECREF(coro);
+    if (!tt->frames.n) {
+        ppk_py_retire(tt, e);
+        return;
+    }
+    PyObject *parent = parent_of(task);
+    PyObject *name = ppk_py_task_name(task), *tags = NULL;
+    if (sp->tags_task && PyDict_GET_SIZE(sp->tags_task)) {
+        PyObject *key = PyLong_FromVoidPtr(task);
+        if (!key) PyErr_Clear();
+        tags = ppk_py_tags_of(sp->tags_task, key);
+        Py_XDECREF(key);
+    }
+    ppk_str state = e->fut ? S_WAITING : S_READY;
+    if (!e->stack || !same_stack(e->stack, tt, name, tags, li, parent, state)) {
+        tstack *st = new_stack(tt, task, name, tags, li, parent, state);
+        Py_XDECREF(name);
+        if (!st) return;
+        ppk_py_retire(tt, e);
+        e->stack = st;
+    } else {
+        Py_XDECREF(name); /* the stack holds it */
+    }
+    note_future(sp, e);
+    size_t *p = vec_push(&tt->seen);
+    if (p) *p = i;
+}
+

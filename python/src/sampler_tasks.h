@@ -1,0 +1,115 @@
+/*
+ * sampler_tasks.h - what the two files of the Sampler's asyncio tasks share
+ * (sampler_tasks.c explains them): the entry table of the tasks met, the stack a task
+ * showed, and the reading of one task (sampler_task_read.c).
+ */
+#ifndef PPK_PY_SAMPLER_TASKS_H
+#define PPK_PY_SAMPLER_TASKS_H
+
+#include "sampler.h"
+
+/* The attributes of a task or future read (ppk_py_task_attr). */
+enum { A_CORO, A_FUT_WAITER, A_LOOP, A_STATE, A_CALLBACKS, N_ATTRS };
+
+/* What a task showed when its chain was last read: frames (leaf first), labels, and
+ * the references that keep their strings alive. One allocation. */
+typedef struct tstack {
+    gthread gt; /* ident, native_id, name, task_name, task_id, parent_*, n_frames, n_labels */
+    gframe *frames;
+    glabel *labels; /* pprofkit.tag() labels of the task */
+    PyObject *name, *tags; /* the task's name and tags then (held: only compared) */
+    PyObject *thread_name; /* its loop's thread's name (held) */
+    uint32_t visits;       /* ticks it was found unchanged, while it has no parent */
+    PyObject **refs;
+    size_t n_refs;
+} tstack;
+
+#define TOMB ((PyObject *)1)
+
+typedef struct tentry {
+    PyObject *task;   /* the key, not a reference (NULL: empty; TOMB: deleted) */
+    PyObject *wr;     /* a reference to a weak reference to the task (the task set's) */
+    PyObject *fut_wr; /* one to a weak reference to the future it waited on when its
+                       * chain was read (NULL: none) */
+    PyObject *fut;    /* its _fut_waiter at its last visit (only compared and prefetched;
+                       * NULL: none) */
+    tstack *stack;    /* NULL: not read, running, done, or its loop not running */
+    int64_t last_ns;  /* its previous sample (0: none; its first counts one interval) */
+    int64_t acc_wall; /* not recorded yet: wall time, ticks */
+    uint64_t acc_count;
+    uint64_t cycle; /* the scan of the task set it was last visited in */
+    int done;       /* the task is done: skipped from now on */
+} tentry;
+
+/* A stack replaced or ended, with what it had not recorded yet. */
+typedef struct retired {
+    tstack *st;
+    int64_t wall;
+    uint64_t count;
+} retired;
+
+/* An element of the task set met at this pass. */
+typedef struct tslotv {
+    PyObject *key, *task; /* the weak reference, its task (NULL: dead) */
+    size_t pos;           /* in the set's table */
+} tslotv;
+
+/* The running loops seen at this pass: their thread. */
+typedef struct loopinfo {
+    PyObject *loop; /* only compared */
+    unsigned long ident, native_id;
+    PyObject *name; /* the thread's name (a reference kept until the next pass), or NULL */
+} loopinfo;
+
+typedef struct task_table {
+    tentry *e;
+    size_t cap, used, tombs; /* power-of-two capacity, at most half full with tombs */
+    size_t cursor;           /* in the task set's hash table */
+    size_t sweep_cursor;     /* in this table (sweep) */
+    uint64_t cycle;
+    size_t cycle_visits;     /* entries visited in this cycle */
+    vec slots;               /* tslotv: the task set's elements visited at this pass */
+    vec seen, walk;          /* entry indices of this pass: those sampled, those whose
+                              * chain is read */
+    vec retired;             /* retired: recorded in phase 2 */
+    /* After a pass that read tasks: the entries it sampled (seen), the task set's size
+     * then, and the CPU clocks then of the threads running their loops (their kernel
+     * thread ids). */
+    vec quiet;
+    size_t quiet_live, quiet_fill;
+    size_t n_quiet_threads;
+    unsigned long quiet_tid[MAX_LOOPS];
+    int64_t quiet_cpu[MAX_LOOPS];
+    vec recorded;            /* tstack *: recorded, released at the next pass */
+    vec frames, labels;      /* scratch for a chain being read */
+    loopinfo loops[MAX_LOOPS];
+    size_t n_loops;
+    size_t live, visits; /* tasks in the set, and visited, at this pass */
+} task_table;
+
+/* ---- sampler_task_read.c: reading asyncio's objects, with the GIL ------------------ */
+
+/* Interns the names read. -1 with an exception set. */
+int ppk_py_asyncio_names(void);
+/* asyncio's types and getters, once asyncio is imported. */
+void ppk_py_asyncio_find(void);
+/* Attribute `which` of a task or future, read without running Python code (a new
+ * reference, or NULL). */
+PyObject *ppk_py_task_attr(PyObject *obj, int which);
+/* Whether a task is done (its _state is not PENDING). */
+int ppk_py_task_done(PyObject *task);
+/* What weak reference wr points to, only to compare (NULL: dead). */
+PyObject *ppk_py_weak_target(PyObject *wr);
+/* asyncio's task set's underlying set (a new reference), or NULL. */
+PyObject *ppk_py_task_set(void);
+/* Reads the chain of entry i's task (it moved, or is new); adds it to tt->seen. */
+void ppk_py_walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active);
+/* Replaces entry e's stack by one with the parent its task has now, if it has one. */
+void ppk_py_find_parent_again(task_table *tt, tentry *e);
+
+/* ---- sampler_tasks.c -------------------------------------------------------------- */
+
+/* The entry's stack, with what it accumulated, to be recorded in phase 2. */
+void ppk_py_retire(task_table *tt, tentry *e);
+
+#endif
