@@ -61,13 +61,22 @@
  * read only through names all three versions have: asyncio.tasks._current_tasks (the
  * task each running loop is stepping) and a loop's _thread_id (the thread running it).
  *
+ * asyncio tasks that wait (asyncio_tasks=True) get samples of their own, read in phase 1
+ * after the threads and recorded in phase 2 (sampler_tasks.c explains how). When the
+ * main thread is alone, the sampler leaves them to main_callback (cb_tasks: the sampler
+ * waits for its answer meanwhile, so the two never touch the task table at once), and
+ * takes no GIL either; the task a callback's sample shows running is not sampled as
+ * waiting by the pass of the same tick. At stop, what the tasks accumulated is recorded
+ * before the recorder's last window.
+ *
  * Fork: the thread does not exist in a child. The module's _after_fork_child (the
  * package's os.register_at_fork handler) makes every sampler forget it; the sampler's
  * own _after_fork_child() then starts a new one if it ran.
  *
  * Files: sampler.h (the data of a tick, the object), sampler_walk.c (phase 1),
- * sampler_record.c (phase 2), this file (the thread, the main thread's callback,
- * start, stop, fork, the Python type).
+ * sampler_record.c (phase 2), sampler_tasks.h, sampler_tasks.c and
+ * sampler_task_read.c (asyncio tasks that wait), this file (the thread, the main
+ * thread's callback, start, stop, fork, the Python type).
  */
 #include "sampler.h"
 

@@ -339,19 +339,19 @@ size_t ppk_py_tag_labels(PyObject *t, vec *labels);
 
 /* Sets up the task table (start). -1: no memory. */
 int ppk_py_tasks_init(SamplerObject *sp);
-/* Phase 1 for tasks (with the GIL, after the threads): visits up to max_tasks live tasks
- * of asyncio's task set, reading the coroutine chain of those that moved. */
+/* Phase 1 for tasks (with the GIL: in the pass after the threads, or in main_callback):
+ * visits up to max_tasks live tasks of asyncio's task set, reading the coroutine chain
+ * of those that moved. */
 void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task *running,
                          size_t n_running);
-/* Phase 2 for tasks: their wall time since their previous sample, recorded one sample
- * per task every `coalesce` ticks or when its stack changed or it ended. */
+/* Phase 2 for tasks: their wall time since their previous sample, a task's recorded as
+ * one sample once it holds `coalesce` periods of it, and when its stack changed or it
+ * ended. */
 void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c);
 /* Records what the tasks accumulated (at stop; the thread has ended). */
 void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c);
 /* Releases the table and its references (with the GIL, the thread stopped). */
 void ppk_py_free_tasks(SamplerObject *sp);
-/* Live tasks in asyncio's task set (0 if asyncio is not imported). */
-size_t ppk_py_tasks_live(void);
 
 /* ---- sampler_record.c: phase 2, without the GIL ----------------------------------- */
 

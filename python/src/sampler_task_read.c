@@ -148,14 +148,6 @@ PyObject *ppk_py_task_set(void) {
     return data;
 }
 
-size_t ppk_py_tasks_live(void) {
-    if (!s_data) return 0;
-    PyObject *data = ppk_py_task_set();
-    size_t n = data ? (size_t)PySet_GET_SIZE(data) : 0;
-    Py_XDECREF(data);
-    return n;
-}
-
 int ppk_py_task_done(PyObject *task) {
     PyObject *state = ppk_py_task_attr(task, A_STATE);
     int done = state && PyUnicode_Check(state) && PyUnicode_Compare(state, s_pending) != 0;

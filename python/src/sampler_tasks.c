@@ -25,8 +25,9 @@
  * future that is waited on is not done, and a task that resumes waits on another one
  * or none). Such a task's tick adds its wall time to the task's entry; the entry is
  * recorded as one sample (count = its ticks) once it holds `coalesce` periods of wall
- * time, when its stack changes and when it ends, and at stop: what an export holds can
- * lag by that much, never more. A task that moved costs ~25 times more (its chain is
+ * time (more with more than 2,000 tasks, up to 5 times that: record_tasks), when its
+ * stack changes and when it ends, and at stop: what an export holds can lag by that
+ * much, never more. A task that moved costs ~25 times more (its chain is
  * read again): at most max_tasks / 40 are read a tick, the scan stopping there. An
  * entry holds references to what its stack's strings belong to (codes, names, tags), so
  * the stack stays valid until it is recorded; they are released at the pass after it
@@ -404,6 +405,8 @@ static void record_retired(SamplerObject *sp, task_table *tt, rec_counts *c) {
     tt->retired.n = 0;
 }
 
+#define RECORDS_PER_S 2000
+
 void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     task_table *tt = sp->tasks;
     if (!tt) return;
@@ -412,13 +415,19 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
      * the previous tick, as a new thread does: when the ticks rotate through more tasks
      * than they visit, one found late loses the time before (never more than a turn). */
     int64_t step = now - sp->prev_tick_ns;
+    /* With many tasks, one sample each per `coalesce` periods would cost more than the
+     * rest of the tick (~1 us each): the period grows so that there are at most
+     * RECORDS_PER_S a second, up to 5 times `coalesce`. */
+    int64_t period = (int64_t)sp->coalesce * sp->period_ns;
+    int64_t spread = (int64_t)((double)tt->live / RECORDS_PER_S * 1e9);
+    int64_t coalesce = spread > 5 * period ? 5 * period : spread > period ? spread : period;
     for (size_t k = 0; k < tt->seen.n; k++) {
         tentry *e = &tt->e[AT(tt->seen, size_t, k)];
         int64_t wall = e->last_ns ? now - e->last_ns : step;
         e->last_ns = now;
         e->acc_wall += wall > 0 ? wall : 0;
         e->acc_count++;
-        if (e->acc_wall < (int64_t)sp->coalesce * sp->period_ns) continue;
+        if (e->acc_wall < coalesce) continue;
         record_stack(sp, e->stack, e->acc_wall, e->acc_count, c);
         e->acc_wall = 0;
         e->acc_count = 0;
