@@ -114,7 +114,11 @@ static int main_callback(void *unused) {
     int open = r->rec && !r->closing;
     /* The sampler, waiting for this answer, leaves the tasks to it (TASKS_ASKED). */
     int do_tasks = open && sp->cb_tasks == TASKS_ASKED;
-    if (do_tasks) sp->cb_tasks = TASKS_BUSY;
+    if (do_tasks) {
+        sp->cb_tasks = TASKS_BUSY;
+        /* The sampler records them without the GIL: Recorder.close() waits for that. */
+        atomic_fetch_add(&r->busy, 1);
+    }
     pthread_mutex_unlock(&sp->lock);
     if (!open) return 0; /* unanswered: the sampler's pass sees it */
     int64_t now = mono_ns();
@@ -195,6 +199,14 @@ static int wait_alone(SamplerObject *sp, int *tasks_read) {
     return alone;
 }
 
+/* Ends the hold on the recorder that main_callback took when it read the tasks, once
+ * they are recorded (or the recorder was found closing). */
+static void drop_cb_hold(SamplerObject *sp) {
+    if (!sp->tasks_by_cb) return;
+    sp->tasks_by_cb = 0;
+    atomic_fetch_sub(&sp->recorder->busy, 1);
+}
+
 /* A tick whose only thread, the main one, sampled itself: no pass; the thread tables
  * become those of a pass that found no other thread. */
 static void skip_pass(SamplerObject *sp) {
@@ -207,6 +219,7 @@ static void skip_pass(SamplerObject *sp) {
     sp->tick.fixups.n = sp->prev.fixups.n = 0;
     rec_counts c = {0};
     ppk_py_record_all(sp, now, &c);
+    drop_cb_hold(sp);
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     pthread_mutex_lock(&sp->lock);
@@ -284,12 +297,16 @@ static void *sampler_main(void *arg) {
         size_t held = sp->refs.n + sp->old_refs.n;
         int64_t t2 = mono_ns();
         PyEval_SaveThread();
-        if (!open) break; /* the recorder was closed under the sampler */
+        if (!open) {
+            drop_cb_hold(sp);
+            break; /* the recorder was closed under the sampler */
+        }
         rec_counts c = {0};
         if (ok) {
             ppk_py_record_all(sp, t1, &c);
             atomic_fetch_sub(&r->busy, 1);
         }
+        drop_cb_hold(sp);
         int64_t t3 = mono_ns();
 
         struct timespec own;

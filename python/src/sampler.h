@@ -246,7 +246,8 @@ typedef struct SamplerObject {
      * main_callback when the sampler waits for it (cb_tasks, under lock). */
     struct task_table *tasks;
     int cb_tasks;    /* TASKS_NONE, _ASKED (the callback may read them), _BUSY, _DONE */
-    int tasks_by_cb; /* this tick's callback read them (the sampler thread's) */
+    int tasks_by_cb; /* this tick's callback read them, and holds the recorder busy
+                      * until they are recorded (the sampler thread's) */
     void *main_task; /* the task the callback's last sample showed running (compared) */
     sampler_stats st; /* under lock */
 } SamplerObject;

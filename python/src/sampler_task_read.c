@@ -29,8 +29,10 @@ static int descr_ready; /* the types and descriptors were looked up */
 /* The "task state" label: waiting on a future, or ready to run (scheduled). */
 static const ppk_str S_WAITING = PPK_STR("waiting"), S_READY = PPK_STR("ready");
 
-/* The deepest chain read (deeper links are left out, the root side). */
+/* The frames kept of a chain (of a deeper one, the innermost), and the links followed
+ * at most. */
 #define MAX_TASK_FRAMES 256
+#define MAX_CHAIN_LINKS 4096
 
 /* ---- asyncio's objects ----------------------------------------------------------- */
 
@@ -187,11 +189,18 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, PyOb
     return li;
 }
 
+loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task, PyObject *active) {
+    PyObject *loop = ppk_py_task_attr(task, A_LOOP);
+    loopinfo *li = loop ? loop_of(sp, tt, loop, active) : NULL;
+    Py_XDECREF(loop); /* the task holds it */
+    return li;
+}
+
 /* The frames of a coroutine chain into tt->frames, leaf first. */
 static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     tt->frames.n = 0;
     PyObject *o = Py_XNewRef(coro);
-    while (o && tt->frames.n < MAX_TASK_FRAMES) {
+    for (int links = 0; o && links < MAX_CHAIN_LINKS; links++) {
         PyObject *fname, *aname;
         if (PyCoro_CheckExact(o)) {
             fname = s_cr_frame;
@@ -206,6 +215,11 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
         if (!f) PyErr_Clear();
         int ok = 1;
         if (f && PyFrame_Check(f)) {
+            if (tt->frames.n == MAX_TASK_FRAMES) { /* the outermost goes */
+                memmove(tt->frames.items, &AT(tt->frames, gframe, 1),
+                        (MAX_TASK_FRAMES - 1) * sizeof(gframe));
+                tt->frames.n--;
+            }
             gframe *g = vec_push(&tt->frames);
             ok = g && !ppk_py_frame_of(sp, (PyFrameObject *)f, g);
             if (g && !ok) tt->frames.n--;
@@ -394,16 +408,7 @@ static void note_future(SamplerObject *sp, tentry *e) {
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active) {
     tentry *e = &tt->e[i];
     PyObject *task = e->task;
-    /* A task's loop is the one it was made in: a task read before keeps its thread. */
-    loopinfo kept, *li = NULL;
-    if (e->stack) {
-        kept = (loopinfo){NULL, e->stack->gt.ident, e->stack->gt.native_id, e->stack->thread_name};
-        li = &kept;
-    } else {
-        PyObject *loop = ppk_py_task_attr(task, A_LOOP);
-        li = loop ? loop_of(sp, tt, loop, active) : NULL;
-        Py_XDECREF(loop); /* the task holds it */
-    }
+    loopinfo *li = ppk_py_task_loop(sp, tt, task, active); /* found by visit */
     if (!li) {
         ppk_py_retire(tt, e); /* its loop is not running */
         return;

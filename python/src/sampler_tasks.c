@@ -57,6 +57,7 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     }
     task_table *tt = calloc(1, sizeof *tt);
     if (!tt) return -1;
+    tt->cycle = 1; /* a new entry's 0 is none */
     tt->seen = tt->walk = tt->quiet = VEC(size_t);
     tt->slots = VEC(tslotv);
     tt->retired = VEC(retired);
@@ -148,11 +149,13 @@ static void entry_remove(SamplerObject *sp, task_table *tt, tentry *e) {
     tt->tombs++;
 }
 
-/* The end of a scan of the task set: the entries of tasks it did not meet are gone. */
+/* The end of a scan of the task set: the entries of tasks that it and the scan before
+ * did not meet are gone (a set that grew or shrank meanwhile moved its elements: a task
+ * still in it can be missed by one scan, not by two). */
 static void end_cycle(SamplerObject *sp, task_table *tt) {
     for (size_t i = 0; tt->cycle_visits < tt->used && i < tt->cap; i++) {
         tentry *e = &tt->e[i];
-        if (e->task && e->task != TOMB && e->cycle != tt->cycle) entry_remove(sp, tt, e);
+        if (e->task && e->task != TOMB && e->cycle + 1 < tt->cycle) entry_remove(sp, tt, e);
     }
     tt->cycle++;
     tt->cycle_visits = 0;
@@ -172,7 +175,7 @@ static void sweep(SamplerObject *sp, task_table *tt) {
 
 /* Visits the task the task set's element `key` refers to. */
 static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *task,
-                  const running_task *running, size_t n_running) {
+                  const running_task *running, size_t n_running, PyObject *active) {
     if (!task || (tt->used + tt->tombs + 1) * 4 > tt->cap * 3) return;
     size_t i = entry_get(tt, task);
     tentry *e = &tt->e[i];
@@ -195,6 +198,11 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
             return;
         }
     }
+    const loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
+    if (!li) {
+        ppk_py_retire(tt, e); /* its loop is not running: it is not waiting */
+        return;
+    }
     PyObject *fut = ppk_py_task_attr(task, A_FUT_WAITER);
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
@@ -206,7 +214,8 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
             return;
         }
     }
-    if (e->fut && e->stack && e->fut_wr && ppk_py_weak_target(e->fut_wr) == e->fut) {
+    if (e->fut && e->stack && e->fut_wr && ppk_py_weak_target(e->fut_wr) == e->fut &&
+        e->stack->gt.ident == li->ident) {
         /* It has not moved. A task is often awaited after its first sample (a task
          * created before the one that awaits it, which runs later): without a parent,
          * it is looked for at its next 8 ticks, then every 64th. */
@@ -227,7 +236,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
  * weak references, then the tasks and their entries, then the weak references to their
  * futures): their cache misses overlap instead of following each other. */
 static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const running_task *running,
-                 size_t n_running) {
+                 size_t n_running, PyObject *active) {
     size_t slots = (size_t)so->mask + 1, pos = tt->cursor, wrap = SIZE_MAX;
     if (pos >= slots) {
         end_cycle(sp, tt); /* the set shrank under the cursor */
@@ -235,7 +244,9 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     }
     tt->slots.n = 0;
     if (vec_reserve(&tt->slots, sp->max_tasks < tt->live ? sp->max_tasks : tt->live)) return;
-    for (size_t scanned = 0; scanned < slots && tt->slots.n < sp->max_tasks; scanned++) {
+    /* A set keeps its size after a burst of tasks: at most 8 slots a task are read. */
+    size_t max_slots = sp->max_tasks * 8 < slots ? sp->max_tasks * 8 : slots;
+    for (size_t scanned = 0; scanned < max_slots && tt->slots.n < sp->max_tasks; scanned++) {
         setentry *se = &so->table[pos];
         if (se->key && se->hash != -1 && PyWeakref_CheckRef(se->key)) {
             tslotv *v = vec_push(&tt->slots); /* cannot fail: room was made */
@@ -280,7 +291,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
             return;
         }
         if (k == wrap) end_cycle(sp, tt);
-        visit(sp, tt, v[k].key, v[k].task, running, n_running);
+        visit(sp, tt, v[k].key, v[k].task, running, n_running, active);
     }
     if (wrap == n) end_cycle(sp, tt);
 }
@@ -291,19 +302,19 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
  * task is as this pass found it. (When the ticks rotate through more tasks than they
  * visit, the ones this pass did not visit wait for the next pass that reads: their
  * next sample counts the time since their previous one.) */
-static void note_quiet(task_table *tt, PySetObject *so) {
+static void note_quiet(SamplerObject *sp, task_table *tt, PySetObject *so) {
     tt->quiet.n = 0;
     tt->n_quiet_threads = 0;
     if (vec_reserve(&tt->quiet, tt->seen.n)) return;
-    for (size_t k = 0; k < tt->seen.n; k++) {
-        const tstack *st = tt->e[AT(tt->seen, size_t, k)].stack;
-        unsigned long tid = st->gt.native_id;
-        size_t j = 0;
-        while (j < tt->n_quiet_threads && tt->quiet_tid[j] != tid) j++;
-        if (j < tt->n_quiet_threads) continue;
-        int64_t cpu = thread_cpu_ns(tid);
-        if (j == MAX_LOOPS || cpu < 0) return; /* no clock: never quiet */
-        tt->quiet_tid[j] = tid;
+    /* Every Python thread but the sampler's: a loop's thread, or one that may run a
+     * loop by now (a loop started since, one that had no waiting task then). */
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
+         t = PyThreadState_Next(t)) {
+        if (t == sp->ts) continue;
+        int64_t cpu = thread_cpu_ns(t->native_thread_id);
+        size_t j = tt->n_quiet_threads;
+        if (j == MAX_QUIET_THREADS || cpu < 0) return; /* no clock: never quiet */
+        tt->quiet_tid[j] = t->native_thread_id;
         tt->quiet_cpu[j] = cpu;
         tt->n_quiet_threads++;
     }
@@ -363,7 +374,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
         if (tt->used) end_cycle(sp, tt); /* no task set: every task has ended */
         tt->quiet.n = 0;
     } else {
-        scan(sp, tt, so, running, n_running);
+        scan(sp, tt, so, running, n_running, active);
         /* Their stacks are compared with what is read (cold too). */
         for (size_t k = 0; k < tt->walk.n; k++) {
             const tentry *e = &tt->e[AT(tt->walk, size_t, k)];
@@ -372,7 +383,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
         }
         for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, AT(tt->walk, size_t, k), active);
         sweep(sp, tt);
-        note_quiet(tt, so);
+        note_quiet(sp, tt, so);
     }
     Py_XDECREF(set);
     int64_t t1 = mono_ns();

@@ -26,6 +26,9 @@ typedef struct tstack {
 
 #define TOMB ((PyObject *)1)
 
+/* Threads whose CPU clocks tell that no task can have moved (more: no quiet ticks). */
+#define MAX_QUIET_THREADS 64
+
 typedef struct tentry {
     PyObject *task;   /* the key, not a reference (NULL: empty; TOMB: deleted) */
     PyObject *wr;     /* a reference to a weak reference to the task (the task set's) */
@@ -78,8 +81,8 @@ typedef struct task_table {
     vec quiet;
     size_t quiet_live, quiet_fill;
     size_t n_quiet_threads;
-    unsigned long quiet_tid[MAX_LOOPS];
-    int64_t quiet_cpu[MAX_LOOPS];
+    unsigned long quiet_tid[MAX_QUIET_THREADS];
+    int64_t quiet_cpu[MAX_QUIET_THREADS];
     vec recorded;            /* tstack *: recorded, released at the next pass */
     vec frames, labels;      /* scratch for a chain being read */
     loopinfo loops[MAX_LOOPS];
@@ -102,6 +105,9 @@ int ppk_py_task_done(PyObject *task);
 PyObject *ppk_py_weak_target(PyObject *wr);
 /* asyncio's task set's underlying set (a new reference), or NULL. */
 PyObject *ppk_py_task_set(void);
+/* The running loop of `task` and its thread (cached for the pass), or NULL: its loop is
+ * not running. */
+loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task, PyObject *active);
 /* Reads the chain of entry i's task (it moved, or is new); adds it to tt->seen. */
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */

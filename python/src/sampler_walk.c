@@ -428,7 +428,6 @@ int ppk_py_gather(SamplerObject *sp) {
         if (mt && n_tasks < MAX_LOOPS) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
         ppk_py_gather_tasks(sp, active, tasks, n_tasks);
     }
-    sp->tasks_by_cb = 0;
     ppk_py_gc_resume(gc);
     release(&sp->old_refs); /* a failed pass: the caller forgets the frames */
     return rc;

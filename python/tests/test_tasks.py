@@ -147,6 +147,19 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertGreater(st["task_ticks_quiet"], st["ticks"] // 2, st)
         self.check_tasks(run, me, profiles, 1)
 
+    def test_stopped_loop(self):
+        # A task whose loop has stopped waits on nothing that can end: it is sampled
+        # while the loop runs, not after (its wall time is the loop's run, not the
+        # program's).
+        run = self.cli(["stopped_loop.py"])
+        (me,) = run.json()
+        profiles = load(run.files)
+        interval = longest_interval(me["rate"], me["sampler"]["gil_wait_ns_max"])
+        wall = sum(v["wall-time"] for _, _, v in self.waiting(profiles)["orphan"])
+        self.assertGreater(wall, 0)
+        self.assertLessEqual(wall, me["running_ns"] + 2 * interval,
+                             "%.1f ms of an orphan's wall time" % (wall / MS))
+
     def test_off(self):
         run, me, profiles = self.run_awaits("--no-asyncio-tasks")
         self.assertEqual(dict(self.waiting(profiles)), {})
