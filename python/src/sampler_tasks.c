@@ -25,7 +25,8 @@
  * future that is waited on is not done, and a task that resumes waits on another one
  * or none). Such a task's tick adds its wall time to the task's entry; the entry is
  * recorded as one sample (count = its ticks) once it holds `coalesce` periods of wall
- * time (more with more than 2,000 tasks, up to 5 times that: record_tasks), when its
+ * time (longer with many tasks, so that there are at most 2,000 such samples a second,
+ * up to 5 times that: record_tasks), when its
  * stack changes and when it ends, and at stop: what an export holds can lag by that
  * much, never more. A task that moved costs ~25 times more (its chain is
  * read again): at most max_tasks / 40 are read a tick, the scan stopping there. An
