@@ -26,10 +26,10 @@
  * or none). Such a task's tick adds its wall time to the task's entry; the entry is
  * recorded as one sample (count = its ticks) once it holds `coalesce` periods of wall
  * time (longer with many tasks, so that there are at most 2,000 such samples a second,
- * up to 5 times that: record_tasks), when its
- * stack changes and when it ends, and at stop: what an export holds can lag by that
- * much, never more. A task that moved costs ~25 times more (its chain is
- * read again): at most max_tasks / 40 are read a tick, the scan stopping there. An
+ * up to 5 times that: record_tasks), when its stack changes and when it ends, and at
+ * stop: what an export holds can lag by that much, never more. A task that moved costs
+ * ~25 times more (its chain is read again): at most max_tasks / 40 are read a tick, the
+ * scan stopping there. An
  * entry holds references to what its stack's strings belong to (codes, names, tags), so
  * the stack stays valid until it is recorded; they are released at the pass after it
  * was (with the GIL, like the pass's own).
