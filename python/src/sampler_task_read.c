@@ -259,45 +259,43 @@ static PyObject *woken_by(PyObject *fn) {
     return is_task(self) ? self : NULL;
 }
 
-/* The function of each (function, context) pair of a future's callback list. */
-static PyObject *callback_fn(PyObject *cbs, Py_ssize_t i) {
-    PyObject *fn = PyList_GET_ITEM(cbs, i);
-    return PyTuple_Check(fn) && PyTuple_GET_SIZE(fn) ? PyTuple_GET_ITEM(fn, 0) : fn;
-}
-
-/* The task that a done callback of a future `fut` wakes up, or NULL. */
-static PyObject *woken_by_future(PyObject *fut) {
+/* The first task that match() finds among the done callbacks of future `fut` (each a
+ * (function, context) pair), or NULL. */
+static PyObject *in_callbacks(PyObject *fut, PyObject *(*match)(PyObject *fn)) {
     PyObject *p = NULL, *cbs = ppk_py_task_attr(fut, A_CALLBACKS);
-    for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++)
-        p = woken_by(callback_fn(cbs, i));
-    Py_XDECREF(cbs);
-    return p; /* alive: fut's callbacks hold it */
-}
-
-/* The task awaiting `task` (borrowed: the callbacks of task, or of a future they hold,
- * hold it), or NULL. The file's opening comment says how it is found. */
-static PyObject *parent_of(PyObject *task) {
-    PyObject *p = NULL, *cbs = ppk_py_task_attr(task, A_CALLBACKS);
     for (Py_ssize_t i = 0; !p && cbs && PyList_Check(cbs) && i < PyList_GET_SIZE(cbs); i++) {
-        PyObject *fn = callback_fn(cbs, i);
-        p = woken_by(fn); /* await task */
-        if (!p && PyMethod_Check(fn)) {
-            /* TaskGroup._on_task_done: the group's task. */
-            PyObject *pt = ppk_py_safe_getattr(PyMethod_GET_SELF(fn), s_parent_task);
-            p = is_task(pt) ? pt : NULL;
-            Py_XDECREF(pt); /* the group holds it */
-        } else if (!p && PyFunction_Check(fn)) {
-            /* A closure over the future its awaiter waits on: gather's outer future,
-             * asyncio.wait's waiter. */
-            PyObject *cl = PyFunction_GET_CLOSURE(fn);
-            for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
-                PyObject *cell = PyTuple_GET_ITEM(cl, j);
-                PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
-                if (is_future(v) && !is_task(v)) p = woken_by_future(v);
-            }
-        }
+        PyObject *fn = PyList_GET_ITEM(cbs, i);
+        p = match(PyTuple_Check(fn) && PyTuple_GET_SIZE(fn) ? PyTuple_GET_ITEM(fn, 0) : fn);
     }
     Py_XDECREF(cbs);
+    return p; /* alive: fut's callbacks (or what they hold) hold it */
+}
+
+/* The task that awaits the owner of done callback fn. */
+static PyObject *awaiter_by(PyObject *fn) {
+    PyObject *p = woken_by(fn); /* await task */
+    if (!p && PyMethod_Check(fn)) {
+        /* TaskGroup._on_task_done: the group's task. */
+        PyObject *pt = ppk_py_safe_getattr(PyMethod_GET_SELF(fn), s_parent_task);
+        p = is_task(pt) ? pt : NULL;
+        Py_XDECREF(pt); /* the group holds it */
+    } else if (!p && PyFunction_Check(fn)) {
+        /* A closure over the future its awaiter waits on: gather's outer future,
+         * asyncio.wait's waiter. */
+        PyObject *cl = PyFunction_GET_CLOSURE(fn);
+        for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
+            PyObject *cell = PyTuple_GET_ITEM(cl, j);
+            PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+            if (is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
+        }
+    }
+    return p;
+}
+
+/* The task awaiting `task` (borrowed), or NULL. The file's opening comment says how it
+ * is found. */
+static PyObject *parent_of(PyObject *task) {
+    PyObject *p = in_callbacks(task, awaiter_by);
     return p != task ? p : NULL;
 }
 
@@ -404,15 +402,11 @@ static void note_future(SamplerObject *sp, tentry *e) {
     if (!e->fut_wr) PyErr_Clear(); /* not weakly referenceable: read at every tick */
 }
 
-/* Reads the chain of entry i's task (it moved, or is new). */
-void ppk_py_walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active) {
+void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
+    size_t i = w->entry;
     tentry *e = &tt->e[i];
     PyObject *task = e->task;
-    loopinfo *li = ppk_py_task_loop(sp, tt, task, active); /* found by visit */
-    if (!li) {
-        ppk_py_retire(tt, e); /* its loop is not running */
-        return;
-    }
+    const loopinfo *li = w->li;
     PyObject *coro = ppk_py_task_attr(task, A_CORO);
     read_chain(sp, tt, coro);
     Py_XDECREF(coro);

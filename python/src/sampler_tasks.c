@@ -59,7 +59,8 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     task_table *tt = calloc(1, sizeof *tt);
     if (!tt) return -1;
     tt->cycle = 1; /* a new entry's 0 is none */
-    tt->seen = tt->walk = tt->quiet = VEC(size_t);
+    tt->seen = tt->quiet = VEC(size_t);
+    tt->walk = VEC(twalk);
     tt->slots = VEC(tslotv);
     tt->retired = VEC(retired);
     tt->recorded = VEC(tstack *);
@@ -227,8 +228,8 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         if (p) *p = i;
         return;
     }
-    size_t *w = vec_push(&tt->walk);
-    if (w) *w = i;
+    twalk *w = vec_push(&tt->walk);
+    if (w) *w = (twalk){i, li};
 }
 
 /* Visits up to max_tasks elements of the task set's table from the cursor. Waiting tasks
@@ -378,11 +379,11 @@ void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task
         scan(sp, tt, so, running, n_running, active);
         /* Their stacks are compared with what is read (cold too). */
         for (size_t k = 0; k < tt->walk.n; k++) {
-            const tentry *e = &tt->e[AT(tt->walk, size_t, k)];
+            const tentry *e = &tt->e[AT(tt->walk, twalk, k).entry];
             for (int line = 0; e->stack && line < 4; line++)
                 __builtin_prefetch((char *)e->stack + 64 * line);
         }
-        for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, AT(tt->walk, size_t, k), active);
+        for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, &AT(tt->walk, twalk, k));
         sweep(sp, tt);
         note_quiet(sp, tt, so);
     }

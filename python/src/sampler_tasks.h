@@ -64,6 +64,12 @@ typedef struct loopinfo {
     PyObject *name; /* the thread's name (a reference kept until the next pass), or NULL */
 } loopinfo;
 
+/* A task whose chain is to be read: its entry, and its loop as its visit found it. */
+typedef struct twalk {
+    size_t entry;
+    const loopinfo *li;
+} twalk;
+
 typedef struct task_table {
     tentry *e;
     size_t cap, used, tombs; /* power-of-two capacity, at most half full with tombs */
@@ -72,8 +78,8 @@ typedef struct task_table {
     uint64_t cycle;
     size_t cycle_visits;     /* entries visited in this cycle */
     vec slots;               /* tslotv: the task set's elements visited at this pass */
-    vec seen, walk;          /* entry indices of this pass: those sampled, those whose
-                              * chain is read */
+    vec seen;                /* entry indices of this pass: those sampled */
+    vec walk;                /* twalk: those whose chain is read, after the visits */
     vec retired;             /* retired: recorded in phase 2 */
     /* After a pass that read tasks: the entries it sampled (seen), the task set's size
      * then, and the CPU clocks then of the threads running their loops (their kernel
@@ -108,8 +114,8 @@ PyObject *ppk_py_task_set(void);
 /* The running loop of `task` and its thread (cached for the pass), or NULL: its loop is
  * not running. */
 loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task, PyObject *active);
-/* Reads the chain of entry i's task (it moved, or is new); adds it to tt->seen. */
-void ppk_py_walk_task(SamplerObject *sp, task_table *tt, size_t i, PyObject *active);
+/* Reads the chain of a task that moved (or is new); adds it to tt->seen. */
+void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */
 void ppk_py_find_parent_again(task_table *tt, tentry *e);
 
