@@ -739,8 +739,9 @@ PyTypeObject ppk_py_SamplerType = {
               "dictionary), else by their strings. asyncio_tasks: also one sample per "
               "waiting asyncio task per tick (its coroutine chain, its name, wall time), "
               "visiting at most max_tasks_per_tick tasks a tick, and reading the chain "
-              "of at most a 40th of that (the others at the next ticks), a task that "
-              "has not moved recorded as one sample every coalesce_ticks periods.",
+              "of at most a 40th of that, 16 at least (the others at the next ticks), "
+              "a task that has not moved recorded as one sample every coalesce_ticks "
+              "periods.",
     .tp_methods = Sampler_methods,
     .tp_getset = Sampler_getset,
     .tp_new = Sampler_new,

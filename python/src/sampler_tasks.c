@@ -28,7 +28,7 @@
  * time (longer with many tasks, so that there are at most 2,000 such samples a second,
  * up to 5 times that: record_tasks), when its stack changes and when it ends, and at
  * stop: what an export holds can lag by that much, never more. A task that moved costs
- * ~25 times more (its chain is read again): at most max_tasks / 40 are read a tick, the
+ * ~25 times more (its chain is read again): at most max_tasks / 40 (16 at least) are read a tick, the
  * scan stopping there. An
  * entry holds references to what its stack's strings belong to (codes, names, tags), so
  * the stack stays valid until it is recorded; they are released at the pass after it
@@ -282,9 +282,10 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
             break;
         }
     }
-    /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick; the
-     * tasks after the one that reached it are visited at the next tick. */
-    size_t max_walks = sp->max_tasks / 40 ? sp->max_tasks / 40 : 1;
+    /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
+     * no fewer than 16 (~30 us: fewer would only slow finding new tasks); the tasks
+     * after the one that reached it are visited at the next tick. */
+    size_t max_walks = sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
     for (size_t k = 0; k < n; k++) {
         if (tt->walk.n >= max_walks) {
             tt->cursor = v[k].pos;
