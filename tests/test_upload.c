@@ -884,13 +884,28 @@ static void test_free_shuts_sinks_down_together(void) {
     c.upload.shutdown_timeout_ms = 1500;
     ppk_recorder *r = make_recorder();
     if (!r) return;
+    ppk_sink sinks[3];
     for (int i = 0; i < 3; i++) {
-        ppk_sink s = dd_sink_to(url, &c);
-        CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+        sinks[i] = dd_sink_to(url, &c);
+        CHECK_EQ_INT(ppk_recorder_add_sink(r, &sinks[i]), 0);
     }
     record(r);
     CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
-    CHECK_EQ_INT(rx_wait_got(&x, 3, 15000), 3); /* each sink's transfer is in flight */
+    /* Each sink's transfer is in flight; if not, what became of each. */
+    int got = rx_wait_got(&x, 3, 15000);
+    CHECK_EQ_INT(got, 3);
+    if (got < 3)
+        for (int i = 0; i < 3; i++) {
+            ppk_upload_stats st;
+            ppk_sink_upload_stats(&sinks[i], &st);
+            fprintf(stderr,
+                    "  sink %d: queued %llu attempts %llu retries %llu fail_connect %llu "
+                    "fail_timeout %llu fail_other %llu dropped_failed %llu\n",
+                    i, (unsigned long long)st.queued, (unsigned long long)st.attempts,
+                    (unsigned long long)st.retries, (unsigned long long)st.fail_connect,
+                    (unsigned long long)st.fail_timeout, (unsigned long long)st.fail_other,
+                    (unsigned long long)st.dropped_failed);
+        }
     int64_t t0 = now_ms();
     ppk_recorder_free(r);
     int64_t took = now_ms() - t0;

@@ -3,7 +3,8 @@
 A thread "tagger" runs outside_fn, then inside_fn within tag(phase="inside", n=7), then
 outside_fn again. In the main thread an event loop runs a task "tagged-task" whose steps
 (tagged_step) run within tag(req="r-1"), and a task "plain-task" (plain_step) without.
-Steps are 30 ms long (see tasks.py).
+Steps are 60 ms of CPU (see tasks.py): 8 a task, so that each step function gets samples
+even when a loaded machine stretches the sampler's ticks to ~60 ms.
 """
 
 import asyncio
@@ -38,11 +39,11 @@ def tagger():
 
 
 def tagged_step():
-    return spin(0.03)
+    return spin(0.06)
 
 
 def plain_step():
-    return spin(0.03)
+    return spin(0.06)
 
 
 async def tagged(steps):
