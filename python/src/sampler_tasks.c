@@ -232,11 +232,50 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     if (w) *w = (twalk){i, li};
 }
 
+/* How many elements ahead of the one visited each stage of scan() works: enough cache
+ * misses in flight to overlap, not so many that the prefetched lines are dropped or
+ * evicted before their use. */
+#define SCAN_AHEAD 8
+
+/* A scan's second stage: the task a weak reference points to (read raw: a dead one's
+ * address is only prefetched) and the task's entry. */
+static void prefetch_task(const task_table *tt, tslotv *v, size_t mask) {
+    if (!PyWeakref_CheckRef(v->key)) {
+        v->key = NULL; /* not a task's */
+        return;
+    }
+    const char *t = (const char *)((PyWeakReference *)v->key)->wr_object;
+    for (int line = 0; line < 4; line++) __builtin_prefetch(t + 64 * line);
+    const char *e = (const char *)&tt->e[ptr_hash(t, mask)];
+    __builtin_prefetch(e);
+    __builtin_prefetch(e + sizeof(tentry) - 1);
+}
+
+/* The third: the task (NULL: dead), and what its entry points to that visit() reads:
+ * its stack, its future (reading _fut_waiter takes a reference: a write) and the weak
+ * reference to that future. */
+static void prefetch_entry(const task_table *tt, tslotv *v, size_t mask) {
+    v->task = v->key ? ppk_py_weak_target(v->key) : NULL;
+    if (!v->task) return;
+    for (size_t i = ptr_hash(v->task, mask); tt->e[i].task; i = (i + 1) & mask) {
+        const tentry *e = &tt->e[i];
+        if (e->task != v->task) continue;
+        if (e->stack) {
+            __builtin_prefetch(&e->stack->gt.ident);
+            __builtin_prefetch(&e->stack->gt.parent_id);
+            __builtin_prefetch(&e->stack->visits, 1);
+        }
+        if (e->fut_wr) __builtin_prefetch(e->fut_wr);
+        if (e->fut) __builtin_prefetch(e->fut, 1);
+        return;
+    }
+}
+
 /* Visits up to max_tasks elements of the task set's table from the cursor. Waiting tasks
- * are scattered in memory and cold after 10 ms of the program's own work, so the visit
- * is done in stages over all of them, each prefetching what the next one reads (the
- * weak references, then the tasks and their entries, then the weak references to their
- * futures): their cache misses overlap instead of following each other. */
+ * are scattered in memory and cold after 10 ms of the program's own work, so each
+ * element goes through stages a few elements ahead of its visit, each prefetching what
+ * the next one reads: its weak reference; the task and the task's entry; what the entry
+ * points to. Their cache misses overlap instead of following each other. */
 static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const running_task *running,
                  size_t n_running, PyObject *active) {
     size_t slots = (size_t)so->mask + 1, pos = tt->cursor, wrap = SIZE_MAX;
@@ -250,11 +289,10 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     size_t max_slots = sp->max_tasks * 8 < slots ? sp->max_tasks * 8 : slots;
     for (size_t scanned = 0; scanned < max_slots && tt->slots.n < sp->max_tasks; scanned++) {
         setentry *se = &so->table[pos];
-        if (se->key && se->hash != -1 && PyWeakref_CheckRef(se->key)) {
+        if (se->key && se->hash != -1) {
             tslotv *v = vec_push(&tt->slots); /* cannot fail: room was made */
             v->key = se->key;
             v->pos = pos;
-            __builtin_prefetch((char *)se->key + sizeof(PyObject));
         }
         if (++pos == slots) {
             wrap = tt->slots.n; /* the cycle ends after the visit of those before */
@@ -265,28 +303,19 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     tt->visits = tt->slots.n;
     tslotv *v = tt->slots.items;
     size_t n = tt->slots.n, mask = tt->cap - 1;
-    for (size_t k = 0; k < n; k++) {
-        v[k].task = ppk_py_weak_target(v[k].key);
-        if (!v[k].task) continue;
-        for (int line = 0; line < 4; line++) __builtin_prefetch((char *)v[k].task + 64 * line);
-        __builtin_prefetch(&tt->e[ptr_hash(v[k].task, mask)]);
-    }
-    for (size_t k = 0; k < n; k++) {
-        if (!v[k].task) continue;
-        for (size_t i = ptr_hash(v[k].task, mask); tt->e[i].task; i = (i + 1) & mask) {
-            if (tt->e[i].task != v[k].task) continue;
-            /* Its future and the weak reference to it, if it has not moved (reading
-             * _fut_waiter takes a reference: a write to the future). */
-            if (tt->e[i].fut_wr) __builtin_prefetch((char *)tt->e[i].fut_wr + sizeof(PyObject));
-            if (tt->e[i].fut) __builtin_prefetch(tt->e[i].fut, 1);
-            break;
-        }
-    }
     /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
      * no fewer than 16 (~30 us: fewer would only slow finding new tasks); the tasks
      * after the one that reached it are visited at the next tick. */
     size_t max_walks = sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
+    /* Element k is visited after element k + SCAN_AHEAD's third stage, k + 2 *
+     * SCAN_AHEAD's second and k + 3 * SCAN_AHEAD's first (its weak reference). */
+    for (size_t j = 0; j < n && j < 3 * SCAN_AHEAD; j++) __builtin_prefetch(v[j].key);
+    for (size_t j = 0; j < n && j < 2 * SCAN_AHEAD; j++) prefetch_task(tt, &v[j], mask);
+    for (size_t j = 0; j < n && j < SCAN_AHEAD; j++) prefetch_entry(tt, &v[j], mask);
     for (size_t k = 0; k < n; k++) {
+        if (k + 3 * SCAN_AHEAD < n) __builtin_prefetch(v[k + 3 * SCAN_AHEAD].key);
+        if (k + 2 * SCAN_AHEAD < n) prefetch_task(tt, &v[k + 2 * SCAN_AHEAD], mask);
+        if (k + SCAN_AHEAD < n) prefetch_entry(tt, &v[k + SCAN_AHEAD], mask);
         if (tt->walk.n >= max_walks) {
             tt->cursor = v[k].pos;
             tt->visits = k;
