@@ -341,6 +341,8 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     st->tags = tags;
     st->thread_name = li->name;
     st->visits = 0;
+    st->acc_wall = 0;
+    st->acc_count = 0;
     memcpy(st->frames, tt->frames.items, nf * sizeof(gframe));
     if (nl) memcpy(st->labels, tt->labels.items, nl * sizeof(glabel));
     for (size_t i = 0; i < nf; i++) take(st, (PyObject *)st->frames[i].code);

@@ -102,8 +102,9 @@ static int table_reserve(task_table *tt, size_t n) {
     if ((tt->used + tt->tombs + n) * 2 <= tt->cap) return 0;
     size_t cap = 64;
     while (cap < (tt->used + n) * 2) cap *= 2;
-    tentry *e = calloc(cap, sizeof *e);
+    tentry *e = aligned_alloc(64, cap * sizeof *e);
     if (!e) return -1;
+    memset(e, 0, cap * sizeof *e);
     for (size_t i = 0; i < tt->cap; i++) {
         tentry *o = &tt->e[i];
         if (!o->task || o->task == TOMB) continue;
@@ -122,15 +123,13 @@ void ppk_py_retire(task_table *tt, tentry *e) {
     if (e->stack) {
         retired *r = vec_push(&tt->retired);
         if (r) {
-            *r = (retired){e->stack, e->acc_wall, e->acc_count};
+            *r = (retired){e->stack, e->stack->acc_wall, e->stack->acc_count};
         } else {
             tstack **p = vec_push(&tt->recorded); /* not recorded: released anyway */
             if (p) *p = e->stack;                  /* (else lost: a leak, not a crash) */
         }
         e->stack = NULL;
     }
-    e->acc_wall = 0;
-    e->acc_count = 0;
     e->last_ns = 0;
 }
 
@@ -246,9 +245,7 @@ static void prefetch_task(const task_table *tt, tslotv *v, size_t mask) {
     }
     const char *t = (const char *)((PyWeakReference *)v->key)->wr_object;
     for (int line = 0; line < 4; line++) __builtin_prefetch(t + 64 * line);
-    const char *e = (const char *)&tt->e[ptr_hash(t, mask)];
-    __builtin_prefetch(e);
-    __builtin_prefetch(e + sizeof(tentry) - 1);
+    __builtin_prefetch(&tt->e[ptr_hash(t, mask)]);
 }
 
 /* The third: the task (NULL: dead), and what its entry points to that visit() reads:
@@ -466,14 +463,16 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     int64_t coalesce = spread > 5 * period ? 5 * period : spread > period ? spread : period;
     for (size_t k = 0; k < tt->seen.n; k++) {
         tentry *e = &tt->e[AT(tt->seen, size_t, k)];
+        tstack *st = e->stack;
+        if (!st) continue; /* removed since (a task freed before the sweep) */
         int64_t wall = e->last_ns ? now - e->last_ns : step;
         e->last_ns = now;
-        e->acc_wall += wall > 0 ? wall : 0;
-        e->acc_count++;
-        if (e->acc_wall < coalesce) continue;
-        record_stack(sp, e->stack, e->acc_wall, e->acc_count, c);
-        e->acc_wall = 0;
-        e->acc_count = 0;
+        st->acc_wall += wall > 0 ? wall : 0;
+        st->acc_count++;
+        if (st->acc_wall < coalesce) continue;
+        record_stack(sp, st, st->acc_wall, st->acc_count, c);
+        st->acc_wall = 0;
+        st->acc_count = 0;
     }
     tt->seen.n = 0;
 }
@@ -484,10 +483,11 @@ void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c) {
     record_retired(sp, tt, c);
     for (size_t i = 0; i < tt->cap; i++) {
         tentry *e = &tt->e[i];
-        if (!e->task || e->task == TOMB || !e->stack || !e->acc_count) continue;
-        record_stack(sp, e->stack, e->acc_wall, e->acc_count, c);
-        e->acc_wall = 0;
-        e->acc_count = 0;
+        tstack *st = e->task && e->task != TOMB ? e->stack : NULL;
+        if (!st || !st->acc_count) continue;
+        record_stack(sp, st, st->acc_wall, st->acc_count, c);
+        st->acc_wall = 0;
+        st->acc_count = 0;
     }
 }
 

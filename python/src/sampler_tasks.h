@@ -20,6 +20,8 @@ typedef struct tstack {
     PyObject *name, *tags; /* the task's name and tags then (held: only compared) */
     PyObject *thread_name; /* its loop's thread's name (held) */
     uint32_t visits;       /* ticks it was found unchanged, while it has no parent */
+    int64_t acc_wall;      /* not recorded yet: wall time, ticks */
+    uint64_t acc_count;
     PyObject **refs;
     size_t n_refs;
 } tstack;
@@ -38,11 +40,12 @@ typedef struct tentry {
                        * NULL: none) */
     tstack *stack;    /* NULL: not read, running, done, or its loop not running */
     int64_t last_ns;  /* its previous sample (0: none; its first counts one interval) */
-    int64_t acc_wall; /* not recorded yet: wall time, ticks */
-    uint64_t acc_count;
-    uint64_t cycle; /* the scan of the task set it was last visited in */
-    int done;       /* the task is done: skipped from now on */
+    uint64_t cycle;   /* the scan of the task set it was last visited in */
+    int done;         /* the task is done: skipped from now on */
 } tentry;
+
+/* A visit reads one cache line of the table (which is aligned to them). */
+_Static_assert(sizeof(tentry) == 64, "a task entry is one cache line");
 
 /* A stack replaced or ended, with what it had not recorded yet. */
 typedef struct retired {
