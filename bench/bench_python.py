@@ -155,9 +155,8 @@ def value_sums(data, n_types):
     return [sum(vals[i::n_types]) for i in range(n_types)], len(vals) // n_types
 
 
-DEGRADATIONS = ("strings_dropped", "labels_dropped", "label_sets_dropped", "stacks_dropped",
-                "samples_overflowed", "samples_dropped_nomem", "samples_lost_export",
-                "export_failures")
+DEGRADATIONS = pprofkit._native.DEGRADATIONS + (
+    "samples_dropped_nomem", "samples_lost_export", "export_failures")
 
 
 def run(variant, api, stacks, choices, check):

@@ -293,9 +293,10 @@ int main(int argc, char **argv) {
     ppk_recorder_free(g.rec);
     /* The recorder's counts (samples_dropped_stale: those were recorded again). */
     uint64_t dropped = st.samples_dropped_nomem + st.samples_dropped_closed +
-                       st.samples_lost_export + st.stacks_truncated + st.stacks_dropped +
-                       st.labels_dropped + st.label_sets_dropped + st.samples_overflowed +
-                       st.strings_dropped + st.values_saturated;
+                       st.samples_lost_export + st.stacks_truncated + st.values_saturated;
+#define ADD(name, what) dropped += st.name;
+    PPK_DEGRADATIONS(ADD)
+#undef ADD
     if (st.samples_flushed != g.samples || st.samples_exported != g.samples ||
         g.exported_samples != g.samples || dropped) {
         fprintf(stderr,

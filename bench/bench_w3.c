@@ -431,10 +431,10 @@ int main(int argc, char **argv) {
      * those were recorded again, see record()). */
     int64_t want = (int64_t)g.samples * W3_VALUE;
     uint64_t dropped = st.samples_dropped_nomem + st.samples_dropped_closed +
-                       st.samples_lost_export + st.stacks_truncated +
-                       st.stacks_dropped + st.labels_dropped + st.label_sets_dropped +
-                       st.samples_overflowed + st.timestamps_dropped + st.endpoints_dropped +
-                       st.strings_dropped + st.values_saturated;
+                       st.samples_lost_export + st.stacks_truncated + st.values_saturated;
+#define ADD(name, what) dropped += st.name;
+    PPK_DEGRADATIONS(ADD)
+#undef ADD
     if (g.exported_samples != g.samples || g.decoded_samples != g.samples ||
         g.value_sum[0] != want || g.value_sum[1] != want || g.decoded_frames != frames ||
         st.samples_flushed != g.samples || st.samples_exported != g.samples || dropped) {

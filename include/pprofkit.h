@@ -354,6 +354,26 @@ PPK_API int ppk_profile_add_upscaling_poisson(ppk_profile *p, const size_t *valu
                                               ppk_str label_value, size_t sum_idx,
                                               size_t count_idx, uint64_t sampling_distance);
 
+/*
+ * The counters of repairs (G7) and of degradations at the memory limit (G4) that
+ * ppk_profile_stats and ppk_recorder_stats both hold, by reason: X(field, what it
+ * counts), the text the profile's comments use. For code that handles every counter
+ * alike (sums, reports, bindings).
+ */
+#define PPK_REPAIRS(X)                                                                     \
+    X(strings_utf8_repaired, "strings with invalid UTF-8 repaired")                          \
+    X(strings_truncated, "strings cut at max_string_len")                                    \
+    X(stacks_truncated, "stacks cut at max_frames")                                          \
+    X(values_saturated, "sums saturated at the int64 range")
+#define PPK_DEGRADATIONS(X)                                                                \
+    X(strings_dropped, "new strings replaced by \"[pprofkit: memory limit]\"")               \
+    X(labels_dropped, "labels left out (memory limit)")                                      \
+    X(label_sets_dropped, "samples with all labels left out (memory limit)")                 \
+    X(stacks_dropped, "samples given the \"[pprofkit: memory limit]\" stack")                \
+    X(samples_overflowed, "samples added to the overflow sample (memory limit)")             \
+    X(timestamps_dropped, "timestamped samples aggregated (memory limit)")                   \
+    X(endpoints_dropped, "endpoints not recorded (memory limit)")
+
 /* What a profile holds and what it had to repair. Counters cover the current window
  * except the memory figures, which cover the profile's life (peak) and now (bytes). */
 typedef struct ppk_profile_stats {

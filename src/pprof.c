@@ -262,28 +262,19 @@ typedef struct comments {
 static void make_comments(ppk_profile *const *ws, size_t n_ws, comments *c) {
     ppk__degraded sum;
     memset(&sum, 0, sizeof sum);
-    uint64_t repaired = 0, truncated = 0;
     for (size_t i = 0; i < n_ws; i++) {
         ppk__degraded_add(&sum, &ws[i]->deg);
-        repaired += ws[i]->strings.utf8_repaired;
-        truncated += ws[i]->strings.truncated;
+        /* Strings that reach the table unrepaired (endpoints) are repaired there. */
+        sum.strings_utf8_repaired += ws[i]->strings.utf8_repaired;
+        sum.strings_truncated += ws[i]->strings.truncated;
     }
-    const ppk__degraded *d = &sum;
     const struct {
         uint64_t n;
         const char *what;
     } reasons[] = {
-        {d->strings_utf8_repaired + repaired, "strings with invalid UTF-8 repaired"},
-        {d->strings_truncated + truncated, "strings cut at max_string_len"},
-        {d->stacks_truncated, "stacks cut at max_frames"},
-        {d->values_saturated, "sums saturated at the int64 range"},
-        {d->strings_dropped, "new strings replaced by \"" PPK__PLACEHOLDER "\""},
-        {d->labels_dropped, "labels left out (memory limit)"},
-        {d->label_sets_dropped, "samples with all labels left out (memory limit)"},
-        {d->stacks_dropped, "samples given the \"" PPK__PLACEHOLDER "\" stack"},
-        {d->samples_overflowed, "samples added to the overflow sample (memory limit)"},
-        {d->timestamps_dropped, "timestamped samples aggregated (memory limit)"},
-        {d->endpoints_dropped, "endpoints not recorded (memory limit)"},
+#define REASON(name, what) {sum.name, what},
+        PPK_REPAIRS(REASON) PPK_DEGRADATIONS(REASON)
+#undef REASON
     };
     c->n = 0;
     for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {

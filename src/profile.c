@@ -259,9 +259,10 @@ void ppk__undo_restore(ppk_profile *p, const ppk__undo *u) {
 }
 
 void ppk__degraded_add(ppk__degraded *to, const ppk__degraded *d) {
-    uint64_t *t = (uint64_t *)(void *)to;
-    const uint64_t *f = (const uint64_t *)(const void *)d;
-    for (size_t i = 0; i < sizeof *d / sizeof(uint64_t); i++) t[i] += f[i];
+#define ADD(name, what) to->name += d->name;
+    PPK_REPAIRS(ADD)
+    PPK_DEGRADATIONS(ADD)
+#undef ADD
 }
 
 /* ---- reset, endpoints, rules, statistics ------------------------------------------ */
@@ -473,19 +474,13 @@ void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st) {
     st->labels = p->labels.n;
     st->label_sets = p->label_sets.n;
     st->endpoints = p->endpoints.n;
-    const ppk__degraded *d = &p->deg;
+#define COPY(name, what) st->name = p->deg.name;
+    PPK_REPAIRS(COPY)
+    PPK_DEGRADATIONS(COPY)
+#undef COPY
     /* Strings that reach the table unrepaired (endpoints) are repaired there. */
-    st->strings_utf8_repaired = d->strings_utf8_repaired + p->strings.utf8_repaired;
-    st->strings_truncated = d->strings_truncated + p->strings.truncated;
-    st->stacks_truncated = d->stacks_truncated;
-    st->values_saturated = d->values_saturated;
-    st->strings_dropped = d->strings_dropped;
-    st->labels_dropped = d->labels_dropped;
-    st->label_sets_dropped = d->label_sets_dropped;
-    st->stacks_dropped = d->stacks_dropped;
-    st->samples_overflowed = d->samples_overflowed;
-    st->timestamps_dropped = d->timestamps_dropped;
-    st->endpoints_dropped = d->endpoints_dropped;
+    st->strings_utf8_repaired += p->strings.utf8_repaired;
+    st->strings_truncated += p->strings.truncated;
     st->memory_bytes = p->mem.bytes;
     st->memory_peak_bytes = p->mem.peak;
     st->memory_limit = p->mem.limit;

@@ -28,14 +28,15 @@
 #include "strtab.h"
 
 /* The string that replaces new strings once the budget is reached, and the name of
- * the one frame of the overflow stack. */
+ * the one frame of the overflow stack (PPK_DEGRADATIONS's texts name it). */
 #define PPK__PLACEHOLDER "[pprofkit: memory limit]"
 
 /* Counters of repairs (G7) and degradations (G4) by reason; see ppk_profile_stats. */
 typedef struct ppk__degraded {
-    uint64_t strings_utf8_repaired, strings_truncated, stacks_truncated, values_saturated;
-    uint64_t strings_dropped, labels_dropped, label_sets_dropped, stacks_dropped;
-    uint64_t samples_overflowed, timestamps_dropped, endpoints_dropped;
+#define PPK__FIELD(name, what) uint64_t name;
+    PPK_REPAIRS(PPK__FIELD)
+    PPK_DEGRADATIONS(PPK__FIELD)
+#undef PPK__FIELD
 } ppk__degraded;
 
 /* Ids a window makes when it first needs them. */

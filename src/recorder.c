@@ -256,17 +256,10 @@ static double ms_since(const struct timespec *t0) {
 }
 
 static void add_degradations(ppk_recorder_stats *to, const ppk_profile_stats *w) {
-    to->strings_utf8_repaired += w->strings_utf8_repaired;
-    to->strings_truncated += w->strings_truncated;
-    to->stacks_truncated += w->stacks_truncated;
-    to->values_saturated += w->values_saturated;
-    to->strings_dropped += w->strings_dropped;
-    to->labels_dropped += w->labels_dropped;
-    to->label_sets_dropped += w->label_sets_dropped;
-    to->stacks_dropped += w->stacks_dropped;
-    to->samples_overflowed += w->samples_overflowed;
-    to->timestamps_dropped += w->timestamps_dropped;
-    to->endpoints_dropped += w->endpoints_dropped;
+#define ADD(name, what) to->name += w->name;
+    PPK_REPAIRS(ADD)
+    PPK_DEGRADATIONS(ADD)
+#undef ADD
 }
 
 static void start_thread_locked(ppk_recorder *r);

@@ -524,30 +524,25 @@ int main(int argc, char **argv) {
            "\"samples_flushed\": %" PRIu64 ", \"samples_exported\": %" PRIu64
            ", \"flushes_ok\": %" PRIu64 ", \"flushes_refused\": %" PRIu64
            ", \"windows\": %" PRIu64 ", \"exports_to_sinks\": %" PRIu64 ", \"files\": %ld"
-           ", \"bytes_written\": %" PRIu64 ", \"degraded\": {\"strings_utf8_repaired\": %" PRIu64
-           ", \"strings_truncated\": %" PRIu64 ", \"stacks_truncated\": %" PRIu64
-           ", \"values_saturated\": %" PRIu64 ", \"samples_dropped_nomem\": %" PRIu64
+           ", \"bytes_written\": %" PRIu64 ", \"degraded\": {\"samples_dropped_nomem\": %" PRIu64
            ", \"samples_dropped_closed\": %" PRIu64 ", \"samples_lost_export\": %" PRIu64
-           ", \"export_failures\": %" PRIu64 ", \"sink_failures\": %" PRIu64
-           ", \"strings_dropped\": %" PRIu64 ", \"labels_dropped\": %" PRIu64
-           ", \"label_sets_dropped\": %" PRIu64 ", \"stacks_dropped\": %" PRIu64
-           ", \"samples_overflowed\": %" PRIu64 ", \"timestamps_dropped\": %" PRIu64
-           ", \"endpoints_dropped\": %" PRIu64 "}"
-           ", \"memory_limit\": %" PRIu64
-           ", \"window_bytes_max\": %" PRIu64 ", \"window_bytes_peak\": %" PRIu64
-           ", \"export_ms_max\": %.3f, \"export_ms_total\": %.3f"
-           ", \"rss_kb_start\": %ld, \"rss_kb_end\": %ld, \"rss_kb_peak\": %ld"
-           ", \"pid\": %ld, \"out\": \"%s\", \"ok\": %s}\n",
+           ", \"export_failures\": %" PRIu64 ", \"sink_failures\": %" PRIu64,
            opt.threads, run_s, opt.rate, opt.unique ? "true" : "false",
            opt.function_ids ? "true" : "false", interns, st.functions, st.functions_evicted,
            st.samples_dropped_stale, st.samples_flushed,
            st.samples_exported, flushed, refused, st.windows_exported, rep.exports, files,
-           rep.bytes, st.strings_utf8_repaired, st.strings_truncated, st.stacks_truncated,
-           st.values_saturated, st.samples_dropped_nomem, st.samples_dropped_closed,
-           st.samples_lost_export, st.export_failures, st.sink_failures, st.strings_dropped,
-           st.labels_dropped, st.label_sets_dropped, st.stacks_dropped, st.samples_overflowed,
-           st.timestamps_dropped, st.endpoints_dropped, (uint64_t)cfg.profile.memory_limit,
-           rep.window_bytes_max,
+           rep.bytes, st.samples_dropped_nomem, st.samples_dropped_closed,
+           st.samples_lost_export, st.export_failures, st.sink_failures);
+#define FIELD(name, what) printf(", \"" #name "\": %" PRIu64, st.name);
+    PPK_REPAIRS(FIELD)
+    PPK_DEGRADATIONS(FIELD)
+#undef FIELD
+    printf("}, \"memory_limit\": %" PRIu64
+           ", \"window_bytes_max\": %" PRIu64 ", \"window_bytes_peak\": %" PRIu64
+           ", \"export_ms_max\": %.3f, \"export_ms_total\": %.3f"
+           ", \"rss_kb_start\": %ld, \"rss_kb_end\": %ld, \"rss_kb_peak\": %ld"
+           ", \"pid\": %ld, \"out\": \"%s\", \"ok\": %s}\n",
+           (uint64_t)cfg.profile.memory_limit, rep.window_bytes_max,
            st.window_bytes_peak, st.export_ms_max, st.export_ms_total, rss_start, rss_end,
            rss_peak, (long)getpid(), out_json, status ? "false" : "true");
     pthread_mutex_unlock(&rep.mu);

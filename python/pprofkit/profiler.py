@@ -174,11 +174,9 @@ class Profiler:
         self.sampler._after_fork_child()
 
 
-_DEGRADATIONS = ("strings_dropped", "labels_dropped", "label_sets_dropped",
-                 "stacks_dropped", "samples_overflowed", "timestamps_dropped",
-                 "endpoints_dropped", "samples_dropped_nomem", "samples_dropped_closed",
-                 "samples_lost_export", "export_failures", "sink_failures",
-                 "samples_lost_sink")
+_DEGRADATIONS = _native.DEGRADATIONS + (
+    "samples_dropped_nomem", "samples_dropped_closed", "samples_lost_export",
+    "export_failures", "sink_failures", "samples_lost_sink")
 
 
 def _degradations(stats):

@@ -192,17 +192,9 @@ static const stat_field recorder_fields[] = {
     DBL(ppk_recorder_stats, export_ms_last),
     DBL(ppk_recorder_stats, export_ms_max),
     DBL(ppk_recorder_stats, export_ms_total),
-    U64(ppk_recorder_stats, strings_utf8_repaired),
-    U64(ppk_recorder_stats, strings_truncated),
-    U64(ppk_recorder_stats, stacks_truncated),
-    U64(ppk_recorder_stats, values_saturated),
-    U64(ppk_recorder_stats, strings_dropped),
-    U64(ppk_recorder_stats, labels_dropped),
-    U64(ppk_recorder_stats, label_sets_dropped),
-    U64(ppk_recorder_stats, stacks_dropped),
-    U64(ppk_recorder_stats, samples_overflowed),
-    U64(ppk_recorder_stats, timestamps_dropped),
-    U64(ppk_recorder_stats, endpoints_dropped),
+#define FIELD(name, what) U64(ppk_recorder_stats, name),
+    PPK_REPAIRS(FIELD) PPK_DEGRADATIONS(FIELD)
+#undef FIELD
     U64(ppk_recorder_stats, samples_dropped_nomem),
     U64(ppk_recorder_stats, samples_dropped_closed),
     U64(ppk_recorder_stats, samples_lost_export),
@@ -231,17 +223,9 @@ static const stat_field profile_fields[] = {
     U64(ppk_profile_stats, labels),
     U64(ppk_profile_stats, label_sets),
     U64(ppk_profile_stats, endpoints),
-    U64(ppk_profile_stats, strings_utf8_repaired),
-    U64(ppk_profile_stats, strings_truncated),
-    U64(ppk_profile_stats, stacks_truncated),
-    U64(ppk_profile_stats, values_saturated),
-    U64(ppk_profile_stats, strings_dropped),
-    U64(ppk_profile_stats, labels_dropped),
-    U64(ppk_profile_stats, label_sets_dropped),
-    U64(ppk_profile_stats, stacks_dropped),
-    U64(ppk_profile_stats, samples_overflowed),
-    U64(ppk_profile_stats, timestamps_dropped),
-    U64(ppk_profile_stats, endpoints_dropped),
+#define FIELD(name, what) U64(ppk_profile_stats, name),
+    PPK_REPAIRS(FIELD) PPK_DEGRADATIONS(FIELD)
+#undef FIELD
     U64(ppk_profile_stats, memory_bytes),
     U64(ppk_profile_stats, memory_peak_bytes),
     U64(ppk_profile_stats, memory_limit),
@@ -442,12 +426,38 @@ static int add_codes(PyObject *m) {
     return 0;
 }
 
+/* A tuple of the names (NULL: an exception). */
+static PyObject *names_tuple(const char *const *names, Py_ssize_t n) {
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (!s) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+/* REPAIRS and DEGRADATIONS: the names of those counters in the stats dicts. */
+static int add_counter_names(PyObject *m) {
+#define NAME(name, what) #name,
+    static const char *const repairs[] = {PPK_REPAIRS(NAME)};
+    static const char *const degradations[] = {PPK_DEGRADATIONS(NAME)};
+#undef NAME
+    PyObject *r = names_tuple(repairs, sizeof repairs / sizeof *repairs);
+    PyObject *d = names_tuple(degradations, sizeof degradations / sizeof *degradations);
+    int rc = !r || !d || PyModule_AddObjectRef(m, "REPAIRS", r) ||
+             PyModule_AddObjectRef(m, "DEGRADATIONS", d);
+    Py_XDECREF(r);
+    Py_XDECREF(d);
+    return rc ? -1 : 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
     if (ppk_py_recorder_ready() || ppk_py_sample_ready() || ppk_py_sampler_ready()) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
     if (!ppk_py_ExportType) ppk_py_ExportType = PyStructSequence_NewType(&export_desc);
-    if (!ppk_py_ExportType || add_errors(m) || add_codes(m) ||
+    if (!ppk_py_ExportType || add_errors(m) || add_codes(m) || add_counter_names(m) ||
         PyModule_AddObjectRef(m, "Export", (PyObject *)ppk_py_ExportType) ||
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&ppk_py_RecorderType) ||
         PyModule_AddObjectRef(m, "Sample", (PyObject *)&ppk_py_SampleType) ||
