@@ -284,17 +284,3 @@ int ppk__bytes_copy(const ppk_allocator *a, const uint8_t *in, size_t n, ppk_byt
     return 0;
 }
 
-int ppk__compress(const ppk_allocator *a, ppk_codec codec, int level, const uint8_t *in,
-                  size_t n, ppk_bytes *out) {
-    if (codec == PPK_CODEC_NONE) return ppk__bytes_copy(a, in, n, out);
-    memset(out, 0, sizeof *out);
-    ppk__mem mem;
-    ppk__mem_init(&mem, a);
-    ppk__cstream cs;
-    ppk__cstream_init(&cs, &mem);
-    int rc = ppk__cstream_begin(&cs, codec, level);
-    if (!rc) rc = ppk__cstream_write(&cs, in, n);
-    if (!rc) rc = ppk__cstream_end(&cs, &mem.a, out);
-    ppk__cstream_destroy(&cs);
-    return rc;
-}

@@ -62,12 +62,8 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out);
 /* Drops a stream's output after a failure; the contexts are kept. */
 void ppk__cstream_abort(ppk__cstream *cs);
 
-/* One call: compresses (or, for PPK_CODEC_NONE, copies) n bytes into *out, which is
- * zeroed first, with the same settings as a stream. 0, PPK_ENOMEM or PPK_ECOMPRESS. */
 /* A copy of n bytes as a ppk_bytes, allocated with `a`'s transient form (alloc.h).
  * 0 or PPK_ENOMEM (*out zeroed). */
 int ppk__bytes_copy(const ppk_allocator *a, const uint8_t *in, size_t n, ppk_bytes *out);
-int ppk__compress(const ppk_allocator *a, ppk_codec codec, int level, const uint8_t *in,
-                  size_t n, ppk_bytes *out);
 
 #endif

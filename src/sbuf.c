@@ -46,10 +46,6 @@ void ppk__sbuf_destroy(ppk__sbuf *sb) {
     sb->cap = sb->len = 0;
 }
 
-size_t ppk__sbuf_bytes(const ppk__sbuf *sb) {
-    return sb->cap + sb->max_frames * sizeof *sb->frames + sb->max_labels * sizeof *sb->labels;
-}
-
 void ppk__sbuf_clear(ppk__sbuf *sb, size_t keep_bytes) {
     sb->len = 0;
     sb->n_frames = sb->n_labels = sb->omitted = 0;

@@ -97,8 +97,6 @@ int ppk__sbuf_init(ppk__sbuf *sb, ppk__mem *mem, size_t max_string_len, size_t m
 void ppk__sbuf_destroy(ppk__sbuf *sb);
 /* Empties the sample; keeps at most keep_bytes of record buffer. */
 void ppk__sbuf_clear(ppk__sbuf *sb, size_t keep_bytes);
-/* Bytes the buffer holds from its ppk__mem. */
-size_t ppk__sbuf_bytes(const ppk__sbuf *sb);
 
 /* 0, PPK_ENULL, PPK_ENOMEM. */
 int ppk__sbuf_push_frame(ppk__sbuf *sb, const ppk_frame *f);
