@@ -93,7 +93,9 @@ PPK_API ppk_str ppk_cstr(const char *s);
     X(PPK_ECLOSED, -12, "the recorder was freed or is shutting down")                     \
     X(PPK_ESYS, -13, "a system call failed (thread, file or directory; see errno)")       \
     X(PPK_ESTALE, -14, "unknown or evicted function id: intern the function again")       \
-    X(PPK_EFULL, -15, "the function dictionary is full (max_functions, max_function_bytes)")
+    X(PPK_EFULL, -15, "a table is full (the function dictionary: max_functions, "            \
+                      "max_function_bytes; a recorder's sinks: PPK_MAX_SINKS)")            \
+    X(PPK_ETIMEDOUT, -16, "timed out")
 
 #define PPK_ERROR_ENUM_(name, value, msg) name = (value),
 enum ppk_error { PPK_ERROR_LIST(PPK_ERROR_ENUM_) };
@@ -569,8 +571,12 @@ PPK_API int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **o
  */
 PPK_API void ppk_recorder_free(ppk_recorder *r);
 
+/* The most sinks a recorder takes. */
+#define PPK_MAX_SINKS 16
+
 /* Adds a sink (copied). Thread safe; takes effect from the next export.
- * @return 0, PPK_EINVAL, PPK_ENOMEM. */
+ * @return 0, PPK_EINVAL (NULL recorder or sink, no write function), PPK_EFULL (the
+ *         recorder has PPK_MAX_SINKS sinks). */
 PPK_API int ppk_recorder_add_sink(ppk_recorder *r, const ppk_sink *sink);
 
 /*
@@ -840,7 +846,7 @@ PPK_API int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st);
 /*
  * Waits until the sink's queue is empty and nothing is in flight, at most timeout_ms.
  * Blocks; thread safe; for tests and orderly shutdown, never needed for correctness.
- * @return 0 when idle, PPK_ESYS on timeout, PPK_EINVAL.
+ * @return 0 when idle, PPK_ETIMEDOUT, PPK_EINVAL.
  */
 PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
 

@@ -7,6 +7,7 @@
 
 #include "dict.h"
 #include "profile.h"
+#include "sync.h"
 #include "utf8.h"
 
 /* What a registration costs against max_bytes besides its string. */
@@ -30,7 +31,7 @@ int ppk__endpoints_init(ppk__endpoints *eps, const ppk_allocator *a, size_t max_
     eps->max_n = max_n;
     eps->max_bytes = max_bytes;
     eps->ttl = ttl;
-    return pthread_mutex_init(&eps->lock, NULL) ? PPK_ESYS : 0;
+    return ppk__mutex_init(&eps->lock, 0);
 }
 
 static void free_slots(ppk__endpoints *eps, ppk__ep *slots, size_t cap) {

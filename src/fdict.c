@@ -8,6 +8,7 @@
 
 #include "dict.h"
 #include "sbuf.h"
+#include "sync.h"
 #include "utf8.h"
 
 #define GEN_MAX 0xffffffu
@@ -31,17 +32,11 @@ int ppk__fdict_init(ppk__fdict *d, const ppk_allocator *a, size_t max_entries,
     d->ttl = ttl;
     d->tag = (uint64_t)(atomic_fetch_add(&g_next_tag, 1) & 0xffffu) << 48;
     atomic_init(&d->epoch, 0);
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-    int rc = pthread_mutex_init(&d->lock, &ma);
-    pthread_mutexattr_destroy(&ma);
+    int rc = ppk__mutex_init(&d->lock, 1);
     if (rc) {
         ppk__mem_free(&d->mem, d->chunks, d->n_chunks * sizeof *d->chunks);
         d->chunks = NULL;
-        return PPK_ENOMEM;
+        return rc;
     }
     return 0;
 }

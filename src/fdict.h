@@ -75,7 +75,8 @@ typedef struct ppk__fdict {
     uint64_t evicted, refused;
 } ppk__fdict;
 
-/* 0, PPK_EINVAL (max_entries 0 or above PPK__FD_MAX_ENTRIES, ttl 0), PPK_ENOMEM. */
+/* 0, PPK_EINVAL (max_entries 0 or above PPK__FD_MAX_ENTRIES, ttl 0), PPK_ENOMEM,
+ * PPK_ESYS. */
 int ppk__fdict_init(ppk__fdict *d, const ppk_allocator *a, size_t max_entries,
                     size_t max_bytes, size_t max_string_len, uint32_t ttl);
 void ppk__fdict_destroy(ppk__fdict *d);

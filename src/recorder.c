@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "compress.h"
+#include "sync.h"
 #include "upload.h"
 
 /* ---- the registry of recorders, for fork ------------------------------------------ */
@@ -33,15 +34,6 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static ppk_recorder *g_recorders;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void init_conds(ppk_recorder *r) {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->wake, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_cond_init(&r->export_done, NULL);
-}
 
 static void lock_all(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
@@ -69,8 +61,10 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
     for (ppk_recorder *r = g_recorders; r; r = r->next_global) {
-        /* Threads that waited on these do not exist here. */
-        init_conds(r);
+        /* Threads that waited on these do not exist here. (A failure could not be
+         * reported; glibc's never fails.) */
+        ppk__cond_init(&r->wake);
+        ppk__cond_init(&r->export_done);
         /* Windows an export was holding are the parent's; so is their memory, which a
          * thread that no longer exists was using. Leave them: a shard whose spare the
          * export had taken gets a new one at the next export. The same for the
@@ -130,21 +124,33 @@ void ppk_recorder_config_init(ppk_recorder_config *cfg) {
 }
 
 static int add_sink_locked(ppk_recorder *r, const ppk_sink *sink) {
-    if (r->n_sinks == PPK_MAX_SINKS) return PPK_EINVAL;
+    if (r->n_sinks == PPK_MAX_SINKS) return PPK_EFULL;
     r->sinks[r->n_sinks++] = *sink;
     return 0;
 }
 
-/* Flushes hold a shard's lock for about a microsecond: a thread that finds it taken
- * spins a little before sleeping, since a futex sleep and wake-up costs more than that. */
-static void init_flush_lock(pthread_mutex_t *m) {
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-    pthread_mutex_init(m, &ma);
-    pthread_mutexattr_destroy(&ma);
+/* The recorder's locks and condition variables; none is left set up on failure. Flushes
+ * hold a shard's lock (and the recorder's, briefly) for about a microsecond: spinning
+ * locks. */
+static int init_sync(ppk_recorder *r) {
+    int rc = ppk__mutex_init(&r->lock, 1);
+    if (rc) return rc;
+    size_t i = 0;
+    while (i < r->n_shards && !(rc = ppk__mutex_init(&r->shards[i].lock, 1))) i++;
+    if (!rc && !(rc = ppk__cond_init(&r->wake)) && (rc = ppk__cond_init(&r->export_done)))
+        pthread_cond_destroy(&r->wake);
+    if (rc) {
+        while (i--) pthread_mutex_destroy(&r->shards[i].lock);
+        pthread_mutex_destroy(&r->lock);
+    }
+    return rc;
+}
+
+static void destroy_sync(ppk_recorder *r) {
+    for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_destroy(&r->shards[i].lock);
+    pthread_cond_destroy(&r->wake);
+    pthread_cond_destroy(&r->export_done);
+    pthread_mutex_destroy(&r->lock);
 }
 
 /* A window of the recorder: resolves ids in its dictionary. */
@@ -208,12 +214,15 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     for (size_t i = 0; !rc && i < n; i++)
         if (!(rc = window_create(r, &cfg->profile, &r->shards[i].active)))
             rc = window_create(r, &cfg->profile, &r->shards[i].spare);
+    int sync_rc = rc ? rc : init_sync(r);
+    if (!rc) rc = sync_rc;
     if (!rc && cfg->out_dir.len) {
         ppk_sink file;
         ppk_str name = cfg->name.len ? cfg->name : PPK_STR("profile");
         if (!(rc = ppk_sink_file(cfg->out_dir, name, &file))) add_sink_locked(r, &file);
     }
     if (rc) {
+        if (!sync_rc) destroy_sync(r);
         free_shards(r);
         ppk__fdict_destroy(&r->fdict);
         if (!eps_rc) ppk__endpoints_destroy(&r->endpoints);
@@ -221,9 +230,6 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
         ppk__mem_free(&mem, r, sizeof *r);
         return rc;
     }
-    init_flush_lock(&r->lock);
-    for (size_t i = 0; i < n; i++) init_flush_lock(&r->shards[i].lock);
-    init_conds(r);
     pthread_mutex_lock(&g_lock);
     r->next_global = g_recorders;
     g_recorders = r;
@@ -634,14 +640,11 @@ void ppk_recorder_free(ppk_recorder *r) {
     ppk__upload_shutdown_sinks(r->sinks, r->n_sinks);
     for (size_t i = 0; i < r->n_sinks; i++)
         if (r->sinks[i].destroy) r->sinks[i].destroy(r->sinks[i].opaque);
-    for (size_t i = 0; i < r->n_shards; i++) pthread_mutex_destroy(&r->shards[i].lock);
+    destroy_sync(r);
     free_shards(r);
     ppk__fdict_destroy(&r->fdict);
     ppk__endpoints_destroy(&r->endpoints);
     ppk__pb_destroy(&r->pb);
-    pthread_cond_destroy(&r->wake);
-    pthread_cond_destroy(&r->export_done);
-    pthread_mutex_destroy(&r->lock);
     ppk__mem mem = r->mem;
     ppk__mem_free(&mem, r, sizeof *r);
 }

@@ -19,8 +19,6 @@
 #include "profile.h"
 #include "sbuf.h"
 
-#define PPK_MAX_SINKS 16
-
 /* A shard: the windows a group of builders flushes into, under a lock of its own. */
 typedef struct ppk__shard {
     pthread_mutex_t lock;

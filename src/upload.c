@@ -31,6 +31,7 @@
  * ppk__ua, whose byte counts are atomic because the exporting and the uploader threads
  * allocate concurrently.
  */
+#include "sync.h"
 #include "uploader.h"
 #include "utf8.h"
 
@@ -213,13 +214,14 @@ void ppk__upload_deadline_in(struct timespec *ts, int64_t ms) {
     }
 }
 
-static void init_conds(ppk__uploader *u) {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&u->wake, &ca);
-    pthread_cond_init(&u->idle, &ca);
-    pthread_condattr_destroy(&ca);
+/* The uploader's lock and condition variables; none is left set up on failure. */
+static int init_sync(ppk__uploader *u) {
+    int rc = ppk__mutex_init(&u->lock, 0);
+    if (rc) return rc;
+    if (!(rc = ppk__cond_init(&u->wake)) && (rc = ppk__cond_init(&u->idle)))
+        pthread_cond_destroy(&u->wake);
+    if (rc) pthread_mutex_destroy(&u->lock);
+    return rc;
 }
 
 static void job_free(ppk__uploader *u, ppk__upload_job *j) {
@@ -293,7 +295,10 @@ void ppk__upload_atfork_parent(void) {
 
 void ppk__upload_atfork_child(void) {
     for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
-        init_conds(u);
+        /* Threads that waited on these do not exist here. (A failure could not be
+         * reported; glibc's never fails.) */
+        ppk__cond_init(&u->wake);
+        ppk__cond_init(&u->idle);
         if (u->in_transfer) {
             /* The wait timed out: the handle is in a transfer on a socket the parent
              * shares. Leave it to the parent; this process makes a new one. */
@@ -567,18 +572,19 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
     u->ctx = ctx;
     u->ring = ppk__ua_alloc(&u->ua, cfg->queue_len * sizeof *u->ring);
     u->headers = ppk__ua_alloc(&u->ua, (n_headers ? n_headers : 1) * sizeof *u->headers);
-    int ok = u->ring && u->headers;
-    for (size_t i = 0; ok && i < n_headers; i++) {
+    rc = u->ring && u->headers ? 0 : PPK_ENOMEM;
+    for (size_t i = 0; !rc && i < n_headers; i++) {
         size_t n = strlen(headers[i]) + 1;
         u->headers[i] = ppk__ua_alloc(&u->ua, n);
         if (!u->headers[i]) {
-            ok = 0;
+            rc = PPK_ENOMEM;
             break;
         }
         memcpy(u->headers[i], headers[i], n);
         u->n_headers++;
     }
-    if (!ok) {
+    if (!rc) rc = init_sync(u);
+    if (rc) {
         for (size_t i = 0; i < u->n_headers; i++)
             ppk__ua_free(&u->ua, u->headers[i], strlen(u->headers[i]) + 1);
         if (u->headers)
@@ -586,14 +592,12 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         ppk__ua_free(&u->ua, u->ring, cfg->queue_len * sizeof *u->ring);
         ops->free(ctx);
         ppk__ua_free(&ua0, u, sizeof *u);
-        return PPK_ENOMEM;
+        return rc;
     }
     if (!n_headers) {
         ppk__ua_free(&u->ua, u->headers, sizeof *u->headers);
         u->headers = NULL;
     }
-    pthread_mutex_init(&u->lock, NULL);
-    init_conds(u);
     pthread_mutex_lock(&g_lock);
     u->next_global = g_uploaders;
     g_uploaders = u;
@@ -662,7 +666,7 @@ int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms) {
     int rc = 0;
     while (u->thread_running && (u->count || u->current)) {
         if (pthread_cond_timedwait(&u->idle, &u->lock, &dl) == ETIMEDOUT) {
-            rc = (u->count || u->current) ? PPK_ESYS : 0;
+            rc = (u->count || u->current) ? PPK_ETIMEDOUT : 0;
             break;
         }
     }

@@ -891,6 +891,20 @@ static int failing_write(void *opaque, const ppk_export *e) {
     return PPK_ESYS;
 }
 
+/* A recorder takes PPK_MAX_SINKS sinks, and writes each export to each; one more is
+ * refused as a full table. */
+static void test_sink_table_full(void) {
+    ppk_recorder *r = recorder(PPK_CODEC_GZIP);
+    if (!r) return;
+    int fails = 0;
+    ppk_sink bad = {failing_write, NULL, &fails};
+    for (int i = 0; i < PPK_MAX_SINKS; i++) CHECK_EQ_INT(ppk_recorder_add_sink(r, &bad), 0);
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &bad), PPK_EFULL);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(fails, PPK_MAX_SINKS);
+    ppk_recorder_free(r);
+}
+
 static void test_sink_file(void) {
     char dir[] = "/tmp/ppk-sink.XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -1616,6 +1630,7 @@ int main(void) {
     RUN(test_transient_input);
     RUN(test_blocking_sink_caller);
     RUN(test_blocking_sink_background);
+    RUN(test_sink_table_full);
     RUN(test_sink_file);
     RUN(test_sink_file_config_and_failure);
     RUN(test_sink_file_sync_and_dir);

@@ -854,6 +854,7 @@ static void test_shutdown_cancels(void) {
     ppk_export e = fake_export(buf, sizeof buf, 1);
     CHECK_EQ_INT(s.write(s.opaque, &e), 0);
     CHECK_EQ_INT(rx_wait_got(&x, 1, 15000), 1);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 100), PPK_ETIMEDOUT); /* it is in flight */
     e = fake_export(buf, sizeof buf, 2);
     CHECK_EQ_INT(s.write(s.opaque, &e), 0);
     int64_t t0 = now_ms();

@@ -404,7 +404,7 @@ static int add_errors(PyObject *m) {
          NULL},
         {&CompressError, "CompressError", "PPK_ECOMPRESS: compression failed.", NULL},
         {&SystemCallError, "SystemCallError",
-         "PPK_ESYS: a system call failed (thread, file, directory, timeout); also an OSError.",
+         "PPK_ESYS: a system call failed (thread, file, directory); also an OSError.",
          PyExc_OSError},
     };
     for (size_t i = 0; i < N_FIELDS(subs); i++) {

@@ -271,7 +271,7 @@ static PyObject *UploadSink_flush(UploadSinkObject *self, PyObject *args, PyObje
     if (ppk_py_recorder_check_open(r)) return NULL;
     int rc;
     PPK_PY_NOGIL(r, rc = ppk_sink_upload_flush(&self->sink, timeout_ms));
-    if (rc == PPK_ESYS) Py_RETURN_FALSE;
+    if (rc == PPK_ETIMEDOUT) Py_RETURN_FALSE;
     if (rc) return ppk_py_error(rc, "UploadSink.flush", NULL);
     Py_RETURN_TRUE;
 }

@@ -474,6 +474,21 @@ class TestFork(UploadBase):
         self.assertEqual(rx.finish(), 0)
         self.assertEqual(rx.got, 3)
 
+    def test_flush_times_out(self):
+        """flush(timeout_ms) with an upload in flight that the server never answers:
+        False after the timeout (PPK_ETIMEDOUT), not an error."""
+        rx = Receiver(self, "hang", {"limit": GUARD})
+        r = self.recorder()
+        sink = r.add_datadog_sink(agent_url=rx.url, service="flush", timeout_ms=GUARD * 1000,
+                                  shutdown_timeout_ms=100)
+        record(r)
+        self.assertIsNone(r.export_to_sinks())
+        self.assertEqual(rx.lines.get(timeout=GUARD), "GOT 1")
+        self.assertFalse(sink.flush(timeout_ms=200))
+        self.assertEqual(sink.stats()["sent"], 0)
+        r.close()
+        rx.finish(stop=True)
+
     def test_fork_while_closing(self):
         """fork() while another thread is inside close(), draining an upload the server
         never answers: the child's recorder and sink work, and its close() returns."""
