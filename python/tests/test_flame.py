@@ -134,8 +134,11 @@ class TestFlamePage(unittest.TestCase):
         cls.browser = cdp.Browser(timeout=20)
         cls.addClassCleanup(cls.browser.close)
         cls.page = cls.browser.page(1000, 700)
-        cls.page.navigate("file://" + cls.page_path)
-        cls.page.wait_for("window.flame && window.flame.ready")
+
+    def setUp(self):
+        # Each test on the page as loaded.
+        self.page.navigate("file://" + self.page_path)
+        self.page.wait_for("window.flame && window.flame.ready")
 
     # -- helpers -------------------------------------------------------------------
 
