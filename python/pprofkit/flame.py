@@ -70,10 +70,14 @@ def data(profiles, sample_type=None, names=()):
                     if v > 0:
                         acc[i] += v
 
-    frames = sorted({f for stack, _ in agg for f in stack})
+    # Each distinct stack numbered once (many samples share a stack).
+    distinct_stacks = dict.fromkeys(stack for stack, _ in agg)
+    frames = sorted({f for stack in distinct_stacks for f in stack})
     frame_id = {f: i for i, f in enumerate(frames)}
-    stacks = sorted({tuple(frame_id[f] for f in stack) for stack, _ in agg})
-    stack_id = {s: i for i, s in enumerate(stacks)}
+    as_ids = {stack: tuple(frame_id[f] for f in stack) for stack in distinct_stacks}
+    stacks = sorted(as_ids.values())
+    order = {s: i for i, s in enumerate(stacks)}
+    stack_id = {stack: order[ids] for stack, ids in as_ids.items()}
 
     strings, string_id = [""], {"": 0}
 
@@ -94,7 +98,7 @@ def data(profiles, sample_type=None, names=()):
         if ls is None:
             ls = labelset_id[labels] = len(labelsets)
             labelsets.append([sid(x) for kv in labels for x in kv])
-        samples.append(stack_id[tuple(frame_id[f] for f in stack)])
+        samples.append(stack_id[stack])
         samples.append(ls)
         samples += values
     return {
