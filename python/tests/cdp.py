@@ -2,11 +2,11 @@
 
 Chromium started with --remote-debugging-pipe reads protocol messages (JSON, each ended
 by a NUL byte) from its fd 3 and writes its answers and events to its fd 4. Browser
-starts it with two pipes in those places, in a session of its own (so that close() can
-kill it and every process it started), with a temporary profile directory. Every wait
-has a deadline: a browser that hangs or dies raises (TimeoutError, ConnectionError)
-instead of stalling the caller. Page is one tab, attached in flat mode (its commands
-carry the session id).
+starts it with two pipes in those places, in a process group of its own (so that
+close() can kill it and every process it started), with a temporary profile directory.
+Every wait has a deadline: a browser that hangs or dies raises (TimeoutError,
+ConnectionError) instead of stalling the caller. Page is one tab, attached in flat mode
+(its commands carry the target's sessionId).
 
 decode_png() reads the screenshots Chromium makes (8-bit RGB or RGBA, not interlaced),
 with zlib and the five PNG row filters, so that a test can look at their pixels.
