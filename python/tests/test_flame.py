@@ -336,6 +336,18 @@ class TestFlameCommand(ProfilerTest):
                                  for k in range(0, len(data["samples"]), stride)),
                              tree(profiles, t)[1], t)
 
+    def test_run_flame_forked_children_leave_it_to_the_parent(self):
+        page = os.path.join(self.tmpdir(), "page.html")
+        run = self.cli(["--flame", page, "forks.py"])
+        parent = [d for d in run.json() if d["role"] == "parent"][0]
+        pids = {parent["pid"], parent["fork_pid"], parent["mp_pid"]}
+        self.check_summary(run, pids)
+        with_page = [l for l in run.summary_lines() if l.endswith("; flame graph: " + page)]
+        self.assertEqual(len(with_page), 1, run.err)
+        self.assertTrue(with_page[0].startswith("pprofkit: pid %d," % parent["pid"]))
+        self.assertEqual(self.page_data(page)["names"],
+                         [os.path.basename(f) for f in run.pid_files(parent["pid"])])
+
     def test_run_flame_from_the_environment_without_files(self):
         run = self.run_python(["-m", "pprofkit", "run", "--out", "", "work.py", "--seconds",
                                "0.1"], env={"PPROFKIT_FLAME": os.path.join(
