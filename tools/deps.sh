@@ -11,6 +11,7 @@ packages=(
     protobuf-compiler                         # tests: protoc --decode
     golang-go golang-github-google-pprof-dev  # tests and demo: go tool pprof, profile.proto
     python3 python3-dev zstd                  # the Python package; tests: zstd -d
+    chromium                                  # tests: the flame graph page in a browser
     git ca-certificates
 )
 

@@ -2,6 +2,7 @@
 python -m pprofkit top [--sample-type T] [-n N] FILE...
 python -m pprofkit collapsed [--sample-type T] FILE...
 python -m pprofkit diff [--sample-type T] [-n N] BEFORE AFTER
+python -m pprofkit flame [--sample-type T] [--title TEXT] -o OUT.html FILE...
 
 Runs a Python program under the sampling profiler, like `python -m cProfile`: profiles
 (.pb.gz, read by `go tool pprof`) go to a directory every --export-period seconds and at
@@ -12,6 +13,10 @@ spawn) profile themselves with the same options, each into files of its own pid:
 options go to them through the environment (PPROFKIT_*), and a sitecustomize module put
 first on their PYTHONPATH starts the profiler (a child run with -E, -I or -S ignores
 it).
+
+`flame` writes one HTML page (no network needed) with an interactive flame graph of the
+files summed; `run --flame OUT.html` writes it at exit from the files this process
+wrote (not its subprocesses' nor its forked children's).
 """
 
 import argparse
@@ -109,6 +114,9 @@ def _parser():
                         "(PPROFKIT_MAX_TASKS_PER_TICK; default 1000)")
     r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
                    help="no summary at exit (PPROFKIT_QUIET)")
+    r.add_argument("--flame", metavar="OUT.html", default=e("PPROFKIT_FLAME") or None,
+                   help="at exit, write a flame graph page of this process's files "
+                        "(PPROFKIT_FLAME; needs --out)")
     r.add_argument("--subprocesses", action="store_true",
                    default=_flag("PPROFKIT_SUBPROCESSES"),
                    help="profile the Python processes the program starts too, each into "
@@ -132,6 +140,14 @@ def _parser():
     d.add_argument("-n", type=int, default=20, help="rows (0: all; default 20)")
     d.add_argument("before")
     d.add_argument("after")
+    f = sub.add_parser("flame", help="an HTML page with an interactive flame graph of the "
+                                     "files summed")
+    f.add_argument("--sample-type", metavar="T",
+                   help="the type shown first (default: the profile's default, else the "
+                        "last); the page offers every type")
+    f.add_argument("--title", help="the page's title (default: the file names)")
+    f.add_argument("-o", "--output", required=True, metavar="OUT.html")
+    f.add_argument("files", nargs="+", metavar="FILE", help="pprof files (.pb.gz, ...)")
     return p
 
 
@@ -139,6 +155,11 @@ def view(ns):
     from . import view as v
 
     try:
+        if ns.command == "flame":
+            from . import flame
+
+            flame.write(ns.files, ns.output, ns.sample_type, ns.title)
+            return 0
         if ns.command == "diff":
             rows, unit = v.diff([v.read_profile(ns.before)], [v.read_profile(ns.after)],
                                 ns.sample_type)
@@ -157,29 +178,57 @@ def view(ns):
     return 0
 
 
-def summary_line(s):
+def summary_line(s, flame=None):
     deg = s["degradations"]
     files = s["files"]
     where = " in %s" % os.path.dirname(files[0]) if files else ""
     up = "".join(", %s: %d sent, %d dropped" % (
         u["kind"], u["sent"], sum(v for k, v in u.items() if k.startswith("dropped_")))
         for u in s["uploads"])
-    return "pprofkit: pid %d, %d samples, %d exports, %d files%s%s, %s" % (
+    return "pprofkit: pid %d, %d samples, %d exports, %d files%s%s, %s%s" % (
         s["pid"], s["samples"], s["exports"], len(files), where, up,
         "degradations: " + ", ".join("%s %d" % kv for kv in sorted(deg.items()))
-        if deg else "no degradations")
+        if deg else "no degradations", "; flame graph: %s" % flame if flame else "")
+
+
+def _write_flame(path, files):
+    """The page of run --flame; returns path, or None (the reason printed) if it could
+    not be written."""
+    from . import flame
+
+    try:
+        flame.write(files, path)
+    except (OSError, ValueError) as e:
+        print("python -m pprofkit run: --flame %s: %s" % (path, e), file=sys.stderr,
+              flush=True)
+        return None
+    return path
 
 
 def _start(ns):
-    """Starts the profiler with run's options; the summary at exit unless quiet."""
+    """Starts the profiler with run's options; at exit, the flame graph page if asked
+    (by this process only: a forked child goes on profiling but leaves the page to the
+    parent) and the summary unless quiet."""
+    if ns.flame and not ns.out:
+        sys.exit("python -m pprofkit run: --flame needs profile files; --out is ''")
+    if ns.flame:
+        ns.flame = os.path.abspath(ns.flame)  # the program may change directory
+    pid = os.getpid()
     p = profiler.start(
         rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
         codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
         wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
         version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
         asyncio_tasks=not ns.no_asyncio_tasks, max_tasks_per_tick=ns.max_tasks_per_tick)
-    if not ns.quiet:
-        p.on_stop = lambda s: print(summary_line(s), file=sys.stderr, flush=True)
+
+    def on_stop(s):
+        page = None
+        if ns.flame and os.getpid() == pid:
+            page = _write_flame(ns.flame, s["files"])
+        if not ns.quiet:
+            print(summary_line(s, page), file=sys.stderr, flush=True)
+
+    p.on_stop = on_stop
     return p
 
 
@@ -201,6 +250,7 @@ def _export_to_children(ns):
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
            "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",
            "PPROFKIT_MAX_TASKS_PER_TICK": str(ns.max_tasks_per_tick),
+           "PPROFKIT_FLAME": None,  # the page is this process's
            "PPROFKIT_SUBPROCESSES": "1"}
     for k, v in opt.items():
         if v is None:
