@@ -511,8 +511,9 @@ typedef struct ppk_recorder_config {
     ppk_codec codec;            /* of exports; default gzip */
     int level;                  /* 0: the codec's default */
     int64_t export_period_ms;   /* background exporter period; default 60000 */
-    /* When out_dir is not empty, a file sink (ppk_sink_file(out_dir, name)) is added:
-     * out_dir must be a writable directory (else PPK_ESYS). name defaults to "profile". */
+    /* When out_dir is not empty, a file sink (ppk_sink_file(out_dir, name), allocating
+     * through profile.allocator) is added: out_dir must be a writable directory (else
+     * PPK_ESYS). name defaults to "profile". */
     ppk_str out_dir;
     ppk_str name;
     /* A builder's scratch memory: it keeps builder_keep_bytes between samples (default

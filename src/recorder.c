@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "compress.h"
+#include "sink_file.h"
 #include "sync.h"
 #include "upload.h"
 
@@ -219,7 +220,8 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (!rc && cfg->out_dir.len) {
         ppk_sink file;
         ppk_str name = cfg->name.len ? cfg->name : PPK_STR("profile");
-        if (!(rc = ppk_sink_file(cfg->out_dir, name, &file))) add_sink_locked(r, &file);
+        rc = ppk__sink_file(&cfg->profile.allocator, cfg->out_dir, name, &file);
+        if (!rc) add_sink_locked(r, &file);
     }
     if (rc) {
         if (!sync_rc) destroy_sync(r);

@@ -139,7 +139,7 @@ int ppk_datadog_config_from_env(ppk_datadog_config *cfg, char *err, size_t err_l
     if (!cfg) return PPK_EINVAL;
     ppk_datadog_config c = *cfg;
     ppk__mem m;
-    ppk__mem_init(&m, NULL);
+    ppk__mem_init(&m, &cfg->upload.allocator);
     const char *v;
     int rc;
     if ((v = ppk__upload_getenv("DD_TRACE_AGENT_URL"))) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "sink_file.h"
 #include "pprofkit.h"
 
 typedef struct file_sink {
@@ -138,6 +139,10 @@ static char *dup_str(ppk__mem *m, ppk_str s) {
 }
 
 int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out) {
+    return ppk__sink_file(NULL, dir, name, out);
+}
+
+int ppk__sink_file(const ppk_allocator *a, ppk_str dir, ppk_str name, ppk_sink *out) {
     if (!out) return PPK_EINVAL;
     memset(out, 0, sizeof *out);
     if ((!dir.ptr && dir.len) || (!name.ptr && name.len)) return PPK_ENULL;
@@ -145,7 +150,7 @@ int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out) {
         memchr(name.ptr, '/', name.len))
         return PPK_EINVAL;
     ppk__mem mem;
-    ppk__mem_init(&mem, NULL);
+    ppk__mem_init(&mem, a);
     file_sink *fs = ppk__mem_alloc(&mem, sizeof *fs);
     if (!fs) return PPK_ENOMEM;
     fs->mem = mem;

@@ -1108,6 +1108,56 @@ static void test_sink_file_sync_and_dir(void) {
     CHECK_EQ_INT(errno, ENOTDIR);
 }
 
+/* An allocator that counts the blocks it holds. */
+typedef struct counting {
+    long allocs, held;
+} counting;
+
+static void *count_alloc(void *opaque, size_t size) {
+    counting *c = opaque;
+    void *p = malloc(size);
+    if (p) c->allocs++, c->held++;
+    return p;
+}
+
+static void count_free(void *opaque, void *ptr, size_t size) {
+    (void)size;
+    ((counting *)opaque)->held--;
+    free(ptr);
+}
+
+/* The file sink of cfg.out_dir allocates through the recorder's allocator: its copies
+ * of the directory and name (made at create) and each export's path (written at
+ * export) are the allocator's, and all are given back. */
+static void test_sink_file_uses_the_allocator(void) {
+    char dir[] = "/tmp/ppk-sinkalloc.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    long made[2] = {0, 0}, exported[2] = {0, 0};
+    for (int with_dir = 0; with_dir < 2; with_dir++) {
+        counting c = {0, 0};
+        ppk_recorder_config cfg;
+        config(&cfg, PPK_CODEC_NONE);
+        cfg.profile.allocator = (ppk_allocator){count_alloc, count_free, &c};
+        if (with_dir) cfg.out_dir = ppk_cstr(dir);
+        ppk_recorder *r = NULL;
+        CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+        if (!r) continue;
+        made[with_dir] = c.allocs;
+        ppk_sample *s = NULL;
+        CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+        CHECK_EQ_INT(simple_sample(s, "x", 1), 0);
+        long before = c.allocs;
+        CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+        exported[with_dir] = c.allocs - before;
+        ppk_sample_free(s);
+        ppk_recorder_free(r);
+        CHECK_EQ_INT(c.held, 0);
+    }
+    CHECK(made[1] >= made[0] + 3);       /* the sink, its directory and its name */
+    CHECK(exported[1] >= exported[0] + 1); /* the file's path */
+    pr_rm_dir(dir);
+}
+
 /* cfg.out_dir adds a file sink; the codec picks the extension; a sink whose directory
  * vanished fails its writes, counted. */
 static void test_sink_file_config_and_failure(void) {
@@ -1631,6 +1681,7 @@ int main(void) {
     RUN(test_blocking_sink_caller);
     RUN(test_blocking_sink_background);
     RUN(test_sink_table_full);
+    RUN(test_sink_file_uses_the_allocator);
     RUN(test_sink_file);
     RUN(test_sink_file_config_and_failure);
     RUN(test_sink_file_sync_and_dir);
