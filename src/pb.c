@@ -24,7 +24,10 @@ void ppk__pb_destroy(ppk__pb *pb) {
 }
 
 int ppk__pb_reserve(ppk__pb *pb, size_t n) {
-    if (n <= pb->cap - pb->len) return 0;
+    if (n <= pb->cap - pb->len) {
+        pb->limit = pb->len + n;
+        return 0;
+    }
     if (n > SIZE_MAX / 2 - pb->len) return PPK_ENOMEM;
     size_t cap = pb->cap ? pb->cap : 4096;
     while (cap < pb->len + n) cap *= 2;
@@ -32,6 +35,7 @@ int ppk__pb_reserve(ppk__pb *pb, size_t n) {
     if (!b) return PPK_ENOMEM;
     pb->buf = b;
     pb->cap = cap;
+    pb->limit = pb->len + n;
     return 0;
 }
 
@@ -54,6 +58,7 @@ void ppk__pb_end(ppk__pb *pb, size_t start) {
     /* The length needs k > 1 bytes: move the body k - 1 bytes forward. The room for
      * that was reserved with PPK_PB_NEST_MAX. */
     size_t k = ppk__pb_varint_size(body);
+    PPK_PB_CHECK(pb, k - 1);
     memmove(pb->buf + start - 1 + k, pb->buf + start, body);
     pb->len = start - 1;
     ppk__pb_varint(pb, body);

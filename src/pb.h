@@ -3,10 +3,15 @@
  *
  * Just what profile.proto needs: varints, tags, length-delimited fields (strings,
  * packed repeated varints, nested messages). It sits on the export path, so writes are
- * unchecked inline stores: the caller first makes room with ppk__pb_reserve() for an
- * upper bound of what it will write (PPK_PB_VARINT_MAX per varint, PPK_PB_NEST_MAX per
- * nested message), then writes. A nested message reserves one byte for its length and
- * ppk__pb_end() moves the body forward in the rare case the length needs more.
+ * inline stores, unchecked in release builds: the caller first makes room with
+ * ppk__pb_room() (or ppk__pb_reserve()) for an upper bound of what it will write, summed
+ * from the named bounds below (PPK_PB_UINT_MAX per varint field, PPK_PB_VARINT_MAX per
+ * bare varint, PPK_PB_NEST_MAX per nested message or packed array, the bytes of a
+ * string), then writes. Debug builds record where that room ends and assert that every
+ * store stays within it, so a bound that is too small fails the tests (the fuzz targets
+ * write the largest values) instead of writing past the buffer. A nested message
+ * reserves one byte for its length and ppk__pb_end() moves the body forward in the rare
+ * case the length needs more.
  *
  * Streaming: between ppk__pb_stream_begin() and ppk__pb_stream_end() the buffer is
  * bounded (PPK_PB_BUF bytes). Before each top-level field the caller asks for room with
@@ -26,9 +31,15 @@
 #include "alloc.h"
 #include "compress.h"
 
+#include <assert.h>
+
 #define PPK_PB_VARINT_MAX 10
-/* Tag and length of a nested message: a tag of 1..2 bytes and a length of up to 5. */
-#define PPK_PB_NEST_MAX 7
+/* A tag: field numbers go up to 2^29 - 1. */
+#define PPK_PB_TAG_MAX 5
+/* A varint field: its tag and its value. */
+#define PPK_PB_UINT_MAX (PPK_PB_TAG_MAX + PPK_PB_VARINT_MAX)
+/* Tag and length of a nested message or packed array (a length below 2^35). */
+#define PPK_PB_NEST_MAX (PPK_PB_TAG_MAX + 5)
 /* The streaming buffer's size. */
 #define PPK_PB_BUF (256u << 10)
 
@@ -41,7 +52,11 @@ typedef struct ppk__pb {
     size_t cap;
     int streaming;      /* between stream_begin and stream_end */
     ppk__cstream cs;    /* where a stream's bytes go */
+    size_t limit;       /* where the room last asked for ends (checked in debug builds) */
 } ppk__pb;
+
+/* Debug builds: the next k bytes are within the room asked for. */
+#define PPK_PB_CHECK(pb, k) assert((pb)->len + (k) <= (pb)->limit && (pb)->limit <= (pb)->cap)
 
 void ppk__pb_init(ppk__pb *pb, ppk__mem *mem);
 void ppk__pb_destroy(ppk__pb *pb);
@@ -65,8 +80,9 @@ int ppk__pb_room_slow(ppk__pb *pb, size_t n);
 /* Room for a top-level field of at most `n` bytes: see the top of this file.
  * 0, PPK_ENOMEM or PPK_ECOMPRESS. */
 static inline int ppk__pb_room(ppk__pb *pb, size_t n) {
-    if (n <= pb->cap - pb->len) return 0;
-    return ppk__pb_room_slow(pb, n);
+    int rc = n <= pb->cap - pb->len ? 0 : ppk__pb_room_slow(pb, n);
+    if (!rc) pb->limit = pb->len + n;
+    return rc;
 }
 /* Closes the nested message opened at `start` (what ppk__pb_begin returned). */
 void ppk__pb_end(ppk__pb *pb, size_t start);
@@ -81,6 +97,7 @@ static inline size_t ppk__pb_varint_size(uint64_t v) {
 }
 
 static inline void ppk__pb_varint(ppk__pb *pb, uint64_t v) {
+    PPK_PB_CHECK(pb, ppk__pb_varint_size(v));
     uint8_t *p = pb->buf + pb->len;
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
@@ -109,6 +126,7 @@ static inline void ppk__pb_uint_nz(ppk__pb *pb, uint32_t field, uint64_t v) {
 static inline void ppk__pb_bytes(ppk__pb *pb, uint32_t field, const void *p, size_t n) {
     ppk__pb_tag(pb, field, PPK_PB_LEN);
     ppk__pb_varint(pb, n);
+    PPK_PB_CHECK(pb, n);
     if (n) memcpy(pb->buf + pb->len, p, n);
     pb->len += n;
 }
@@ -116,6 +134,7 @@ static inline void ppk__pb_bytes(ppk__pb *pb, uint32_t field, const void *p, siz
 /* Opens a length-delimited field (a nested message or a packed array). */
 static inline size_t ppk__pb_begin(ppk__pb *pb, uint32_t field) {
     ppk__pb_tag(pb, field, PPK_PB_LEN);
+    PPK_PB_CHECK(pb, 1);
     pb->len++; /* the length, usually one byte */
     return pb->len;
 }

@@ -138,8 +138,10 @@ static int sample(enc *e, uint32_t stack, uint32_t set_id, const int64_t *values
     size_t n_loc, n_set;
     const uint32_t *locs = id_array(&p->stacks, stack, &n_loc);
     const uint32_t *set = id_array(&p->label_sets, set_id, &n_set);
+    /* The sample, its packed locations and values, and its labels (with the endpoint's
+     * and the timestamp's): each a nested message of up to four varint fields. */
     size_t bound = 3 * PPK_PB_NEST_MAX + (n_loc + p->n_types) * PPK_PB_VARINT_MAX +
-                   (n_set + 2) * (PPK_PB_NEST_MAX + 4 * (1 + PPK_PB_VARINT_MAX));
+                   (n_set + 2) * (PPK_PB_NEST_MAX + 4 * PPK_PB_UINT_MAX);
     int rc = ppk__pb_room(pb, bound);
     if (rc) return rc;
     const int64_t *v = upscale(e, set, n_set, values);
@@ -194,7 +196,7 @@ static int mappings(enc *e) {
     for (uint32_t i = 0; i < p->mappings.n; i++) {
         uint32_t len;
         const ppk__mapping_rec *m = (const void *)ppk__dict_key(&p->mappings, i, &len);
-        if ((rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 7 * 11))) break;
+        if ((rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 7 * PPK_PB_UINT_MAX))) break;
         size_t b = ppk__pb_begin(pb, F_MAPPING);
         ppk__pb_uint(pb, 1, (uint64_t)i + 1 + e->map_off);
         ppk__pb_uint_nz(pb, 2, m->memory_start);
@@ -213,7 +215,7 @@ static int locations(enc *e) {
     const ppk_profile *p = e->p;
     ppk__pb *pb = e->pb;
     for (uint32_t i = 0; i < p->locations.n; i++) {
-        int rc = ppk__pb_room(pb, 2 * PPK_PB_NEST_MAX + 5 * 11);
+        int rc = ppk__pb_room(pb, 2 * PPK_PB_NEST_MAX + 5 * PPK_PB_UINT_MAX);
         if (rc) return rc;
         uint32_t len;
         const ppk__location_rec *l = (const void *)ppk__dict_key(&p->locations, i, &len);
@@ -236,7 +238,7 @@ static int functions(enc *e) {
     const ppk_profile *p = e->p;
     ppk__pb *pb = e->pb;
     for (uint32_t i = 0; i < p->functions.n; i++) {
-        int rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 5 * 11);
+        int rc = ppk__pb_room(pb, PPK_PB_NEST_MAX + 5 * PPK_PB_UINT_MAX);
         if (rc) return rc;
         uint32_t len;
         const ppk__function_rec *f = (const void *)ppk__dict_key(&p->functions, i, &len);
@@ -294,7 +296,7 @@ static int strings(enc *e) {
     for (uint32_t i = 0; !rc && i < n; i++) {
         size_t len;
         const char *s = ppk__strtab_get(st, i, &len);
-        if (!(rc = ppk__pb_room(pb, len + 1 + PPK_PB_VARINT_MAX)))
+        if (!(rc = ppk__pb_room(pb, PPK_PB_TAG_MAX + PPK_PB_VARINT_MAX + len)))
             ppk__pb_bytes(pb, F_STRING_TABLE, s, len);
     }
     return rc;
@@ -302,7 +304,9 @@ static int strings(enc *e) {
 
 /* The comments, after every window's strings (`n` of them). */
 static int comment_strings(ppk__pb *pb, const comments *c, uint64_t n) {
-    int rc = ppk__pb_room(pb, c->n * (sizeof c->text[0] + 3 * PPK_PB_VARINT_MAX));
+    /* Each: its string (tag, length, text) and its comment field. */
+    int rc = ppk__pb_room(pb, c->n * (PPK_PB_TAG_MAX + PPK_PB_VARINT_MAX + sizeof c->text[0] +
+                                      PPK_PB_UINT_MAX));
     if (rc) return rc;
     for (size_t i = 0; i < c->n; i++) ppk__pb_bytes(pb, F_STRING_TABLE, c->text[i], c->len[i]);
     for (size_t i = 0; i < c->n; i++) ppk__pb_uint(pb, F_COMMENT, n + i);
@@ -380,7 +384,7 @@ static int encode_pb(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb, int64_t s
     e.pb = pb;
     e.scaled = scaled;
     e.ep = p;
-    int rc = ppk__pb_room(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * 11));
+    int rc = ppk__pb_room(pb, p->n_types * (PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX));
     for (size_t i = 0; !rc && i < p->n_types; i++)
         value_type(pb, F_SAMPLE_TYPE, p->type_ids[i], p->unit_ids[i]);
     if (!rc) rc = each_window(&e, ws, n_ws, window_samples);
@@ -391,7 +395,7 @@ static int encode_pb(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb, int64_t s
     comments c;
     make_comments(ws, n_ws, &c);
     if (!rc) rc = comment_strings(pb, &c, e.str_off);
-    if (!rc) rc = ppk__pb_room(pb, 4 * 11 + PPK_PB_NEST_MAX + 2 * 11);
+    if (!rc) rc = ppk__pb_room(pb, 3 * PPK_PB_UINT_MAX + PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX);
     if (!rc) {
         ppk__pb_uint_nz(pb, F_TIME_NANOS, (uint64_t)start_ns);
         ppk__pb_uint_nz(pb, F_DURATION_NANOS, (uint64_t)(end_ns - start_ns));

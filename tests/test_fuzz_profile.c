@@ -98,9 +98,17 @@ static void op_add(fz_in *in, fstate *st) {
     ppk_mapping maps[3];
     memset(maps, 0, sizeof maps);
     for (int i = 0; i < 3 && (flags & 0x80); i++) {
-        maps[i].memory_start = (uint64_t)fz_u8(in) << 12;
-        maps[i].memory_limit = maps[i].memory_start + ((uint64_t)fz_u8(in) << 12);
-        maps[i].file_offset = fz_u8(in);
+        /* Mostly a plausible range; sometimes any 64 bits, the extremes included (the
+         * encoder's bounds must hold for the largest varints). */
+        if (flags & 0x40) {
+            maps[i].memory_start = (uint64_t)fz_value(in);
+            maps[i].memory_limit = (uint64_t)fz_value(in);
+            maps[i].file_offset = (uint64_t)fz_value(in);
+        } else {
+            maps[i].memory_start = (uint64_t)fz_u8(in) << 12;
+            maps[i].memory_limit = maps[i].memory_start + ((uint64_t)fz_u8(in) << 12);
+            maps[i].file_offset = fz_u8(in);
+        }
         int mbad = 0;
         maps[i].filename = fz_str(in, allow_bad, &mbad);
         maps[i].build_id = fz_str(in, allow_bad, &mbad);
