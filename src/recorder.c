@@ -284,17 +284,27 @@ static void add_window_stats(ppk_profile_stats *to, const ppk_profile_stats *w) 
 
 /* Swaps, encodes and resets; the export goes to `out`, or to the sinks when out is
  * NULL. Holds no lock while encoding or writing. */
-static int export_window(ppk_recorder *r, ppk_export *out) {
-    size_t n = r->n_shards;
-    ppk_profile *fresh[PPK__MAX_SHARDS], *w[PPK__MAX_SHARDS];
+/* An export in steps: wait for the one in progress (exports are serialized) and mark
+ * this one as running. */
+static void export_begin(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
     while (r->exporting) pthread_cond_wait(&r->export_done, &r->lock);
     ppk__recorder_settle_locked(r);
     r->exporting = 1;
     pthread_mutex_unlock(&r->lock);
+}
 
+/* Marks the export as ended (under r->lock). */
+static void export_end_locked(ppk_recorder *r) {
+    r->exporting = 0;
+    pthread_cond_broadcast(&r->export_done);
+}
+
+/* Each shard's spare window into fresh[], new ones where a fork left none. On failure
+ * (PPK_ENOMEM) the spares are put back and the export is ended, counted as failed. */
+static int take_spares(ppk_recorder *r, ppk_profile **fresh) {
     int rc = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < r->n_shards; i++) {
         ppk__shard *sh = &r->shards[i];
         pthread_mutex_lock(&sh->lock);
         fresh[i] = sh->spare;
@@ -304,22 +314,23 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
         /* After a fork, the spare may have been the parent's. */
         if (!fresh[i] && !rc) rc = window_create(r, cfg, &fresh[i]) ? PPK_ENOMEM : 0;
     }
-    if (rc) {
-        pthread_mutex_lock(&r->lock);
-        for (size_t i = 0; i < n; i++) {
-            pthread_mutex_lock(&r->shards[i].lock);
-            r->shards[i].spare = fresh[i];
-            pthread_mutex_unlock(&r->shards[i].lock);
-        }
-        r->exporting = 0;
-        r->totals.export_failures++;
-        pthread_cond_broadcast(&r->export_done);
-        pthread_mutex_unlock(&r->lock);
-        return rc;
+    if (!rc) return 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->n_shards; i++) {
+        pthread_mutex_lock(&r->shards[i].lock);
+        r->shards[i].spare = fresh[i];
+        pthread_mutex_unlock(&r->shards[i].lock);
     }
+    r->totals.export_failures++;
+    export_end_locked(r);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
 
-    int64_t now = ppk_now_ns();
-    for (size_t i = 0; i < n; i++) {
+/* Makes the fresh windows active (started at `now`); the windows they replace, which
+ * the export encodes, into w[]. */
+static void swap_windows(ppk_recorder *r, ppk_profile **fresh, ppk_profile **w, int64_t now) {
+    for (size_t i = 0; i < r->n_shards; i++) {
         ppk__shard *sh = &r->shards[i];
         fresh[i]->start_ns = now;
         pthread_mutex_lock(&sh->lock);
@@ -330,6 +341,67 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     }
     /* The retired windows hold copies of their functions' strings. */
     ppk__fdict_end_epoch(&r->fdict);
+}
+
+/* The export of windows w (its time span, statistics and, unless `nowhere`, its
+ * encoding) into *e. 0, or the encoder's error. */
+static int make_export(ppk_recorder *r, ppk_profile **w, uint64_t seq, int64_t now,
+                       int nowhere, ppk_export *e) {
+    size_t n = r->n_shards;
+    memset(e, 0, sizeof *e);
+    e->codec = r->codec;
+    e->start_ns = w[0]->start_ns; /* the earliest: after fork a window starts when emptied */
+    for (size_t i = 1; i < n; i++)
+        if (w[i]->start_ns < e->start_ns) e->start_ns = w[i]->start_ns;
+    e->end_ns = now > e->start_ns ? now : e->start_ns;
+    e->seq = seq;
+    for (size_t i = 0; i < n; i++) {
+        ppk_profile_stats ws;
+        ppk_profile_stats_get(w[i], &ws);
+        add_window_stats(&e->stats, &ws);
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ppk_encode_options o = {r->codec, r->level, e->start_ns, e->end_ns};
+    int rc = nowhere ? 0 : ppk__profile_encode_many(w, n, &r->pb, &o, &e->data);
+    /* A buffer that grew for a burst shrinks back after an ordinary window. */
+    ppk__pb_shrink(&r->pb, r->pb.len);
+    e->encode_ms = ms_since(&t0);
+    return rc;
+}
+
+/* What the export did, into the recorder's totals (under r->lock). */
+static void count_export_locked(ppk_recorder *r, const ppk_export *e, int rc, int nowhere,
+                                size_t sink_failures, uint64_t counts_dropped, uint64_t peak) {
+    ppk_recorder_stats *t = &r->totals;
+    uint64_t added = e->stats.samples_added;
+    if (nowhere) {
+        t->samples_dropped_no_sink += added;
+    } else if (rc) {
+        t->export_failures++;
+        t->samples_lost_export += added;
+    } else {
+        t->windows_exported++;
+        t->samples_exported += added;
+        t->export_ms_last = e->encode_ms;
+        if (e->encode_ms > t->export_ms_max) t->export_ms_max = e->encode_ms;
+        t->export_ms_total += e->encode_ms;
+    }
+    t->sink_failures += sink_failures;
+    t->endpoints_dropped += counts_dropped;
+    t->samples_lost_sink += sink_failures * added;
+    add_degradations(t, &e->stats);
+    if (peak > t->window_bytes_peak) t->window_bytes_peak = peak;
+}
+
+static int export_window(ppk_recorder *r, ppk_export *out) {
+    size_t n = r->n_shards;
+    ppk_profile *fresh[PPK__MAX_SHARDS], *w[PPK__MAX_SHARDS];
+    export_begin(r);
+    int rc = take_spares(r, fresh);
+    if (rc) return rc;
+    int64_t now = ppk_now_ns();
+    swap_windows(r, fresh, w, now);
     pthread_mutex_lock(&r->lock);
     uint64_t seq = ++r->seq;
     ppk_sink sinks[PPK_MAX_SINKS];
@@ -342,27 +414,8 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     /* The registrations the samples carry go into the first window, where the encoder
      * reads them. */
     ppk__endpoints_to_windows(&r->endpoints, w, n, !nowhere);
-
     ppk_export e;
-    memset(&e, 0, sizeof e);
-    e.codec = r->codec;
-    e.start_ns = w[0]->start_ns; /* the earliest: after fork a window starts when emptied */
-    for (size_t i = 1; i < n; i++)
-        if (w[i]->start_ns < e.start_ns) e.start_ns = w[i]->start_ns;
-    e.end_ns = now > e.start_ns ? now : e.start_ns;
-    e.seq = seq;
-    for (size_t i = 0; i < n; i++) {
-        ppk_profile_stats ws;
-        ppk_profile_stats_get(w[i], &ws);
-        add_window_stats(&e.stats, &ws);
-    }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    ppk_encode_options o = {r->codec, r->level, e.start_ns, e.end_ns};
-    if (!nowhere) rc = ppk__profile_encode_many(w, n, &r->pb, &o, &e.data);
-    /* A buffer that grew for a burst shrinks back after an ordinary window. */
-    ppk__pb_shrink(&r->pb, r->pb.len);
-    e.encode_ms = ms_since(&t0);
+    rc = make_export(r, w, seq, now, nowhere, &e);
     ppk__endpoints_end_epoch(&r->endpoints);
     size_t sink_failures = 0;
     uint64_t counts_dropped = 0;
@@ -377,32 +430,13 @@ static int export_window(ppk_recorder *r, ppk_export *out) {
     }
 
     pthread_mutex_lock(&r->lock);
-    ppk_recorder_stats *t = &r->totals;
-    uint64_t added = e.stats.samples_added;
-    if (nowhere) {
-        t->samples_dropped_no_sink += added;
-    } else if (rc) {
-        t->export_failures++;
-        t->samples_lost_export += added;
-    } else {
-        t->windows_exported++;
-        t->samples_exported += added;
-        t->export_ms_last = e.encode_ms;
-        if (e.encode_ms > t->export_ms_max) t->export_ms_max = e.encode_ms;
-        t->export_ms_total += e.encode_ms;
-    }
-    t->sink_failures += sink_failures;
-    t->endpoints_dropped += counts_dropped;
-    t->samples_lost_sink += sink_failures * added;
-    add_degradations(t, &e.stats);
-    if (peak > t->window_bytes_peak) t->window_bytes_peak = peak;
+    count_export_locked(r, &e, rc, nowhere, sink_failures, counts_dropped, peak);
     for (size_t i = 0; i < n; i++) {
         pthread_mutex_lock(&r->shards[i].lock);
         r->shards[i].spare = w[i];
         pthread_mutex_unlock(&r->shards[i].lock);
     }
-    r->exporting = 0;
-    pthread_cond_broadcast(&r->export_done);
+    export_end_locked(r);
     pthread_mutex_unlock(&r->lock);
 
     if (out && !rc)
