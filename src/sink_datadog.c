@@ -404,6 +404,99 @@ static void free_strs(dd_ctx *d, char **strs, size_t n) {
     for (size_t i = 0; i < n; i++) ppk__upload_str_free(&d->mem, strs[i]);
 }
 
+/* Where d uploads: the intake (agentless: *key gets the API key), the agent's URL, or
+ * its host and port. */
+static int dd_endpoint(dd_ctx *d, const ppk_datadog_config *cfg, char **key, char *err,
+                       size_t err_len) {
+    int rc;
+    if (cfg->agentless) {
+        if (!cfg->api_key.len)
+            return ppk__upload_err(err, err_len, "api_key: required when agentless (DD_API_KEY)");
+        if ((rc = check_chars(cfg->api_key, "api_key", "", err, err_len)) ||
+            (rc = check_chars(cfg->site, "site", ".-", err, err_len)) ||
+            (rc = ppk__upload_str(&d->mem, cfg->api_key, "api_key", "", key, err, err_len)))
+            return rc;
+        if (cfg->intake_url.len) {
+            if ((rc = ppk__upload_str(&d->mem, cfg->intake_url, "intake_url", " \"", &d->url,
+                                      err, err_len)))
+                return rc;
+            if (strncmp(d->url, "http://", 7) && strncmp(d->url, "https://", 8))
+                return ppk__upload_err(err, err_len, "intake_url: \"%s\" is not http(s)://",
+                                       d->url);
+            return 0;
+        }
+        ppk_str site = cfg->site.len ? cfg->site : PPK_STR("datadoghq.com");
+        static const char fmt[] = "https://intake.profile.%.*s/api/v2/profile";
+        size_t n = (size_t)snprintf(NULL, 0, fmt, (int)site.len, site.ptr) + 1;
+        if (!(d->url = ppk__mem_alloc(&d->mem, n))) return PPK_ENOMEM; /* freed as strlen + 1 */
+        snprintf(d->url, n, fmt, (int)site.len, site.ptr);
+        return 0;
+    }
+    if (cfg->agent_url.len)
+        return agent_url(&d->mem, cfg->agent_url, "agent_url", &d->url, &d->unix_path, err,
+                         err_len);
+    ppk_str h = cfg->agent_host.len ? cfg->agent_host : PPK_STR("localhost");
+    if ((rc = check_chars(h, "agent_host", ".-_:[]", err, err_len))) return rc;
+    if (cfg->agent_port < 0 || cfg->agent_port > 65535)
+        return ppk__upload_err(err, err_len, "agent_port: %d is not in 1..65535", cfg->agent_port);
+    int v6 = memchr(h.ptr, ':', h.len) && h.ptr[0] != '[';
+    char u[400];
+    snprintf(u, sizeof u, "http://%s%.*s%s:%d", v6 ? "[" : "", (int)h.len, h.ptr, v6 ? "]" : "",
+             cfg->agent_port ? cfg->agent_port : 8126);
+    return agent_url(&d->mem, ppk_cstr(u), "agent_host", &d->url, &d->unix_path, err, err_len);
+}
+
+/* d's tags (service, env, version, host, language, profiler_version, then the user's,
+ * comma separated) and family: the configured ones, or what the process is. Also sets
+ * the default profiler_version. */
+static int dd_tags(dd_ctx *d, const ppk_datadog_config *cfg, const char *service,
+                   const char *env, const char *version, const char *host, const char *language,
+                   const char *family, char *err, size_t err_len) {
+    char hname[256], comm[64];
+    if (!host[0] && gethostname(hname, sizeof hname) == 0) {
+        hname[sizeof hname - 1] = 0;
+        hname[strcspn(hname, ", ")] = 0;
+        cut_to_text(hname);
+    } else {
+        snprintf(hname, sizeof hname, "%s", host);
+    }
+    read_comm(comm, sizeof comm);
+    const char *fam = family[0] ? family : "native";
+    int rc;
+    if (!d->profiler_version[0]) {
+        ppk__upload_str_free(&d->mem, d->profiler_version);
+        if ((rc = ppk__upload_str(&d->mem, PPK_STR(PPK_VERSION_STRING), "profiler_version", "",
+                                  &d->profiler_version, err, err_len)))
+            return rc;
+    }
+    ppk__ua ua = {0};
+    ppk__fill_allocator(&ua.a, &cfg->upload.allocator);
+    ppk__ubuf tags;
+    ppk__ubuf_init(&tags, &ua);
+    tag(&tags, "service", service[0] ? service : comm);
+    tag(&tags, "env", env);
+    tag(&tags, "version", version);
+    tag(&tags, "host", hname);
+    tag(&tags, "language", language[0] ? language : fam);
+    tag(&tags, "profiler_version", d->profiler_version);
+    /* The user's tags, normalized to comma separation. */
+    for (size_t i = 0; i < cfg->tags.len;) {
+        while (i < cfg->tags.len && is_space(cfg->tags.ptr[i])) i++;
+        size_t b = i;
+        while (i < cfg->tags.len && !is_space(cfg->tags.ptr[i])) i++;
+        if (i == b) break;
+        ppk__ubuf_adds(&tags, ",");
+        ppk__ubuf_add(&tags, cfg->tags.ptr + b, i - b);
+    }
+    ppk__ubuf_nul(&tags);
+    rc = tags.failed ? PPK_ENOMEM
+                     : ppk__upload_str(&d->mem, (ppk_str){tags.p, tags.len}, "tags", NULL,
+                                       &d->tags, err, err_len);
+    ppk__ubuf_free(&tags);
+    return rc ? rc : ppk__upload_str(&d->mem, ppk_cstr(fam), "family", NULL, &d->family, err,
+                                     err_len);
+}
+
 int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, size_t err_len) {
     if (err && err_len) err[0] = 0;
     if (!out) return PPK_EINVAL;
@@ -421,11 +514,6 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
 
     char *service = NULL, *env = NULL, *version = NULL, *host = NULL, *rid = NULL,
          *family = NULL, *language = NULL, *pname = NULL, *key = NULL;
-    ppk__ua tmp_ua = {0};
-    ppk__fill_allocator(&tmp_ua.a, &cfg->upload.allocator);
-    ppk__ubuf tags;
-    ppk__ubuf_init(&tags, &tmp_ua);
-    char hname[256], comm[64];
     if ((rc = ppk__upload_str(&d->mem, cfg->service, "service", ",", &service, err, err_len)) ||
         (rc = ppk__upload_str(&d->mem, cfg->env, "env", ",", &env, err, err_len)) ||
         (rc = ppk__upload_str(&d->mem, cfg->version, "version", ",", &version, err, err_len)) ||
@@ -445,94 +533,9 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
         rc = ppk__upload_err(err, err_len, "runtime_id: longer than 36 bytes");
         goto fail;
     }
-    if (cfg->agentless) {
-        if (!cfg->api_key.len) {
-            rc = ppk__upload_err(err, err_len, "api_key: required when agentless (DD_API_KEY)");
-            goto fail;
-        }
-        if ((rc = check_chars(cfg->api_key, "api_key", "", err, err_len)) ||
-            (rc = check_chars(cfg->site, "site", ".-", err, err_len)) ||
-            (rc = ppk__upload_str(&d->mem, cfg->api_key, "api_key", "", &key, err, err_len)))
-            goto fail;
-        if (cfg->intake_url.len) {
-            if ((rc = ppk__upload_str(&d->mem, cfg->intake_url, "intake_url", " \"", &d->url, err,
-                                      err_len)))
-                goto fail;
-            if (strncmp(d->url, "http://", 7) && strncmp(d->url, "https://", 8)) {
-                rc = ppk__upload_err(err, err_len, "intake_url: \"%s\" is not http(s)://", d->url);
-                goto fail;
-            }
-        } else {
-            ppk_str site = cfg->site.len ? cfg->site : PPK_STR("datadoghq.com");
-            size_t n = site.len + 64;
-            if (!(d->url = ppk__mem_alloc(&d->mem, n))) goto nomem;
-            int k = snprintf(d->url, n, "https://intake.profile.%.*s/api/v2/profile",
-                             (int)site.len, site.ptr);
-            memset(d->url + k, 0, n - (size_t)k);
-            /* Keep the allocation size strlen + 1 for the free: copy to the exact size. */
-            char *exact = ppk__mem_alloc(&d->mem, (size_t)k + 1);
-            if (!exact) goto nomem;
-            memcpy(exact, d->url, (size_t)k + 1);
-            ppk__mem_free(&d->mem, d->url, n);
-            d->url = exact;
-        }
-    } else if (cfg->agent_url.len) {
-        if ((rc = agent_url(&d->mem, cfg->agent_url, "agent_url", &d->url, &d->unix_path, err,
-                            err_len)))
-            goto fail;
-    } else {
-        ppk_str h = cfg->agent_host.len ? cfg->agent_host : PPK_STR("localhost");
-        if ((rc = check_chars(h, "agent_host", ".-_:[]", err, err_len))) goto fail;
-        if (cfg->agent_port < 0 || cfg->agent_port > 65535) {
-            rc = ppk__upload_err(err, err_len, "agent_port: %d is not in 1..65535",
-                                 cfg->agent_port);
-            goto fail;
-        }
-        int v6 = memchr(h.ptr, ':', h.len) && h.ptr[0] != '[';
-        char u[400];
-        snprintf(u, sizeof u, "http://%s%.*s%s:%d", v6 ? "[" : "", (int)h.len, h.ptr,
-                 v6 ? "]" : "", cfg->agent_port ? cfg->agent_port : 8126);
-        if ((rc = agent_url(&d->mem, ppk_cstr(u), "agent_host", &d->url, &d->unix_path, err,
-                            err_len)))
-            goto fail;
-    }
+    if ((rc = dd_endpoint(d, cfg, &key, err, err_len))) goto fail;
 
-    if (!host[0] && gethostname(hname, sizeof hname) == 0) {
-        hname[sizeof hname - 1] = 0;
-        hname[strcspn(hname, ", ")] = 0;
-        cut_to_text(hname);
-    } else {
-        snprintf(hname, sizeof hname, "%s", host);
-    }
-    read_comm(comm, sizeof comm);
-    const char *fam = family[0] ? family : "native";
-    if (!d->profiler_version[0]) {
-        ppk__upload_str_free(&d->mem, d->profiler_version);
-        if ((rc = ppk__upload_str(&d->mem, PPK_STR(PPK_VERSION_STRING), "profiler_version", "",
-                                  &d->profiler_version, err, err_len)))
-            goto fail;
-    }
-    tag(&tags, "service", service[0] ? service : comm);
-    tag(&tags, "env", env);
-    tag(&tags, "version", version);
-    tag(&tags, "host", hname);
-    tag(&tags, "language", language[0] ? language : fam);
-    tag(&tags, "profiler_version", d->profiler_version);
-    /* The user's tags, normalized to comma separation. */
-    for (size_t i = 0; i < cfg->tags.len;) {
-        while (i < cfg->tags.len && is_space(cfg->tags.ptr[i])) i++;
-        size_t b = i;
-        while (i < cfg->tags.len && !is_space(cfg->tags.ptr[i])) i++;
-        if (i == b) break;
-        ppk__ubuf_adds(&tags, ",");
-        ppk__ubuf_add(&tags, cfg->tags.ptr + b, i - b);
-    }
-    ppk__ubuf_nul(&tags);
-    if (tags.failed) goto nomem;
-    if ((rc = ppk__upload_str(&d->mem, (ppk_str){tags.p, tags.len}, "tags", NULL, &d->tags, err,
-                              err_len)) ||
-        (rc = ppk__upload_str(&d->mem, ppk_cstr(fam), "family", NULL, &d->family, err,
-                              err_len)))
+    if ((rc = dd_tags(d, cfg, service, env, version, host, language, family, err, err_len)))
         goto fail;
     if (rid[0]) {
         snprintf(d->runtime_id, sizeof d->runtime_id, "%s", rid);
@@ -550,17 +553,13 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     size_t n_headers = cfg->agentless ? 4 : 3;
 
     free_strs(d, (char *[]){service, env, version, host, rid, family, language, pname, key}, 9);
-    ppk__ubuf_free(&tags);
     static const ppk__upload_ops ops = {dd_prepare, dd_build, dd_setopt, dd_child, dd_free};
     rc = ppk__upload_create(&cfg->upload, &ops, d, headers, n_headers, out, err, err_len);
     memset(h_key, 0, sizeof h_key);
     return rc;
 
-nomem:
-    rc = PPK_ENOMEM;
 fail:
     free_strs(d, (char *[]){service, env, version, host, rid, family, language, pname, key}, 9);
-    ppk__ubuf_free(&tags);
     dd_free(d);
     return rc;
 }
