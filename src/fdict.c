@@ -1,7 +1,6 @@
 /*
  * fdict.c - the recorder's function dictionary: see fdict.h.
  */
-#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "fdict.h"
 
 #include <string.h>

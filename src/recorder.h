@@ -79,6 +79,14 @@ struct ppk_recorder {
     ppk_recorder *next_global; /* the registry the fork handlers walk */
 };
 
+/* A window of the recorder (it resolves ids in the recorder's dictionary). 0 or
+ * ppk_profile_create's error. */
+int ppk__window_create(ppk_recorder *r, const ppk_profile_config *cfg, ppk_profile **out);
+/* One export (ppk_recorder_export without the check that the recorder is open). */
+int ppk__export_window(ppk_recorder *r, ppk_export *out);
+/* Adds a window's repairs and degradations to recorder statistics. */
+void ppk__add_degradations(ppk_recorder_stats *to, const ppk_profile_stats *w);
+
 /* After a fork, in the child: restarts the exporter thread if it should run. The
  * recorder's lock held. Cheap when there is nothing to do. */
 void ppk__recorder_settle_locked(ppk_recorder *r);

@@ -1,4 +1,5 @@
 /* sync.c - see sync.h. */
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "sync.h"
 
 #include <time.h>
@@ -11,7 +12,7 @@ int ppk__mutex_init(pthread_mutex_t *m, int spin) {
 #ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
     if (spin) pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
 #else
-    (void)spin;
+    (void)spin; /* a C library without them (glibc has them) */
 #endif
     int rc = pthread_mutex_init(m, &ma);
     pthread_mutexattr_destroy(&ma);
