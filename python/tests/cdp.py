@@ -77,13 +77,17 @@ class Browser:
                "--disable-component-update", "--mute-audio", "--hide-scrollbars",
                "--window-size=%d,%d" % (width, height)] + list(args) + ["about:blank"]
         self.log = open(os.path.join(self.dir, "stderr.log"), "w+b")
+        # The browser is not the code under test: no sanitizer runtime or allocator
+        # setting of a sanitizer run reaches it.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "PYTHONMALLOC") and not k.endswith("SAN_OPTIONS")}
         try:
             # close_fds=False: the pipes' other ends are not inheritable (os.pipe), so
             # only what fds_3_and_4 made reaches the browser (with stdin/out/err).
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=self.log,
                                          preexec_fn=fds_3_and_4, close_fds=False,
-                                         start_new_session=True)
+                                         start_new_session=True, env=env)
         except BaseException:
             self.close()
             raise
