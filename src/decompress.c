@@ -67,6 +67,14 @@ static int fail(dstate *d, int rc, const char *fmt, ...) {
     return rc;
 }
 
+/* An allocation failed: the allocator's failure, or max_memory's (mem->limit). */
+static int no_memory(dstate *d, const char *what) {
+    if (d->mem->limited)
+        return fail(d, PPK_ETOOBIG, ": %s would pass max_memory (%zu bytes, %zu in use)",
+                    what, d->mem->limit, d->mem->bytes);
+    return fail(d, PPK_ENOMEM, ": out of memory for %s", what);
+}
+
 /* Room for more output: the buffer doubles, up to max_out + 1 bytes. */
 static int grow(dstate *d) {
     ppk__dbuf *b = d->out;
@@ -76,10 +84,7 @@ static int grow(dstate *d) {
                                     "(max_decoded_bytes)", d->max_out);
     size_t cap = b->cap > limit / 2 ? limit : b->cap * 2;
     uint8_t *p = ppk__mem_resize(d->mem, b->p, b->cap, b->len, cap, 1);
-    if (!p)
-        return fail(d, d->mem->limited ? PPK_ETOOBIG : PPK_ENOMEM,
-                    ": no memory for %zu bytes of output%s", cap,
-                    d->mem->limited ? " (max_memory)" : "");
+    if (!p) return no_memory(d, "the output");
     b->p = p;
     b->cap = cap;
     return 0;
@@ -95,10 +100,7 @@ static int first_buffer(dstate *d, size_t n, uint64_t hint) {
     if (cap > d->max_out + 1) cap = d->max_out + 1;
     if (cap < 64) cap = 64;
     d->out->p = ppk__mem_alloc(d->mem, cap);
-    if (!d->out->p)
-        return fail(d, d->mem->limited ? PPK_ETOOBIG : PPK_ENOMEM,
-                    ": no memory for %zu bytes of output%s", cap,
-                    d->mem->limited ? " (max_memory)" : "");
+    if (!d->out->p) return no_memory(d, "the output");
     d->out->cap = cap;
     return 0;
 }
@@ -117,7 +119,7 @@ static int gunzip(dstate *d, const uint8_t *in, size_t n) {
     zs.zfree = z_free;
     zs.opaque = (voidpf)d->mem;
     int zrc = inflateInit2(&zs, 16 + MAX_WBITS); /* gzip only */
-    if (zrc != Z_OK) return fail(d, PPK_ENOMEM, ": no memory for the inflate state");
+    if (zrc != Z_OK) return no_memory(d, "the inflate state");
     size_t pos = 0; /* input consumed */
     int ended = 0;  /* the last member is complete */
     for (;;) {
@@ -144,8 +146,7 @@ static int gunzip(dstate *d, const uint8_t *in, size_t n) {
             continue;
         }
         if (zrc == Z_MEM_ERROR) {
-            rc = fail(d, d->mem->limited ? PPK_ETOOBIG : PPK_ENOMEM,
-                      ": no memory for the inflate state");
+            rc = no_memory(d, "the inflate state");
             break;
         }
         if (zrc == Z_DATA_ERROR || zrc == Z_NEED_DICT || zrc == Z_STREAM_ERROR) {
@@ -175,7 +176,7 @@ static int unzstd(dstate *d, const uint8_t *in, size_t n) {
     if (rc) return rc;
     ZSTD_customMem cm = {zs_alloc, zs_free, d->mem};
     ZSTD_DCtx *dc = ZSTD_createDCtx_advanced(cm);
-    if (!dc) return fail(d, PPK_ENOMEM, ": no memory for the decompression context");
+    if (!dc) return no_memory(d, "the decompression context");
     ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, WINDOW_LOG_MAX);
     ZSTD_inBuffer ib = {in, n, 0};
     size_t zr = 1; /* 0 once a frame is complete */
@@ -187,9 +188,7 @@ static int unzstd(dstate *d, const uint8_t *in, size_t n) {
         d->out->len += ob.pos;
         if (ZSTD_isError(zr)) {
             if (ZSTD_getErrorCode(zr) == ZSTD_error_memory_allocation)
-                rc = fail(d, d->mem->limited ? PPK_ETOOBIG : PPK_ENOMEM,
-                          ": no memory for the decompression window%s",
-                          d->mem->limited ? " (max_memory)" : "");
+                rc = no_memory(d, "the decompression window");
             else
                 rc = fail(d, PPK_EFORMAT, " at byte %zu: %s", ib.pos, ZSTD_getErrorName(zr));
             break;

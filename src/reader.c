@@ -619,8 +619,8 @@ static int plain(dec *d, int rc, const char *fmt, ...) {
 /* An allocation of `bytes` failed or would pass max_memory. */
 static int out_of_memory(dec *d, const ppk__mem *m, size_t bytes) {
     if (m->limited || bytes > m->limit - (m->bytes < m->limit ? m->bytes : m->limit))
-        return plain(d, PPK_ETOOBIG, "%zu more bytes would pass max_memory (%zu, %zu in use)",
-                     bytes, m->limit, m->bytes);
+        return plain(d, PPK_ETOOBIG, "%zu more bytes would pass max_memory (%zu bytes, %zu "
+                     "in use)", bytes, m->limit, m->bytes);
     return plain(d, PPK_ENOMEM, "out of memory (%zu bytes)", bytes);
 }
 
