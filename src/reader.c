@@ -262,10 +262,12 @@ static int varint_field(dec *d, const msgdesc *m, const fld *f, uint64_t *out) {
     return rc;
 }
 
-static int value_type(dec *d, const fld *outer, ppk_value_type *vt) {
+/* A ValueType into *vt. A message field given twice is merged (protobuf's rule): with
+ * `merge`, what *vt holds is the start (period_type); else "" (a new sample_type). */
+static int value_type(dec *d, const fld *outer, ppk_value_type *vt, int merge) {
     size_t pos = outer->data, end = outer->data + (size_t)outer->v;
-    ppk_value_type t = {d->strings ? d->strings[0] : (ppk_str){NULL, 0},
-                        d->strings ? d->strings[0] : (ppk_str){NULL, 0}};
+    ppk_str empty = d->strings ? d->strings[0] : (ppk_str){NULL, 0};
+    ppk_value_type t = merge && vt ? *vt : (ppk_value_type){empty, empty};
     fld f;
     int rc = 0;
     while (!rc && pos < end && !(rc = next_field(d, &pos, end, &M_VALUE_TYPE, &f))) {
@@ -525,7 +527,7 @@ static int sweep(dec *d, int which) {
         case 1: /* sample_type */
             if (count && !(rc = want(d, &M_PROFILE, &f, WT_LEN))) d->cnt.types++;
             if (count || tables)
-                rc = rc ? rc : value_type(d, &f, tables ? &d->types[d->cur.types++] : NULL);
+                rc = rc ? rc : value_type(d, &f, tables ? &d->types[d->cur.types++] : NULL, 0);
             break;
         case 2:
             if (count && !(rc = want(d, &M_PROFILE, &f, WT_LEN))) d->cnt.samples++;
@@ -570,7 +572,7 @@ static int sweep(dec *d, int which) {
             break;
         case 11:
             if (!(rc = want(d, &M_PROFILE, &f, WT_LEN)) && (count || tables))
-                rc = value_type(d, &f, tables ? &p->period_type : NULL);
+                rc = value_type(d, &f, tables ? &p->period_type : NULL, 1);
             break;
         case 13:
             if (count) rc = each_int(d, &M_PROFILE, &f, NULL, NULL, &d->cnt.comments);

@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "reader_check.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
 
@@ -68,6 +69,9 @@ static ppk_pprof *read_ok(const void *data, size_t len) {
     int rc = ppk_pprof_read(data, len, NULL, &p, g_err, sizeof g_err);
     if (rc) fprintf(stderr, "ppk_pprof_read: %d %s\n", rc, g_err);
     CHECK_EQ_INT(rc, 0);
+    const char *wrong = p ? rc_check_invariants(p) : NULL;
+    if (wrong) fprintf(stderr, "ppk_pprof_read: %s\n", wrong);
+    CHECK(wrong == NULL);
     return p;
 }
 
@@ -88,104 +92,6 @@ static ppk_pprof *read_ok(const void *data, size_t len) {
 
 static int streq(ppk_str s, const char *c) {
     return s.len == strlen(c) && (s.len == 0 || memcmp(s.ptr, c, s.len) == 0);
-}
-
-/* ---- pr_describe's canonical text, from a ppk_pprof -------------------------------- */
-typedef struct sbuf_ {
-    char *p;
-    size_t len, cap;
-} sbuf_;
-
-static void sput(sbuf_ *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-static void sputs(sbuf_ *b, ppk_str s) { sput(b, s.ptr, s.len); }
-static void sputf(sbuf_ *b, const char *fmt, long long v) {
-    char t[40];
-    int n = snprintf(t, sizeof t, fmt, v);
-    sput(b, t, (size_t)n);
-}
-
-static int cmp_cstr(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-static int cmp_label(const void *a, const void *b) {
-    ppk_str x = (*(const ppk_pprof_label *const *)a)->key;
-    ppk_str y = (*(const ppk_pprof_label *const *)b)->key;
-    size_t n = x.len < y.len ? x.len : y.len;
-    int c = n ? memcmp(x.ptr, y.ptr, n) : 0;
-    return c ? c : (x.len > y.len) - (x.len < y.len);
-}
-
-static char *describe(const ppk_pprof *p) {
-    char **lines = calloc(p->n_samples + 1, sizeof *lines);
-    if (!lines) abort();
-    for (size_t i = 0; i < p->n_samples; i++) {
-        const ppk_pprof_sample *s = &p->samples[i];
-        sbuf_ b = {0};
-        sput(&b, "", 0);
-        for (size_t j = 0; j < s->n_locations; j++) {
-            const ppk_pprof_location *l = s->locations[j];
-            sputf(&b, "[0x%llx", (long long)l->address);
-            for (size_t k = 0; k < l->n_lines; k++) {
-                const ppk_pprof_function *fn = l->lines[k].function;
-                sput(&b, " ", 1);
-                sputs(&b, fn->name);
-                sput(&b, "/", 1);
-                sputs(&b, fn->system_name);
-                sput(&b, "@", 1);
-                sputs(&b, fn->filename);
-                sputf(&b, ":%lld", (long long)l->lines[k].line);
-                sputf(&b, "(%lld)", (long long)fn->start_line);
-            }
-            if (l->mapping) {
-                sput(&b, " map=", 5);
-                sputs(&b, l->mapping->filename);
-                sput(&b, ",", 1);
-                sputs(&b, l->mapping->build_id);
-                sputf(&b, ",%llx", (long long)l->mapping->memory_start);
-            }
-            sput(&b, "] ", 2);
-        }
-        sput(&b, "|", 1);
-        const ppk_pprof_label **labs = calloc(s->n_labels + 1, sizeof *labs);
-        if (!labs) abort();
-        for (size_t j = 0; j < s->n_labels; j++) labs[j] = &s->labels[j];
-        qsort(labs, s->n_labels, sizeof *labs, cmp_label);
-        for (size_t j = 0; j < s->n_labels; j++) {
-            sput(&b, " ", 1);
-            sputs(&b, labs[j]->key);
-            if (labs[j]->str.len) {
-                sput(&b, "=\"", 2);
-                sputs(&b, labs[j]->str);
-                sput(&b, "\"", 1);
-            } else {
-                sputf(&b, "=%lld", (long long)labs[j]->num);
-                sputs(&b, labs[j]->num_unit);
-            }
-        }
-        free(labs);
-        sput(&b, " |", 2);
-        for (size_t j = 0; j < p->n_sample_types; j++) sputf(&b, " %lld", (long long)s->values[j]);
-        lines[i] = b.p;
-    }
-    qsort(lines, p->n_samples, sizeof *lines, cmp_cstr);
-    sbuf_ out = {0};
-    sput(&out, "", 0);
-    for (size_t i = 0; i < p->n_samples; i++) {
-        sput(&out, lines[i], strlen(lines[i]));
-        sput(&out, "\n", 1);
-        free(lines[i]);
-    }
-    free(lines);
-    return out.p;
 }
 
 /* The library's reader and pprof_read.h describe the same bytes identically. */
