@@ -964,7 +964,7 @@ PPK_API int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, c
  * in a first pass over the protobuf, then allocated once at their exact size; their
  * size, the protobuf and the scratch of the decoding together may not pass max_memory
  * (PPK_ETOOBIG, before allocating). The tables take at most 40 bytes per byte of
- * protobuf, typically 2 to 4.
+ * protobuf: 3 to 5 on pprofkit's and Go's profiles.
  *
  * Thread safety: ppk_pprof_read may run on several threads at once; a ppk_pprof is
  * read-only and may be read from several threads. Not async-signal safe.
