@@ -3,9 +3,11 @@
  * a time, without holding it decoded, for benchmarks that check their own exports; header
  * only, its own protobuf code (nothing shared with src/).
  *
- * Why not tests/pprof_read.h: it keeps the whole profile decoded (every sample's location
- * ids as uint64, the decompressed bytes), about 150 MB for one W3 window, so a benchmark
- * checking its exports with it would report mostly its checker's peak RSS. Here the
+ * Why not tests/pprof_read.h, nor the library's ppk_pprof_read: both keep the whole
+ * profile decoded (the decompressed bytes and tables: every sample's location ids as
+ * uint64 for the first, about 150 MB for one W3 window; 3 to 5 bytes per byte of
+ * protobuf for the second), so a benchmark checking its exports with them would report mostly
+ * its checker's peak RSS. Here the
  * compressed bytes are decompressed in pieces into a buffer of 1 MiB (grown only for a
  * field larger than that), and each complete top-level field is handed to a callback:
  * its number, wire type, and its bytes (wire type 2) or value (varint, fixed). A pprof

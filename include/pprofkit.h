@@ -13,7 +13,8 @@
  *   3. advanced calls: endpoints, upscaling rules, statistics;
  *   4. concurrent recording: a thread-safe recorder, per-thread sample builders, exports
  *      that swap windows, a background exporter, sinks;
- *   5. uploads: sinks that send exports to Datadog and to Pyroscope / Grafana.
+ *   5. uploads: sinks that send exports to Datadog and to Pyroscope / Grafana;
+ *   6. reading: a strict decoder of pprof files (from pprofkit or any other producer).
  *
  * The promises G1-G7 cited below (transient input, no dangling references, conservation,
  * bounded memory, flush never waits for I/O, fork safety, bad input is an error) are
@@ -95,7 +96,10 @@ PPK_API ppk_str ppk_cstr(const char *s);
     X(PPK_ESTALE, -14, "unknown or evicted function id: intern the function again")       \
     X(PPK_EFULL, -15, "a table is full (the function dictionary: max_functions, "            \
                       "max_function_bytes; a recorder's sinks: PPK_MAX_SINKS)")            \
-    X(PPK_ETIMEDOUT, -16, "timed out")
+    X(PPK_ETIMEDOUT, -16, "timed out")                                                     \
+    X(PPK_EFORMAT, -17, "malformed profile (see the message for the field and byte offset)") \
+    X(PPK_ETOOBIG, -18, "the profile is over the reader's limits (max_decoded_bytes, "      \
+                        "max_memory)")
 
 #define PPK_ERROR_ENUM_(name, value, msg) name = (value),
 enum ppk_error { PPK_ERROR_LIST(PPK_ERROR_ENUM_) };
@@ -954,6 +958,146 @@ PPK_API int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err,
 /* Creates a Pyroscope upload sink. As ppk_sink_datadog. */
 PPK_API int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err,
                                size_t err_len);
+
+/* ---------------------------------------------------------------------------------- */
+/* 6. Reading profiles                                                                 */
+/* ---------------------------------------------------------------------------------- */
+/*
+ * ppk_pprof_read() decodes a whole pprof profile (profile.proto) from memory: the raw
+ * protobuf, gzip (as `go tool pprof` and most producers write it; concatenated members
+ * too) or zstd, told apart by their magic bytes. It is what the `pprofkit` command
+ * (top, collapsed, diff) is built on, and it reads any producer's profiles, not only
+ * pprofkit's.
+ *
+ * It is strict. Each of these is PPK_EFORMAT, with a message that names the field and
+ * the byte offset (in the decompressed protobuf; in the compressed input for a
+ * decompression error), e.g. "Label.str at byte 1234: string index 57 out of range
+ * (string_table has 12 strings)":
+ *   - a field that runs past the end of its message, a varint longer than 10 bytes or
+ *     above 2^64, field number 0, wire types 3, 4, 6 and 7 (groups, reserved);
+ *   - a known field with the wrong wire type (the repeated integers Sample.location_id,
+ *     Sample.value and Profile.comment may be packed or not, as protobuf allows);
+ *   - string_table[0] not "", a string index out of the table (negative included);
+ *   - a mapping, location or function id that is 0 or appears twice; a Location's
+ *     mapping_id, a Line's function_id or a Sample's location_id naming none (0 is
+ *     "none" for mapping_id and function_id, never for location_id);
+ *   - a sample whose number of values is not the number of sample types;
+ *   - empty input, a truncated or corrupt gzip or zstd stream.
+ * Unknown fields are skipped; a scalar field given twice keeps its last value (both as
+ * protobuf says). Strings are given as stored, not checked for UTF-8.
+ *
+ * Memory is bounded before it is used: the decompressed protobuf may not pass
+ * max_decoded_bytes (a "zip bomb" stops there: PPK_ETOOBIG), and the tables are counted
+ * in a first pass over the protobuf, then allocated once at their exact size; their
+ * size, the protobuf and the scratch of the decoding together may not pass max_memory
+ * (PPK_ETOOBIG, before allocating). The tables take at most 40 bytes per byte of
+ * protobuf: 3 to 5 on pprofkit's and Go's profiles.
+ *
+ * Thread safety: ppk_pprof_read may run on several threads at once; a ppk_pprof is
+ * read-only and may be read from several threads. Not async-signal safe.
+ */
+
+/* The decoded elements. Their strings point into the ppk_pprof (valid until
+ * ppk_pprof_free); a string index 0 (unset) gives "", string_table[0]. */
+typedef struct ppk_pprof_mapping {
+    uint64_t id;
+    uint64_t memory_start;
+    uint64_t memory_limit;
+    uint64_t file_offset;
+    ppk_str filename;
+    ppk_str build_id;
+    int has_functions, has_filenames, has_line_numbers, has_inline_frames;
+} ppk_pprof_mapping;
+
+typedef struct ppk_pprof_function {
+    uint64_t id;
+    ppk_str name;
+    ppk_str system_name;
+    ppk_str filename;
+    int64_t start_line;
+} ppk_pprof_function;
+
+typedef struct ppk_pprof_line {
+    const ppk_pprof_function *function;       /* NULL when function_id is 0 */
+    int64_t line;
+} ppk_pprof_line;
+
+typedef struct ppk_pprof_location {
+    uint64_t id;
+    const ppk_pprof_mapping *mapping; /* NULL when mapping_id is 0 */
+    uint64_t address;
+    /* The innermost (inlined) function first, the function it was inlined into last;
+     * none for an unsymbolized address. */
+    const ppk_pprof_line *lines;
+    size_t n_lines;
+    int is_folded;
+} ppk_pprof_location;
+
+/* A label: a string one (str not empty) or a numeric one (num, num_unit). */
+typedef struct ppk_pprof_label {
+    ppk_str key;
+    ppk_str str;
+    int64_t num;
+    ppk_str num_unit;
+} ppk_pprof_label;
+
+typedef struct ppk_pprof_sample {
+    const ppk_pprof_location *const *locations; /* the leaf first */
+    size_t n_locations;
+    const int64_t *values; /* one per sample type, in their order */
+    const ppk_pprof_label *labels;
+    size_t n_labels;
+} ppk_pprof_sample;
+
+/* A decoded profile. Every array is in the order of the file; ids and string indices
+ * are resolved to pointers (the ids stay in the elements). Read-only. */
+typedef struct ppk_pprof {
+    const ppk_value_type *sample_types;
+    size_t n_sample_types;
+    const ppk_pprof_sample *samples;
+    size_t n_samples;
+    const ppk_pprof_mapping *mappings;
+    size_t n_mappings;
+    const ppk_pprof_location *locations;
+    size_t n_locations;
+    const ppk_pprof_function *functions;
+    size_t n_functions;
+    const ppk_str *strings; /* string_table; strings[0] is "" */
+    size_t n_strings;
+    ppk_str drop_frames; /* regular expressions; "" when unset */
+    ppk_str keep_frames;
+    int64_t time_nanos;
+    int64_t duration_nanos;
+    ppk_value_type period_type;
+    int64_t period;
+    const ppk_str *comments;
+    size_t n_comments;
+    ppk_str default_sample_type; /* a sample type's name, or "" */
+    ppk_codec codec;             /* how the input was compressed */
+    size_t decoded_bytes;        /* the size of the protobuf */
+} ppk_pprof;
+
+/* Limits and allocator of ppk_pprof_read. Zeroed: the defaults below. */
+typedef struct ppk_read_options {
+    size_t max_decoded_bytes; /* the protobuf, decompressed; 0: 256 MiB */
+    size_t max_memory;        /* everything the reader allocates; 0: 2 GiB */
+    ppk_allocator allocator;  /* for the ppk_pprof and the scratch; zeroed: malloc/free */
+} ppk_read_options;
+
+/*
+ * Decodes the `len` bytes at `data` (transient: nothing points into them afterwards)
+ * into *out, to be freed with ppk_pprof_free(). `opt` may be NULL. On failure *out is
+ * NULL, nothing is left allocated, and, when `err` is not NULL, a NUL-terminated
+ * message (cut to err_len - 1 bytes) says what and where; 256 bytes hold any message.
+ * @return 0; PPK_EFORMAT (malformed, see above); PPK_ETOOBIG (over max_decoded_bytes or
+ *         max_memory); PPK_ENOMEM; PPK_EINVAL (out NULL, or an allocator with only one
+ *         of alloc and free); PPK_ENULL (data NULL with len > 0).
+ */
+PPK_API int ppk_pprof_read(const void *data, size_t len, const ppk_read_options *opt,
+                           ppk_pprof **out, char *err, size_t err_len);
+
+/* Frees a profile that ppk_pprof_read returned. Accepts NULL. */
+PPK_API void ppk_pprof_free(ppk_pprof *p);
 
 #ifdef __cplusplus
 }

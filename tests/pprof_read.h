@@ -16,6 +16,10 @@
  * pr_describe() prints a profile's samples in a canonical, sorted text form (frames as
  * name/file/line, labels sorted by key, values), so two exports can be compared for
  * equal content whatever their times and string order.
+ *
+ * The library has a reader of its own (ppk_pprof_read). This one stays separate from it
+ * on purpose: it checks the encoder without trusting any of the library's code, and it is
+ * what the library's reader is compared with (test_reader.c, test_fuzz_reader.c).
  */
 #ifndef PPK_TESTS_PPROF_READ_H
 #define PPK_TESTS_PPROF_READ_H

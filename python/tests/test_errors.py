@@ -92,7 +92,7 @@ class HierarchyTest(unittest.TestCase):
                     "PPK_ERESERVED": -7, "PPK_ETOOMANY": -8, "PPK_EEMPTYKEY": -9,
                     "PPK_ECOMPRESS": -10, "PPK_ESTATE": -11, "PPK_ECLOSED": -12,
                     "PPK_ESYS": -13, "PPK_ESTALE": -14, "PPK_EFULL": -15,
-                    "PPK_ETIMEDOUT": -16}
+                    "PPK_ETIMEDOUT": -16, "PPK_EFORMAT": -17, "PPK_ETOOBIG": -18}
         self.assertEqual(codes, expected)
         messages = {pprofkit.strerror(c) for c in codes.values()}
         self.assertEqual(len(messages), len(codes))  # one distinct message per code
