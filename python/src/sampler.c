@@ -95,6 +95,7 @@ static void add_counts(SamplerObject *sp, const rec_counts *c) {
     sp->st.samples_failed += c->failed;
     sp->st.labels_refused += c->labels_refused;
     sp->st.task_samples += c->task_samples;
+    if (c->gap_ns > sp->st.tick_gap_ns_max) sp->st.tick_gap_ns_max = c->gap_ns;
 }
 
 /* Runs in the main thread, with the GIL, at a bytecode boundary (Py_AddPendingCall):

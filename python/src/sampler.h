@@ -157,6 +157,7 @@ static inline void gbuf_free(gbuf *b) {
     X(samples_failed)         /* flushes the recorder refused */                           \
     X(labels_refused)         /* samples with a label refused (e.g. a tag's key taken) */   \
     X(ticks_late)             /* ticks more than a period late (the missed ones skipped) */ \
+    X(tick_gap_ns_max)        /* the longest time between two ticks (not a sum) */        \
     X(gil_wait_ns_total)      /* waiting for the GIL */                                    \
     X(gil_wait_ns_max)                                                                     \
     X(gil_hold_ns_total)      /* phase 1, with the GIL */                                  \
@@ -285,6 +286,7 @@ static inline int64_t thread_cpu_ns(unsigned long tid) {
 /* What ppk_py_record_thread did, added to the statistics by its caller. */
 typedef struct rec_counts {
     uint64_t samples, coalesced, failed, labels_refused, task_samples;
+    uint64_t gap_ns; /* since the previous tick recorded */
 } rec_counts;
 
 /* The loops running a task now: pairs (thread ident, task). */

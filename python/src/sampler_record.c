@@ -251,5 +251,6 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     sp->prev = sp->tick;
     sp->tick = g;
     sp->main_prev = main_prev;
+    if (now > sp->prev_tick_ns) c->gap_ns = (uint64_t)(now - sp->prev_tick_ns);
     sp->prev_tick_ns = now;
 }
