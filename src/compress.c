@@ -40,16 +40,14 @@ static void sized_free(ppk__mem *m, void *ptr) {
     ppk__mem_free(m, p, n + HDR);
 }
 
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size) {
-    if (size && items > SIZE_MAX / size) return Z_NULL;
-    return sized_alloc(opaque, (size_t)items * size);
+void *ppk__zlib_alloc(void *mem, unsigned int items, unsigned int size) {
+    if (size && items > SIZE_MAX / size) return NULL;
+    return sized_alloc(mem, (size_t)items * size);
 }
 
-static void z_free(voidpf opaque, voidpf ptr) { sized_free(opaque, ptr); }
+void *ppk__zstd_alloc(void *mem, size_t size) { return sized_alloc(mem, size); }
 
-static void *zs_alloc(void *opaque, size_t size) { return sized_alloc(opaque, size); }
-
-static void zs_free(void *opaque, void *ptr) { sized_free(opaque, ptr); }
+void ppk__codec_free(void *mem, void *ptr) { sized_free(mem, ptr); }
 
 int ppk__compress_check(ppk_codec codec, int level) {
     switch (codec) {
@@ -108,8 +106,8 @@ static int zlib_begin(ppk__cstream *cs, int level) {
     z_stream *zs = ppk__mem_alloc(cs->mem, sizeof *zs);
     if (!zs) return PPK_ENOMEM;
     memset(zs, 0, sizeof *zs);
-    zs->zalloc = z_alloc;
-    zs->zfree = z_free;
+    zs->zalloc = ppk__zlib_alloc;
+    zs->zfree = ppk__codec_free;
     zs->opaque = (voidpf)cs->mem;
     /* windowBits 15 + 16: a gzip header and trailer. On failure zlib frees its state. */
     int zrc = deflateInit2(zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
@@ -124,7 +122,7 @@ static int zlib_begin(ppk__cstream *cs, int level) {
 
 static int zstd_begin(ppk__cstream *cs, int level) {
     if (!cs->zstd) {
-        ZSTD_customMem cm = {zs_alloc, zs_free, cs->mem};
+        ZSTD_customMem cm = {ppk__zstd_alloc, ppk__codec_free, cs->mem};
         cs->zstd = ZSTD_createCCtx_advanced(cm);
         if (!cs->zstd) return PPK_ENOMEM;
     }

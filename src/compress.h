@@ -62,6 +62,12 @@ int ppk__cstream_end(ppk__cstream *cs, const ppk_allocator *a, ppk_bytes *out);
 /* Drops a stream's output after a failure; the contexts are kept. */
 void ppk__cstream_abort(ppk__cstream *cs);
 
+/* The codecs' allocation functions (zlib's zalloc and zfree, zstd's customMem) over the
+ * ppk__mem given as their opaque pointer: a block carries its size for the free. */
+void *ppk__zlib_alloc(void *mem, unsigned int items, unsigned int size);
+void *ppk__zstd_alloc(void *mem, size_t size);
+void ppk__codec_free(void *mem, void *ptr);
+
 /* A copy of n bytes as a ppk_bytes, allocated with `a`'s transient form (alloc.h).
  * 0 or PPK_ENOMEM (*out zeroed). */
 int ppk__bytes_copy(const ppk_allocator *a, const uint8_t *in, size_t n, ppk_bytes *out);

@@ -18,35 +18,9 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#define HDR 16
+#include "compress.h"
+
 #define WINDOW_LOG_MAX 27 /* zstd's own default limit for decompression: 128 MiB */
-
-static void *sized_alloc(ppk__mem *m, size_t n) {
-    if (n > SIZE_MAX - HDR) return NULL;
-    uint8_t *p = ppk__mem_alloc(m, n + HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    return p + HDR;
-}
-
-static void sized_free(ppk__mem *m, void *ptr) {
-    if (!ptr) return;
-    uint8_t *p = (uint8_t *)ptr - HDR;
-    size_t n;
-    memcpy(&n, p, sizeof n);
-    ppk__mem_free(m, p, n + HDR);
-}
-
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size) {
-    if (size && items > SIZE_MAX / size) return Z_NULL;
-    return sized_alloc(opaque, (size_t)items * size);
-}
-
-static void z_free(voidpf opaque, voidpf ptr) { sized_free(opaque, ptr); }
-
-static void *zs_alloc(void *opaque, size_t size) { return sized_alloc(opaque, size); }
-
-static void zs_free(void *opaque, void *ptr) { sized_free(opaque, ptr); }
 
 typedef struct dstate {
     ppk__mem *mem;
@@ -115,8 +89,8 @@ static int gunzip(dstate *d, const uint8_t *in, size_t n) {
     if (rc) return rc;
     z_stream zs;
     memset(&zs, 0, sizeof zs);
-    zs.zalloc = z_alloc;
-    zs.zfree = z_free;
+    zs.zalloc = ppk__zlib_alloc;
+    zs.zfree = ppk__codec_free;
     zs.opaque = (voidpf)d->mem;
     int zrc = inflateInit2(&zs, 16 + MAX_WBITS); /* gzip only */
     if (zrc != Z_OK) return no_memory(d, "the inflate state");
@@ -174,7 +148,7 @@ static int unzstd(dstate *d, const uint8_t *in, size_t n) {
                         ? 0 : (uint64_t)size;
     int rc = first_buffer(d, n, hint);
     if (rc) return rc;
-    ZSTD_customMem cm = {zs_alloc, zs_free, d->mem};
+    ZSTD_customMem cm = {ppk__zstd_alloc, ppk__codec_free, d->mem};
     ZSTD_DCtx *dc = ZSTD_createDCtx_advanced(cm);
     if (!dc) return no_memory(d, "the decompression context");
     ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, WINDOW_LOG_MAX);
