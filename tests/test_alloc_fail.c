@@ -15,33 +15,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "test_alloc.h"
 #include "pprofkit.h"
-
-typedef struct failing {
-    long count;     /* allocations so far */
-    long fail_at;   /* 0: never */
-    int sticky;
-    long failures;
-    long long outstanding; /* bytes allocated and not freed */
-} failing;
-
-static void *f_alloc(void *opaque, size_t size) {
-    failing *f = opaque;
-    f->count++;
-    if (f->fail_at && (f->count == f->fail_at || (f->sticky && f->count > f->fail_at))) {
-        f->failures++;
-        return NULL;
-    }
-    void *p = malloc(size);
-    if (p) f->outstanding += (long long)size;
-    return p;
-}
-
-static void f_free(void *opaque, void *ptr, size_t size) {
-    failing *f = opaque;
-    f->outstanding -= (long long)size;
-    free(ptr);
-}
 
 /* Runs `call`; in "once" mode a PPK_ENOMEM is retried once. Any other outcome ends the
  * scenario with that code. */
@@ -56,7 +31,7 @@ static void f_free(void *opaque, void *ptr, size_t size) {
     } while (0)
 
 /* The scenario. Returns 0 or the first error; *final gets the last encoding. */
-static int scenario(failing *f, ppk_bytes *final) {
+static int scenario(test_alloc *f, ppk_bytes *final) {
     int result = 0;
     ppk_profile *p = NULL;
     ppk_bytes gz = {0}, zs = {0};
@@ -70,7 +45,7 @@ static int scenario(failing *f, ppk_bytes *final) {
     cfg.max_frames = 6;
     cfg.chunk_size = 4096; /* small chunks: many allocations to fail */
     cfg.keep_bytes = 8192;
-    cfg.allocator = (ppk_allocator){f_alloc, f_free, f};
+    cfg.allocator = test_allocator(f);
     STEP(ppk_profile_create(&cfg, &p));
 
     size_t idx[] = {0, 1};
@@ -139,7 +114,7 @@ static uint8_t *take(ppk_bytes *b, size_t *len) {
 static void test_sticky_failures_are_clean(void) {
     long n;
     for (n = 1;; n++) {
-        failing f = {0, n, 1, 0, 0};
+        test_alloc f = {.fail_at = n, .sticky = 1};
         ppk_bytes out = {0};
         int rc = scenario(&f, &out);
         ppk_bytes_free(&out);
@@ -159,7 +134,7 @@ static void test_sticky_failures_are_clean(void) {
 }
 
 static void test_single_failure_leaves_no_trace(void) {
-    failing ref = {0, 0, 0, 0, 0};
+    test_alloc ref = {0};
     ppk_bytes out = {0};
     CHECK_EQ_INT(scenario(&ref, &out), 0);
     size_t ref_len;
@@ -167,7 +142,7 @@ static void test_single_failure_leaves_no_trace(void) {
     CHECK_EQ_INT(ref.outstanding, 0);
     long n;
     for (n = 1; n <= ref.count; n++) {
-        failing f = {0, n, 0, 0, 0};
+        test_alloc f = {.fail_at = n};
         int rc = scenario(&f, &out);
         if (rc != 0) {
             fprintf(stderr, "fail_at %ld: rc %d (%s)\n", n, rc, ppk_strerror(rc));

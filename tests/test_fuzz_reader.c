@@ -21,28 +21,10 @@
  */
 #define FUZZ_NAME "fuzz_reader"
 #include "fuzz.h"
+#include "test_alloc.h"
 #include "reader_check.h"
 
 #include <zlib.h>
-
-typedef struct counting {
-    long count, fail_at; /* fail_at 0: never */
-    long long outstanding;
-} counting;
-
-static void *c_alloc(void *opaque, size_t size) {
-    counting *c = opaque;
-    if (++c->count == c->fail_at) return NULL;
-    void *p = malloc(size);
-    if (p) c->outstanding += (long long)size;
-    return p;
-}
-
-static void c_free(void *opaque, void *ptr, size_t size) {
-    counting *c = opaque;
-    c->outstanding -= (long long)size;
-    free(ptr);
-}
 
 /* A valid profile made by the library: raw protobuf, malloc'ed. */
 static uint8_t *make_profile(unsigned seed, size_t *len) {
@@ -158,8 +140,8 @@ static int has_magic(const uint8_t *p, size_t n) {
  * (malloc'ed) or NULL when refused; *rc_out gets the code. */
 static char *read_and_check(const uint8_t *data, size_t len, size_t max_decoded,
                             long fail_at, int *rc_out) {
-    counting c = {0, fail_at, 0};
-    ppk_read_options o = {max_decoded, 0, {c_alloc, c_free, &c}};
+    test_alloc c = {.fail_at = fail_at};
+    ppk_read_options o = {max_decoded, 0, test_allocator(&c)};
     ppk_pprof *p = (ppk_pprof *)&c;
     char err[256];
     int rc = ppk_pprof_read(data, len, &o, &p, err, sizeof err);

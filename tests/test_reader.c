@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "test_alloc.h"
 #include "reader_check.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
@@ -770,25 +771,6 @@ static void test_arguments(void) {
 }
 
 /* ---- allocation failures ------------------------------------------------------------ */
-typedef struct failing {
-    long count, fail_at;
-    long long outstanding;
-} failing;
-
-static void *f_alloc(void *opaque, size_t size) {
-    failing *f = opaque;
-    if (++f->count == f->fail_at) return NULL;
-    void *p = malloc(size);
-    if (p) f->outstanding += (long long)size;
-    return p;
-}
-
-static void f_free(void *opaque, void *ptr, size_t size) {
-    failing *f = opaque;
-    f->outstanding -= (long long)size;
-    free(ptr);
-}
-
 /* Failing the Nth allocation, N = 1, 2, ... until the read succeeds: each failure is a
  * clean PPK_ENOMEM with nothing left allocated; then the result is the same. */
 static void test_allocation_failures(void) {
@@ -803,8 +785,8 @@ static void test_allocation_failures(void) {
         ppk_pprof_free(p0);
         long n;
         for (n = 1; n < 1000; n++) {
-            failing f = {0, n, 0};
-            ppk_read_options o = {0, 0, {f_alloc, f_free, &f}};
+            test_alloc f = {.fail_at = n};
+            ppk_read_options o = {0, 0, test_allocator(&f)};
             ppk_pprof *p = NULL;
             int rc = ppk_pprof_read(b.data, b.len, &o, &p, g_err, sizeof g_err);
             if (rc == 0) {

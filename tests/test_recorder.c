@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_alloc.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
 
@@ -1108,24 +1109,6 @@ static void test_sink_file_sync_and_dir(void) {
     CHECK_EQ_INT(errno, ENOTDIR);
 }
 
-/* An allocator that counts the blocks it holds. */
-typedef struct counting {
-    long allocs, held;
-} counting;
-
-static void *count_alloc(void *opaque, size_t size) {
-    counting *c = opaque;
-    void *p = malloc(size);
-    if (p) c->allocs++, c->held++;
-    return p;
-}
-
-static void count_free(void *opaque, void *ptr, size_t size) {
-    (void)size;
-    ((counting *)opaque)->held--;
-    free(ptr);
-}
-
 /* The file sink of cfg.out_dir allocates through the recorder's allocator: its copies
  * of the directory and name (made at create) and each export's path (written at
  * export) are the allocator's, and all are given back. */
@@ -1134,24 +1117,24 @@ static void test_sink_file_uses_the_allocator(void) {
     CHECK(mkdtemp(dir) != NULL);
     long made[2] = {0, 0}, exported[2] = {0, 0};
     for (int with_dir = 0; with_dir < 2; with_dir++) {
-        counting c = {0, 0};
+        test_alloc c = {0};
         ppk_recorder_config cfg;
         config(&cfg, PPK_CODEC_NONE);
-        cfg.profile.allocator = (ppk_allocator){count_alloc, count_free, &c};
+        cfg.profile.allocator = test_allocator(&c);
         if (with_dir) cfg.out_dir = ppk_cstr(dir);
         ppk_recorder *r = NULL;
         CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
         if (!r) continue;
-        made[with_dir] = c.allocs;
+        made[with_dir] = c.count;
         ppk_sample *s = NULL;
         CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
         CHECK_EQ_INT(simple_sample(s, "x", 1), 0);
-        long before = c.allocs;
+        long before = c.count;
         CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
-        exported[with_dir] = c.allocs - before;
+        exported[with_dir] = c.count - before;
         ppk_sample_free(s);
         ppk_recorder_free(r);
-        CHECK_EQ_INT(c.held, 0);
+        CHECK_EQ_INT(c.outstanding, 0);
     }
     CHECK(made[1] >= made[0] + 3);       /* the sink, its directory and its name */
     CHECK(exported[1] >= exported[0] + 1); /* the file's path */
