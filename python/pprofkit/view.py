@@ -128,6 +128,7 @@ def read_profile(data):
     buf = _decompress(bytes(data))
     end = len(buf)
     strings, types, raw_samples, locations, functions = [], [], [], {}, {}
+    mappings = {}  # id -> filename's string index
     default_type = 0
     prof = Profile()
     for field, wire, v in _fields(buf, 0, end, "Profile"):
@@ -138,14 +139,19 @@ def read_profile(data):
             types.append((t.get(1, 0), t.get(2, 0)))
         elif field == 2 and wire == 2:
             raw_samples.append(v)
+        elif field == 3 and wire == 2:
+            m = _scalars(buf, v, "Mapping")
+            mappings[m.get(1, 0)] = m.get(5, 0)
         elif field == 4 and wire == 2:
-            loc_id, lines = 0, []
+            loc_id, mapping, lines = 0, 0, []
             for f, w, x in _fields(buf, v[0], v[1], "Location"):
                 if f == 1 and w == 0:
                     loc_id = x
+                elif f == 2 and w == 0:
+                    mapping = x
                 elif f == 4 and w == 2:
                     lines.append(_scalars(buf, x, "Line").get(1, 0))
-            locations[loc_id] = lines
+            locations[loc_id] = (mapping, lines)
         elif field == 5 and wire == 2:
             fn = _scalars(buf, v, "Function")
             functions[fn.get(1, 0)] = (fn.get(2, 0), fn.get(4, 0))
@@ -166,6 +172,12 @@ def read_profile(data):
     if default_type:
         prof.default_sample_type = s(default_type, "Profile.default_sample_type")
     names = {fid: (s(n, "Function"), s(f, "Function")) for fid, (n, f) in functions.items()}
+
+    def unsymbolized(mapping):
+        """A frame without a function name, named as go tool pprof names it: after its
+        mapping's file ("[libc.so.6]"), else "<unknown>"."""
+        path = s(mappings.get(mapping, 0), "Mapping").rstrip("/")
+        return ("[%s]" % path.rsplit("/", 1)[-1] if path else "<unknown>", "")
     for start, stop in raw_samples:
         stack, values, labels = [], [], {}
         for f, w, x in _fields(buf, start, stop, "Sample"):
@@ -173,8 +185,10 @@ def read_profile(data):
                 for loc in _ints(buf, w, x, "Sample.location_id"):
                     if loc not in locations:
                         raise ValueError("Sample: location %d is not in the profile" % loc)
-                    for fid in locations[loc]:  # inlined first, the caller last
-                        stack.append(names.get(fid, ("?", "")))
+                    mapping, lines = locations[loc]
+                    for fid in lines or [0]:  # inlined first, the caller last
+                        name = names.get(fid)
+                        stack.append(name if name and name[0] else unsymbolized(mapping))
             elif f == 2:
                 values.extend(_ints(buf, w, x, "Sample.value", signed=True))
             elif f == 3 and w == 2:

@@ -16,11 +16,12 @@ from pprofkit import view
 from test_profiler import ProfilerTest
 
 
-def go_top(paths, sample_type, unit):
+def go_top(paths, sample_type, unit, *options):
     """{name: (flat, cum)} from go tool pprof -top, in order, exact: nanoseconds printed
     as such (-unit=ns; the default rounds), counts as they are."""
     cmd = ["go", "tool", "pprof", "-top", "-nodecount=1000000", "-nodefraction=0",
            "-sample_index=" + sample_type] + (["-unit=ns"] if unit == "nanoseconds" else [])
+    cmd += list(options)
     cmd += list(paths)
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=support.go_env(), check=True).stdout.decode()
@@ -115,6 +116,45 @@ class TestView(ProfilerTest):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.assertEqual(out.returncode, 1)
         self.assertIn(b"no sample type 'alloc-space'", out.stderr)
+
+    def test_unsymbolized_frames_named_as_go(self):
+        """Frames without a function name (a native address, a function with an empty
+        name) are named after their mapping's file, "[libfoo.so]", or "<unknown>", as
+        go tool pprof names them. The profile is written here, field by field."""
+        def varint(v):
+            out = bytearray()
+            while v >= 0x80:
+                out.append(v & 0x7F | 0x80)
+                v >>= 7
+            return bytes(out + bytes([v]))
+
+        def num(field, v):
+            return varint(field << 3) + varint(v)
+
+        def msg(field, body):
+            return varint(field << 3 | 2) + varint(len(body)) + body
+
+        strings = ["", "samples", "count", "/nonexistent/lib/libfoo.so", "main", "main.go"]
+        pb = msg(1, num(1, 1) + num(2, 2))  # sample_type samples/count
+        for locs, value in [([1, 3], 5), ([2, 3], 3), ([4, 3], 7), ([3], 2)]:
+            pb += msg(2, msg(1, b"".join(varint(i) for i in locs)) + msg(2, varint(value)))
+        pb += msg(3, num(1, 1) + num(2, 0x1000) + num(3, 0x9000) + num(5, 3))  # mapping 1
+        pb += msg(4, num(1, 1) + num(2, 1) + num(3, 0x1234))  # in libfoo.so, no line
+        pb += msg(4, num(1, 2) + num(3, 0x5678))  # no mapping, no line
+        pb += msg(4, num(1, 3) + num(2, 1) + num(3, 0x2000) + msg(4, num(1, 1)))  # main
+        pb += msg(4, num(1, 4) + num(3, 0x6000) + msg(4, num(1, 2)))  # a nameless function
+        pb += msg(5, num(1, 1) + num(2, 4) + num(4, 5)) + msg(5, num(1, 2) + num(4, 5))
+        pb += b"".join(msg(6, s.encode()) for s in strings)
+        path = os.path.join(self.tmpdir(), "native.pb")
+        with open(path, "wb") as f:
+            f.write(pb)
+        rows, total, unit = view.top([view.read_profile(path)], "samples")
+        mine = {name: (flat, cum) for name, flat, cum in rows}
+        self.assertEqual(mine, {"[libfoo.so]": (5, 5), "<unknown>": (10, 10),
+                                "main": (2, 17)})
+        self.assertEqual(total, 17)
+        if support.go_available():
+            self.assertEqual(mine, go_top([path], "samples", unit, "-symbolize=none"))
 
     def test_malformed_input_is_an_error(self):
         with open(self.files[0], "rb") as f:
