@@ -129,7 +129,10 @@ def page(profiles, sample_type=None, names=(), title=None):
     with open(TEMPLATE, encoding="utf-8") as f:
         template = f.read()
     title = title or "pprofkit flame graph: " + ", ".join(names or ["profile"])
-    return template.replace(TITLE_MARK, _html_escape(title)).replace(DATA_MARK, text)
+    # The data first, then the title: neither can then bring in a marker of the other (the
+    # data has no "<" and the title, escaped, none either, so neither holds TITLE_MARK; a
+    # DATA_MARK in the title stays text).
+    return template.replace(DATA_MARK, text).replace(TITLE_MARK, _html_escape(title))
 
 
 def write(paths, out, sample_type=None, title=None):
