@@ -23,6 +23,9 @@ more than half as many values as samples: span ids, request ids) groups nothing 
 would make almost every sample's label set its own; it is left out of the data, and the
 page lists it as such. Samples with a negative value (a difference of profiles) count
 zero for that sample type: a frame's width cannot be negative.
+
+The pprofkit command's `flame` (tools/pprofkit/flame.c) writes the same page from the same
+template, with the same data byte for byte; tests/test_pprofkit_cmd.sh compares them.
 """
 
 import json
@@ -131,7 +134,8 @@ def page(profiles, sample_type=None, names=(), title=None):
     title = title or "pprofkit flame graph: " + ", ".join(names or ["profile"])
     # The data first, then the title: neither can then bring in a marker of the other (the
     # data has no "<" and the title, escaped, none either, so neither holds TITLE_MARK; a
-    # DATA_MARK in the title stays text).
+    # DATA_MARK in the title stays text), as `pprofkit flame` (tools/pprofkit/flame.c)
+    # substitutes them in one pass.
     return template.replace(DATA_MARK, text).replace(TITLE_MARK, _html_escape(title))
 
 
