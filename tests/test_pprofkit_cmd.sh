@@ -12,8 +12,14 @@
 # as `go tool pprof -top` (-unit=ns or -unit=B: exact numbers; inline labels ignored).
 # `pprofkit collapsed` must sum to top's total and, by leaf, to each function's flat;
 # `pprofkit diff` must give each function's change as go tool pprof -diff_base does.
+# `pprofkit flame` must write the page of `python -m pprofkit flame` byte for byte (when
+# the build has the Python package, PPK_TEST_PYTHON and PPK_TEST_PYTHONPATH: CMakeLists.txt
+# sets them; without it, that comparison is skipped and says so), on those profiles and
+# on odd.pb (written here: names with "</script>", non-ASCII, invalid UTF-8 and control
+# characters, labels of every kind, label keys on both sides of the high-cardinality
+# rule); and in every build, its data must hold what view.py reads from the files.
 # Then errors: usage (exit 2), unreadable input (exit 1, the message naming the field and
-# the byte offset), an unknown sample type (1); and --help.
+# the byte offset; flame leaves no file behind), an unknown sample type (1); and --help.
 set -euo pipefail
 
 BUILD_DIR=$(cd "${1:?usage: test_pprofkit_cmd.sh BUILD_DIR SOURCE_DIR}" && pwd)
@@ -209,6 +215,250 @@ done
     fail "a profile against itself changed"
 echo "ok   a profile against itself: nothing changed"
 
+step "flame: the page of python -m pprofkit flame, the data of view.py"
+cat > "$WORK/gen_odd.py" <<'EOF'
+"""gen_odd.py OUT: a pprof file (protobuf, uncompressed) written byte by byte, with what
+the flame page must get right: names with "</script>", the page's markers, non-ASCII,
+invalid UTF-8 (two names that decode alike), control characters, an empty name; an
+inlined frame, an unsymbolized location (no frame), a line without a function ("?");
+negative values, sums above 2^64; labels: string and numeric (the same text "5"), a
+string label of "" (a str index that is not 0), a key twice (the later counts), keys
+that decode alike; and keys around the high-cardinality rule (more than 1000 values and
+more than half as many as samples), for 2N samples in the file: "span" (a value per
+sample) and "edge" (N + 1 values) are left out of the file alone but not of it summed
+twice; "half" (N values) and "req" (1000 values) are never left out."""
+import sys
+
+INT64_MAX = (1 << 63) - 1
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def field(num, value):
+    if isinstance(value, int):
+        return varint(num << 3) + varint(value)
+    return varint(num << 3 | 2) + varint(len(value)) + value
+
+
+strings, index = [b""], {b"": 0}
+
+
+def s(text):
+    b = text.encode() if isinstance(text, str) else text
+    if b not in index:
+        index[b] = len(strings)
+        strings.append(b)
+    return index[b]
+
+
+EMPTY_AGAIN = len(strings)  # a second "", for a string label of ""
+strings.append(b"")
+out = bytearray()
+for t, u in (("samples", "count"), ("wall", "nanoseconds")):
+    out += field(1, field(1, s(t)) + field(2, s(u)))
+functions = [("main", "app.py"), ("</script><img src=x onerror=alert(1)>", "x.py"),
+             ("na\u00efve \u2603 \U0001f600", "\u00fc/\u00e9.py"), (b"bad\xe2\x82", "c.py"),
+             (b"\xed\xa0\x80 \xf0\x80\x80 \xf4\x90\x80\x80 \xc0\xaf \x80 \xff \xf0\x9f\x98x \xe0\x80"
+              b" \xe1\x80 \xf1\x80\x80", "c.py"), (b"dup\xff", "d.py"), (b"dup\xfe", "d.py"),
+             ("ctl\x00\x01\x1f\t\n\r\x08\x0c\"\\\x7f\u2028 end", "e.py"), ("main", "other.py"),
+             ("", ""), ("/*PPROFKIT-FLAME-DATA*/ <!--PPROFKIT-FLAME-TITLE--> &amp;", "m.py")]
+for i, (name, filename) in enumerate(functions, 1):
+    out += field(5, field(1, i) + field(2, s(name)) + field(4, s(filename)))
+# Location id: its lines' function ids (0: none), the inlined function first.
+locations = {1: [1], 2: [2, 3], 3: [], 4: [0], 5: [4], 6: [5], 7: [6], 8: [7], 9: [8],
+             10: [9], 11: [10], 12: [11]}
+for loc, fns in locations.items():
+    out += field(4, field(1, loc) + b"".join(field(4, field(1, f) + field(2, 7))
+                                             for f in fns))
+
+
+def label(key, value, unit=None):
+    if isinstance(value, int):
+        body = field(1, s(key)) + field(3, value)
+    elif value is None:  # str index given, pointing to the second ""
+        body = field(1, s(key)) + field(2, EMPTY_AGAIN)
+    else:
+        body = field(1, s(key)) + field(2, s(value))
+    if unit:
+        body += field(4, s(unit))
+    return field(3, body)
+
+
+samples = [
+    ([2, 1], [1, 100], [("k", "a"), ("n", 5)]),
+    ([2, 1], [2, 200], [("n", 5), ("k", "a")]),  # the same labels: summed with the above
+    ([3, 4, 1], [3, -50], []),
+    ([5, 1], [1, INT64_MAX], [("n", -7, "bytes")]),
+    ([5, 1], [1, INT64_MAX], [("n", -7)]),
+    ([5, 1], [1, INT64_MAX], [("n", -7)]),
+    ([6, 1], [1, 1], []), ([7, 1], [1, 1], []), ([8, 1], [-1, 1], []),
+    ([9, 10], [1, 2], [("k", "x"), ("k", "y")]),
+    ([11], [1, 3], [("e", None)]), ([11], [1, 3], [("e", 0)]),
+    ([12, 1], [1, 4], [(b"key\xff", "first"), (b"key\xfe", "second")]),
+    ([], [4, 4], [("n", "5")]),
+]
+high = 2101
+n = len(samples) + high
+if n % 2:
+    samples.append(([1], [1, 1], []))
+    n += 1
+for i in range(high):
+    samples.append(([1, 5] if i % 2 else [1], [1, 10],
+                    [("span", i), ("edge", "e%d" % (i % (n // 2 + 1))),
+                     ("half", "h%d" % (i % (n // 2))), ("req", i % 1000), ("tid", i % 3)]))
+for locs, values, labels in samples:
+    body = field(1, b"".join(varint(l) for l in locs)) if locs else b""
+    body += field(2, b"".join(varint(v) for v in values))
+    body += b"".join(label(*l) for l in labels)
+    out += field(2, body)
+out += field(14, s("samples"))
+with open(sys.argv[1], "wb") as f:
+    f.write(b"".join(field(6, x) for x in strings) + out)
+EOF
+cat > "$WORK/check_flame.py" <<'EOF'
+"""check_flame.py SOURCE_DIR PAGE OMITTED TYPE FILE...: the page's data against what
+python/pprofkit/view.py reads from the files (view.py loaded alone: it needs no
+extension): the names, types and default type (TYPE, or "-" for the default), the
+omitted keys (OMITTED, comma-separated), and each (stack, label set)'s summed values,
+negative ones as 0; the data must sit whole in its <script> element."""
+import html.parser
+import importlib.util
+import json
+import os
+import sys
+
+source, page, omitted, want_type, files = sys.argv[1], sys.argv[2], sys.argv[3], \
+    sys.argv[4], sys.argv[5:]
+spec = importlib.util.spec_from_file_location(
+    "view", os.path.join(source, "python", "pprofkit", "view.py"))
+view = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(view)
+
+
+class Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.where, self.data, self.title = None, [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.where = "data" if tag == "script" and ("id", "flame-data") in attrs else tag
+
+    def handle_endtag(self, tag):
+        self.where = None
+
+    def handle_data(self, text):
+        if self.where == "data":
+            self.data.append(text)
+        elif self.where == "title":
+            self.title.append(text)
+
+
+p = Page()
+with open(page, encoding="utf-8") as f:
+    p.feed(f.read())
+if len(p.data) != 1:
+    sys.exit("%s: the data is not one piece of one <script>: %d" % (page, len(p.data)))
+d = json.loads(p.data[0])
+profiles = [view.read_profile(f) for f in files]
+names = [os.path.basename(f) for f in files]
+types = profiles[0].sample_types
+want_default = view._type_index(profiles, None if want_type == "-" else want_type)
+omit = set(omitted.split(",")) - {""}
+got = (d["names"], d["types"], d["default"], d["nvalues"], d["omitted"],
+       "".join(p.title))
+want = (names, [list(t) for t in types], want_default, len(types), sorted(omit),
+        "pprofkit flame graph: " + ", ".join(names))
+if got != want:
+    sys.exit("%s: %r, expected %r" % (page, got, want))
+
+expected = {}
+for prof in profiles:
+    for stack, values, labels in prof.samples:
+        key = (tuple(reversed(stack)),
+               frozenset((k, str(v)) for k, v in labels.items() if k not in omit))
+        acc = expected.setdefault(key, [0] * len(types))
+        for i, v in enumerate(values):
+            acc[i] += max(v, 0)
+strs, fr = d["strings"], d["frames"]
+stride = 2 + d["nvalues"]
+actual = {}
+for k in range(0, len(d["samples"]), stride):
+    st, ls = d["samples"][k], d["samples"][k + 1]
+    stack = tuple((strs[fr[2 * f]], strs[fr[2 * f + 1]]) for f in d["stacks"][st])
+    lab = d["labelsets"][ls]
+    labels = frozenset((strs[lab[i]], strs[lab[i + 1]]) for i in range(0, len(lab), 2))
+    if (stack, labels) in actual:
+        sys.exit("%s: %r twice in samples" % (page, (stack, labels)))
+    actual[(stack, labels)] = d["samples"][k + 2:k + stride]
+if actual != expected:
+    missing = [k for k in expected if actual.get(k) != expected[k]][:3]
+    sys.exit("%s: %d groups, expected %d; first differing: %r" % (
+        page, len(actual), len(expected),
+        [(k, actual.get(k), expected[k]) for k in missing]))
+print("ok   flame %s: %d groups, %d frames, omitted %s, as view.py reads the files" % (
+    " + ".join(names), len(actual), len(fr) // 2, sorted(omit) or "none"))
+EOF
+python3 "$WORK/gen_odd.py" "$WORK/odd.pb"
+
+if [ -n "${PPK_TEST_PYTHON:-}" ]; then
+    echo "     comparing with python -m pprofkit flame ($PPK_TEST_PYTHON)"
+else
+    echo "skip the comparison with python -m pprofkit flame: this build has no Python package"
+    echo "     (PPK_PYTHON=OFF, or a sanitizer build); the data is still checked"
+fi
+f=0
+# flame_same OMITTED [--sample-type T] FILE...: pprofkit flame's page, checked against
+# view.py and, with the Python package, byte for byte against python -m pprofkit flame's.
+flame_same() {
+    local omitted=$1 type=- args
+    shift
+    args=("$@")
+    [ "$1" = --sample-type ] && { type=$2; shift 2; }
+    f=$((f + 1))
+    "$PK" flame -o "$WORK/flame.$f.html" "${args[@]}" || fail "pprofkit flame ${args[*]}"
+    python3 "$WORK/check_flame.py" "$SOURCE_DIR" "$WORK/flame.$f.html" "$omitted" "$type" "$@"
+    if [ -n "${PPK_TEST_PYTHON:-}" ]; then
+        PYTHONPATH="$PPK_TEST_PYTHONPATH" "$PPK_TEST_PYTHON" -m pprofkit flame \
+            -o "$WORK/flame.$f.py.html" "${args[@]}" || fail "python -m pprofkit flame ${args[*]}"
+        cmp "$WORK/flame.$f.html" "$WORK/flame.$f.py.html" ||
+            fail "pprofkit flame ${args[*]}: not python -m pprofkit flame's page"
+        echo "ok   the same bytes as python -m pprofkit flame"
+    fi
+}
+flame_same "" "$WORK/ppk/small.pb.gz"
+flame_same "" "$WORK/ppk/small.pb" "$WORK/ppk/small.pb.zst" # summed
+flame_same "" "$WORK/ppk/w1.pb.gz"
+flame_same "" --sample-type wall-time "$WORK/ppk/w1.pb.gz"
+flame_same "" "$WORK/ppk/reset.pb"
+flame_same "" "$WORK/ppk/edge.pb"
+flame_same "" "$WORK/go1/cpu.pb.gz" "$WORK/go2/cpu.pb.gz"
+flame_same "" --sample-type alloc_space "$WORK/go1/heap.pb.gz"
+flame_same edge,span "$WORK/odd.pb"
+flame_same "" --sample-type wall "$WORK/odd.pb" "$WORK/odd.pb"
+# The title is text: escaped, its markers not substituted.
+title='a & b <i>"x"</i> /*PPROFKIT-FLAME-DATA*/ <!--PPROFKIT-FLAME-TITLE-->'
+"$PK" flame --title "$title" -o "$WORK/title.html" "$WORK/odd.pb" || fail "flame --title"
+escaped='a &amp; b &lt;i&gt;&quot;x&quot;&lt;/i&gt; /*PPROFKIT-FLAME-DATA*/'
+escaped+=' &lt;!--PPROFKIT-FLAME-TITLE--&gt;'
+[ "$(grep -cF "<title>$escaped</title>" "$WORK/title.html")" = 1 ] &&
+    [ "$(grep -cF "<h1 id=\"title\">$escaped</h1>" "$WORK/title.html")" = 1 ] ||
+    fail "flame --title: the title is not escaped text"
+if [ -n "${PPK_TEST_PYTHON:-}" ]; then
+    PYTHONPATH="$PPK_TEST_PYTHONPATH" "$PPK_TEST_PYTHON" -m pprofkit flame --title "$title" \
+        -o "$WORK/title.py.html" "$WORK/odd.pb" || fail "python -m pprofkit flame --title"
+    cmp "$WORK/title.html" "$WORK/title.py.html" || fail "flame --title: not Python's page"
+fi
+echo "ok   --title: escaped text, markers and all${PPK_TEST_PYTHON:+, the same bytes as python -m pprofkit flame}"
+
 step "errors and usage"
 expect() { # expect CODE PATTERN COMMAND...: exit status and a line of stderr
     local code=$1 pattern=$2 rc=0
@@ -223,6 +473,25 @@ expect 1 "cut.pb: Profile.sample_type at byte 0: length 5 runs past the end of t
 head -c 100 "$WORK/ppk/w1.pb.gz" > "$WORK/cut.pb.gz"
 expect 1 "cut.pb.gz: gzip: the input ends inside the stream" "$PK" collapsed "$WORK/cut.pb.gz"
 expect 1 "no-such-file: No such file or directory" "$PK" top "$WORK/no-such-file"
+# flame: nothing written, nor left behind, when a file cannot be read; an existing page
+# stays as it was.
+mkdir "$WORK/pages"
+echo "before" > "$WORK/pages/old.html"
+expect 1 "cut.pb: Profile.sample_type at byte 0" \
+    "$PK" flame -o "$WORK/pages/new.html" "$WORK/ppk/small.pb" "$WORK/cut.pb"
+expect 1 "cut.pb.gz: gzip: the input ends inside the stream" \
+    "$PK" flame -o "$WORK/pages/old.html" "$WORK/cut.pb.gz"
+expect 1 "no sample type 'nope'" \
+    "$PK" flame --sample-type nope -o "$WORK/pages/new.html" "$WORK/ppk/w1.pb.gz"
+expect 1 "sample types differ" \
+    "$PK" flame -o "$WORK/pages/new.html" "$WORK/ppk/w1.pb.gz" "$WORK/go1/cpu.pb.gz"
+expect 1 "no-such-dir/p.html: No such file or directory" \
+    "$PK" flame -o "$WORK/no-such-dir/p.html" "$WORK/ppk/w1.pb.gz"
+[ "$(ls "$WORK/pages")" = old.html ] && [ "$(cat "$WORK/pages/old.html")" = before ] ||
+    fail "flame left files behind or changed the existing page: $(ls "$WORK/pages")"
+"$PK" flame -o "$WORK/pages/old.html" "$WORK/ppk/small.pb" || fail "flame over a page"
+[ "$(ls "$WORK/pages")" = old.html ] && grep -q "^<!DOCTYPE html>" "$WORK/pages/old.html" ||
+    fail "flame did not replace the page whole: $(ls "$WORK/pages")"
 expect 1 "no sample type 'nope' (there are: cpu-time, wall-time)" \
     "$PK" top --sample-type nope "$WORK/ppk/w1.pb.gz"
 expect 1 "sample types differ" "$PK" top "$WORK/ppk/w1.pb.gz" "$WORK/go1/cpu.pb.gz"
@@ -234,8 +503,16 @@ expect 2 "diff takes two files" "$PK" diff "$WORK/ppk/w1.pb.gz"
 expect 2 "no FILE given" "$PK" top -n 3
 expect 2 "-n wants a count, not 'x'" "$PK" top -n x "$WORK/ppk/w1.pb.gz"
 expect 2 "unknown option '--exact'" "$PK" collapsed --exact "$WORK/ppk/w1.pb.gz"
+expect 2 "-o OUT.html is required" "$PK" flame "$WORK/ppk/w1.pb.gz"
+expect 2 "-o needs a value" "$PK" flame "$WORK/ppk/w1.pb.gz" -o
+expect 2 "no FILE given" "$PK" flame -o "$WORK/p.html"
+expect 2 "unknown option '-n'" "$PK" flame -n 3 -o "$WORK/p.html" "$WORK/ppk/w1.pb.gz"
+expect 2 "unknown option '--title'" "$PK" top --title x "$WORK/ppk/w1.pb.gz"
+[ ! -e "$WORK/p.html" ] || fail "a usage error wrote a page"
 "$PK" --help | grep -q "^SYNOPSIS" || fail "--help has no SYNOPSIS"
 "$PK" top --help | grep -q "^EXIT STATUS" || fail "top --help"
+"$PK" --help | grep -q "^    pprofkit flame \[--sample-type T\] \[--title TEXT\] -o OUT.html FILE" ||
+    fail "--help does not show flame"
 "$PK" --version | grep -q "^pprofkit [0-9]" || fail "--version"
 "$PK" top -n 3 - < "$WORK/ppk/w1.pb.gz" | head -n 1 | grep -q "^Showing 3 of 2000 functions" ||
     fail "reading standard input"

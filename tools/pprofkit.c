@@ -1,5 +1,6 @@
 /*
- * pprofkit - look at pprof profiles without Go: top, collapsed (folded) stacks, diff.
+ * pprofkit - look at pprof profiles without Go: top, collapsed (folded) stacks, diff, and
+ * a flame graph page (flame, in tools/pprofkit/flame.c).
  *
  * Reads each file with ppk_pprof_read (the public API only: raw, gzip or zstd, any
  * producer) and aggregates one sample type over all of them, as `go tool pprof -top`
@@ -19,6 +20,8 @@
  */
 #include <pprofkit.h>
 
+#include "cmd.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@ static const char USAGE[] =
     "usage: pprofkit top [--sample-type T] [-n N] [--exact] FILE...\n"
     "       pprofkit collapsed [--sample-type T] FILE...\n"
     "       pprofkit diff [--sample-type T] [-n N] [--exact] BEFORE AFTER\n"
+    "       pprofkit flame [--sample-type T] [--title TEXT] -o OUT.html FILE...\n"
     "       pprofkit --help | --version\n";
 
 static const char HELP[] =
@@ -39,6 +43,7 @@ static const char HELP[] =
     "    pprofkit top [--sample-type T] [-n N] [--exact] FILE...\n"
     "    pprofkit collapsed [--sample-type T] FILE...\n"
     "    pprofkit diff [--sample-type T] [-n N] [--exact] BEFORE AFTER\n"
+    "    pprofkit flame [--sample-type T] [--title TEXT] -o OUT.html FILE...\n"
     "\n"
     "DESCRIPTION\n"
     "    Reads pprof profiles (profile.proto; raw, gzip or zstd; from pprofkit, Go's\n"
@@ -57,36 +62,48 @@ static const char HELP[] =
     "               empty stack or a zero value are left out.\n"
     "    diff       The functions whose flat value differs between BEFORE and AFTER, the\n"
     "               largest change first: columns before, after, change, name.\n"
+    "    flame      One HTML page with an interactive flame graph of the files summed\n"
+    "               (every sample type, a label filter, zoom and search; no network\n"
+    "               needed): the page of `python -m pprofkit flame`, with the same data.\n"
+    "               Frames are (function, file) pairs and inlined functions frames of\n"
+    "               their own; a label key with more than 1000 values, more than one for\n"
+    "               every two samples (span ids), is left out; negative values count 0.\n"
+    "               The page replaces OUT.html whole (written beside it, then renamed).\n"
     "\n"
     "OPTIONS\n"
     "    --sample-type T   The sample type to show, e.g. cpu-time, alloc_space (default:\n"
-    "                      the profile's default_sample_type, else its last sample type).\n"
+    "                      the profile's default_sample_type, else its last sample type);\n"
+    "                      flame: the one shown first (the page offers every type).\n"
     "    -n N              Rows to show (default 20; 0: all).\n"
     "    --exact           Values as integers in the sample type's unit; without it,\n"
     "                      nanoseconds and bytes are scaled (1.50s, 2.00MB) as go tool\n"
     "                      pprof shows them.\n"
+    "    -o, --output OUT.html   flame: the page to write (required).\n"
+    "    --title TEXT      flame: the page's title (default: the files' names).\n"
     "    --help, --version\n"
     "\n"
-    "    The files of top and collapsed must have the same sample types (in the same\n"
+    "    The files of top, collapsed and flame must have the same sample types (in the same\n"
     "    order); diff's two files must both have T, in the same unit.\n"
     "\n"
     "EXIT STATUS\n"
     "    0 success; 1 a file could not be read or decoded (the message names the file, the\n"
-    "    field and the byte offset), or has no such sample type; 2 usage error.\n"
+    "    field and the byte offset), or has no such sample type, or flame's page could not\n"
+    "    be written (then no OUT.html is left behind, nor a temporary file); 2 usage error.\n"
     "\n"
     "EXAMPLES\n"
     "    pprofkit top -n 10 --sample-type cpu-time out/profile.*.pb.gz\n"
     "    pprofkit collapsed cpu.pb.gz | flamegraph.pl > cpu.svg\n"
-    "    pprofkit diff --sample-type alloc_space before.pb.gz after.pb.gz\n";
+    "    pprofkit diff --sample-type alloc_space before.pb.gz after.pb.gz\n"
+    "    pprofkit flame -o cpu.html out/profile.*.pb.gz\n";
 
-static const char *g_cmd = "";
+const char *pk_cmd = "";
 
 static void die_nomem(void) {
-    fprintf(stderr, "pprofkit %s: out of memory\n", g_cmd);
+    fprintf(stderr, "pprofkit %s: out of memory\n", pk_cmd);
     exit(1);
 }
 
-static void *xrealloc(void *p, size_t n) {
+void *pk_xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     if (!q) die_nomem();
     return q;
@@ -117,7 +134,7 @@ static uint64_t hash(const char *s, size_t n) {
 static size_t table_get(table *t, const char *s, size_t n) {
     if (2 * (t->n + 1) > t->nslot) {
         size_t ns = t->nslot ? t->nslot * 2 : 1024;
-        size_t *sl = xrealloc(NULL, ns * sizeof *sl);
+        size_t *sl = pk_xrealloc(NULL, ns * sizeof *sl);
         memset(sl, 0, ns * sizeof *sl);
         for (size_t i = 0; i < t->n; i++) {
             size_t k = hash(t->e[i].name, t->e[i].len) & (ns - 1);
@@ -136,11 +153,11 @@ static size_t table_get(table *t, const char *s, size_t n) {
     }
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 256;
-        t->e = xrealloc(t->e, t->cap * sizeof *t->e);
+        t->e = pk_xrealloc(t->e, t->cap * sizeof *t->e);
     }
     entry *e = &t->e[t->n];
     memset(e, 0, sizeof *e);
-    e->name = xrealloc(NULL, n + 1);
+    e->name = pk_xrealloc(NULL, n + 1);
     if (n) memcpy(e->name, s, n);
     e->name[n] = 0;
     e->len = n;
@@ -158,30 +175,30 @@ static void table_free(table *t) {
 /* ---- reading ------------------------------------------------------------------------ */
 #define MAX_FILE ((size_t)1 << 30)
 
-static ppk_pprof *load(const char *path) {
+ppk_pprof *pk_load(const char *path) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "pprofkit %s: %s: %s\n", g_cmd, path, strerror(errno));
+        fprintf(stderr, "pprofkit %s: %s: %s\n", pk_cmd, path, strerror(errno));
         exit(1);
     }
     size_t n = 0, cap = 1 << 16, got;
-    uint8_t *buf = xrealloc(NULL, cap);
+    uint8_t *buf = pk_xrealloc(NULL, cap);
     while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
         if (n == cap) {
             if (cap >= MAX_FILE) {
-                fprintf(stderr, "pprofkit %s: %s: larger than %zu bytes\n", g_cmd, path,
+                fprintf(stderr, "pprofkit %s: %s: larger than %zu bytes\n", pk_cmd, path,
                         MAX_FILE);
                 exit(1);
             }
             cap *= 2;
-            buf = xrealloc(buf, cap);
+            buf = pk_xrealloc(buf, cap);
         }
     }
     int bad = ferror(f);
     if (f != stdin) fclose(f);
     if (bad) {
-        fprintf(stderr, "pprofkit %s: %s: read error\n", g_cmd, path);
+        fprintf(stderr, "pprofkit %s: %s: read error\n", pk_cmd, path);
         exit(1);
     }
     ppk_pprof *p;
@@ -190,7 +207,7 @@ static ppk_pprof *load(const char *path) {
     free(buf);
     if (rc == PPK_ENOMEM) die_nomem();
     if (rc) {
-        fprintf(stderr, "pprofkit %s: %s: %s\n", g_cmd, path, err[0] ? err : ppk_strerror(rc));
+        fprintf(stderr, "pprofkit %s: %s: %s\n", pk_cmd, path, err[0] ? err : ppk_strerror(rc));
         exit(1);
     }
     return p;
@@ -201,9 +218,9 @@ static int str_eq(ppk_str a, ppk_str b) {
 }
 
 /* The sample type: its index in p, or exit(1) with a message. */
-static size_t type_index(const ppk_pprof *p, const char *path, const char *want) {
+size_t pk_type_index(const ppk_pprof *p, const char *path, const char *want) {
     if (p->n_sample_types == 0) {
-        fprintf(stderr, "pprofkit %s: %s: the profile has no sample types\n", g_cmd, path);
+        fprintf(stderr, "pprofkit %s: %s: the profile has no sample types\n", pk_cmd, path);
         exit(1);
     }
     ppk_str w = want ? ppk_cstr(want)
@@ -211,7 +228,7 @@ static size_t type_index(const ppk_pprof *p, const char *path, const char *want)
                                                   : p->sample_types[p->n_sample_types - 1].type;
     for (size_t i = 0; i < p->n_sample_types; i++)
         if (str_eq(p->sample_types[i].type, w)) return i;
-    fprintf(stderr, "pprofkit %s: %s: no sample type '%.*s' (there are:", g_cmd, path,
+    fprintf(stderr, "pprofkit %s: %s: no sample type '%.*s' (there are:", pk_cmd, path,
             (int)w.len, w.ptr);
     for (size_t i = 0; i < p->n_sample_types; i++)
         fprintf(stderr, "%s %.*s", i ? "," : "", (int)p->sample_types[i].type.len,
@@ -220,7 +237,7 @@ static size_t type_index(const ppk_pprof *p, const char *path, const char *want)
     exit(1);
 }
 
-static int same_types(const ppk_pprof *a, const ppk_pprof *b) {
+int pk_same_types(const ppk_pprof *a, const ppk_pprof *b) {
     if (a->n_sample_types != b->n_sample_types) return 0;
     for (size_t i = 0; i < a->n_sample_types; i++)
         if (!str_eq(a->sample_types[i].type, b->sample_types[i].type) ||
@@ -348,7 +365,7 @@ static double pct(int64_t v, uint64_t total) {
 
 static char *unit_of(const ppk_pprof *p, size_t ti) {
     ppk_str u = p->sample_types[ti].unit;
-    char *s = xrealloc(NULL, u.len + 1);
+    char *s = pk_xrealloc(NULL, u.len + 1);
     if (u.len) memcpy(s, u.ptr, u.len);
     s[u.len] = 0;
     return s;
@@ -368,12 +385,12 @@ static int cmd_top(const opts *o) {
     ppk_pprof *first = NULL;
     char *unit = NULL;
     for (size_t i = 0; i < o->n_files; i++) {
-        ppk_pprof *p = load(o->files[i]);
-        size_t ti = type_index(p, o->files[i], o->sample_type);
+        ppk_pprof *p = pk_load(o->files[i]);
+        size_t ti = pk_type_index(p, o->files[i], o->sample_type);
         if (!first) {
             first = p;
             unit = unit_of(p, ti);
-        } else if (!same_types(first, p)) {
+        } else if (!pk_same_types(first, p)) {
             fprintf(stderr, "pprofkit top: %s: its sample types differ from %s's\n",
                     o->files[i], o->files[0]);
             exit(1);
@@ -408,8 +425,8 @@ static int cmd_diff(const opts *o) {
     uint64_t stamp = 0;
     char *unit[2];
     for (int side = 0; side < 2; side++) {
-        ppk_pprof *p = load(o->files[side]);
-        size_t ti = type_index(p, o->files[side], o->sample_type);
+        ppk_pprof *p = pk_load(o->files[side]);
+        size_t ti = pk_type_index(p, o->files[side], o->sample_type);
         unit[side] = unit_of(p, ti);
         aggregate(&t, p, ti, side, &stamp);
         ppk_pprof_free(p);
@@ -456,13 +473,13 @@ static void push_frame(void *ctx, ppk_str name) {
     stackbuf *sb = ctx;
     if (sb->len + name.len > sb->cap) {
         sb->cap = (sb->len + name.len) * 2;
-        sb->chars = xrealloc(sb->chars, sb->cap);
+        sb->chars = pk_xrealloc(sb->chars, sb->cap);
     }
     if (name.len) memcpy(sb->chars + sb->len, name.ptr, name.len);
     sb->len += name.len;
     if (sb->n == sb->n_cap) {
         sb->n_cap = sb->n_cap ? sb->n_cap * 2 : 64;
-        sb->end = xrealloc(sb->end, sb->n_cap * sizeof *sb->end);
+        sb->end = pk_xrealloc(sb->end, sb->n_cap * sizeof *sb->end);
     }
     sb->end[sb->n++] = sb->len;
 }
@@ -474,11 +491,11 @@ static int cmd_collapsed(const opts *o) {
     char *key = NULL;
     size_t key_cap = 0;
     for (size_t i = 0; i < o->n_files; i++) {
-        ppk_pprof *p = load(o->files[i]);
-        size_t ti = type_index(p, o->files[i], o->sample_type);
+        ppk_pprof *p = pk_load(o->files[i]);
+        size_t ti = pk_type_index(p, o->files[i], o->sample_type);
         if (!first) {
             first = p;
-        } else if (!same_types(first, p)) {
+        } else if (!pk_same_types(first, p)) {
             fprintf(stderr, "pprofkit collapsed: %s: its sample types differ from %s's\n",
                     o->files[i], o->files[0]);
             exit(1);
@@ -492,7 +509,7 @@ static int cmd_collapsed(const opts *o) {
             size_t need = sb.len + sb.n;
             if (need > key_cap) {
                 key_cap = need * 2;
-                key = xrealloc(key, key_cap);
+                key = pk_xrealloc(key, key_cap);
             }
             size_t at = 0;
             for (size_t f = sb.n; f-- > 0;) { /* the root first */
@@ -518,7 +535,7 @@ static int cmd_collapsed(const opts *o) {
 
 /* ---- arguments ---------------------------------------------------------------------- */
 static void usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "pprofkit%s%s: ", *g_cmd ? " " : "", g_cmd);
+    fprintf(stderr, "pprofkit%s%s: ", *pk_cmd ? " " : "", pk_cmd);
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n%s", USAGE);
     exit(2);
@@ -534,15 +551,16 @@ int main(int argc, char **argv) {
         printf("pprofkit %s\n", PPK_VERSION_STRING);
         return 0;
     }
-    g_cmd = argv[1];
-    int top = !strcmp(g_cmd, "top"), diff = !strcmp(g_cmd, "diff");
-    int collapsed = !strcmp(g_cmd, "collapsed");
-    if (!top && !diff && !collapsed) {
-        g_cmd = "";
+    pk_cmd = argv[1];
+    int top = !strcmp(pk_cmd, "top"), diff = !strcmp(pk_cmd, "diff");
+    int collapsed = !strcmp(pk_cmd, "collapsed"), flame = !strcmp(pk_cmd, "flame");
+    if (!top && !diff && !collapsed && !flame) {
+        pk_cmd = "";
         usage_error("unknown command '%s'", argv[1]);
     }
     opts o = {NULL, 20, 0, NULL, 0};
-    o.files = xrealloc(NULL, (size_t)argc * sizeof *o.files);
+    const char *output = NULL, *title = NULL;
+    o.files = pk_xrealloc(NULL, (size_t)argc * sizeof *o.files);
     int only_files = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -557,13 +575,22 @@ int main(int argc, char **argv) {
             if (a[13] == '=') o.sample_type = a + 14;
             else if (i + 1 < argc) o.sample_type = argv[++i];
             else usage_error("%s needs a value", a);
-        } else if (!collapsed && (!strcmp(a, "-n") || !strncmp(a, "-n=", 3))) {
+        } else if (flame && (!strcmp(a, "-o") || !strcmp(a, "--output") ||
+                             !strncmp(a, "--output=", 9))) {
+            if (a[1] == '-' && a[8] == '=') output = a + 9;
+            else if (i + 1 < argc) output = argv[++i];
+            else usage_error("%s needs a value", a);
+        } else if (flame && (!strcmp(a, "--title") || !strncmp(a, "--title=", 8))) {
+            if (a[7] == '=') title = a + 8;
+            else if (i + 1 < argc) title = argv[++i];
+            else usage_error("%s needs a value", a);
+        } else if ((top || diff) && (!strcmp(a, "-n") || !strncmp(a, "-n=", 3))) {
             const char *v = a[2] == '=' ? a + 3 : i + 1 < argc ? argv[++i] : NULL;
             char *end;
             errno = 0;
             o.n = v ? strtol(v, &end, 10) : -1;
             if (!v || !*v || *end || errno || o.n < 0) usage_error("-n wants a count, not '%s'", v ? v : "");
-        } else if (!collapsed && !strcmp(a, "--exact")) {
+        } else if ((top || diff) && !strcmp(a, "--exact")) {
             o.exact = 1;
         } else {
             usage_error("unknown option '%s'", a);
@@ -571,10 +598,14 @@ int main(int argc, char **argv) {
     }
     if (diff && o.n_files != 2) usage_error("%s", "diff takes two files, BEFORE and AFTER");
     if (o.n_files == 0) usage_error("%s", "no FILE given");
-    int rc = top ? cmd_top(&o) : diff ? cmd_diff(&o) : cmd_collapsed(&o);
+    if (flame && (!output || !*output)) usage_error("%s", "-o OUT.html is required");
+    int rc = top ? cmd_top(&o) : diff ? cmd_diff(&o) : collapsed ? cmd_collapsed(&o)
+                                                        : pk_flame(o.files, o.n_files,
+                                                                   o.sample_type, title,
+                                                                   output);
     free(o.files);
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "pprofkit %s: writing the output: %s\n", g_cmd, strerror(errno));
+        fprintf(stderr, "pprofkit %s: writing the output: %s\n", pk_cmd, strerror(errno));
         return 1;
     }
     return rc;

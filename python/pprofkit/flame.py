@@ -23,6 +23,9 @@ more than half as many values as samples: span ids, request ids) groups nothing 
 would make almost every sample's label set its own; it is left out of the data, and the
 page lists it as such. Samples with a negative value (a difference of profiles) count
 zero for that sample type: a frame's width cannot be negative.
+
+The pprofkit command's `flame` (tools/pprofkit/flame.c) writes the same page from the same
+template, with the same data byte for byte; tests/test_pprofkit_cmd.sh compares them.
 """
 
 import json
@@ -129,7 +132,11 @@ def page(profiles, sample_type=None, names=(), title=None):
     with open(TEMPLATE, encoding="utf-8") as f:
         template = f.read()
     title = title or "pprofkit flame graph: " + ", ".join(names or ["profile"])
-    return template.replace(TITLE_MARK, _html_escape(title)).replace(DATA_MARK, text)
+    # The data first, then the title: neither can then bring in a marker of the other (the
+    # data has no "<" and the title, escaped, none either, so neither holds TITLE_MARK; a
+    # DATA_MARK in the title stays text), as `pprofkit flame` (tools/pprofkit/flame.c)
+    # substitutes them in one pass.
+    return template.replace(DATA_MARK, text).replace(TITLE_MARK, _html_escape(title))
 
 
 def write(paths, out, sample_type=None, title=None):
