@@ -220,7 +220,8 @@ cat > "$WORK/gen_odd.py" <<'EOF'
 """gen_odd.py OUT: a pprof file (protobuf, uncompressed) written byte by byte, with what
 the flame page must get right: names with "</script>", the page's markers, non-ASCII,
 invalid UTF-8 (two names that decode alike), control characters, an empty name; an
-inlined frame, an unsymbolized location (no frame), a line without a function ("?");
+inlined frame, an unsymbolized location and a line without a function (both named as
+go tool pprof names them: "[file]" of the mapping, or "<unknown>");
 negative values, sums above 2^64; labels: string and numeric (the same text "5"), a
 string label of "" (a str index that is not 0), a key twice (the later counts), keys
 that decode alike; and keys around the high-cardinality rule (more than 1000 values and

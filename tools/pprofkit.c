@@ -247,13 +247,12 @@ int pk_same_types(const ppk_pprof *a, const ppk_pprof *b) {
 }
 
 /* ---- frames ------------------------------------------------------------------------- */
-/* The name of frame `line` of location l (line == n_lines: a location without lines). */
-static ppk_str frame_name(const ppk_pprof_location *l, size_t line, char *buf, size_t size) {
+ppk_str pk_frame_name(const ppk_pprof_location *l, size_t line, char *buf, size_t size) {
     const ppk_pprof_function *fn = line < l->n_lines ? l->lines[line].function : NULL;
     if (fn && fn->name.len) return fn->name;
-    if (l->mapping && l->mapping->filename.len) {
-        ppk_str f = l->mapping->filename;
-        while (f.len > 1 && f.ptr[f.len - 1] == '/') f.len--;
+    ppk_str f = l->mapping ? l->mapping->filename : PPK_STR("");
+    while (f.len && f.ptr[f.len - 1] == '/') f.len--;
+    if (f.len) {
         size_t base = f.len;
         while (base > 0 && f.ptr[base - 1] != '/') base--;
         int k = snprintf(buf, size, "[%.*s]", (int)(f.len - base), f.ptr + base);
@@ -270,7 +269,7 @@ static void each_frame(const ppk_pprof_sample *s, frame_fn fn, void *ctx) {
     for (size_t i = 0; i < s->n_locations; i++) {
         const ppk_pprof_location *l = s->locations[i];
         size_t n = l->n_lines ? l->n_lines : 1;
-        for (size_t k = 0; k < n; k++) fn(ctx, frame_name(l, l->n_lines ? k : 0, buf, sizeof buf));
+        for (size_t k = 0; k < n; k++) fn(ctx, pk_frame_name(l, k, buf, sizeof buf));
     }
 }
 

@@ -28,6 +28,11 @@ size_t pk_type_index(const ppk_pprof *p, const char *path, const char *want);
 
 /* 1 if a and b have the same sample types (types and units) in the same order. */
 int pk_same_types(const ppk_pprof *a, const ppk_pprof *b);
+/* The name of frame `line` of location l (line >= n_lines: a location without lines):
+ * its function's, or for a frame without a function name, its mapping file's base name
+ * in brackets ("[libc.so.6]") or "<unknown>", as go tool pprof names them. Written into
+ * buf when made. */
+ppk_str pk_frame_name(const ppk_pprof_location *l, size_t line, char *buf, size_t size);
 
 /* `pprofkit flame`: writes the flame graph page of the files, summed, to out (flame.c).
  * sample_type: the type shown first (NULL: as pk_type_index); title: the page's title

@@ -11,8 +11,9 @@
  *     maximal ill-formed subsequence (Unicode's "maximal subpart") becomes one U+FFFD.
  *     Strings are compared once decoded, so byte strings that decode alike are one;
  *   - a frame is a (function name, filename) pair, one per line of a location (inlined
- *     functions first); a line without a function is ("?", ""); a location without
- *     lines (an unsymbolized address) has no frame;
+ *     functions first); a frame without a function name (an unsymbolized address: a
+ *     location without lines; or a function whose name is empty) is (pk_frame_name's
+ *     "[libc.so.6]" or "<unknown>", "");
  *   - a label whose str index is not 0 is a string label (even if that string is ""),
  *     any other a numeric one, written in decimal; of two labels of a sample with the
  *     same key, the later one counts. A key's values are counted apart by kind (the
@@ -139,7 +140,6 @@ typedef struct flame {
     pk_keys pairs;     /* {key, num, value}: the distinct values of each key */
     pk_keys labelsets; /* {key, value, key, value...} string numbers; number 0 is {} */
     pk_keys groups;    /* {stack, label set}: one per group of samples summed */
-    uint32_t question; /* the frame ("?", ""), or NONE */
     uint32_t *n_values; /* by key's string number: its distinct values */
     uint32_t n_values_cap;
     label *labels;
@@ -192,13 +192,12 @@ static void first_pass(flame *f, const ppk_pprof *p) {
         size_t n = 0;
         for (size_t k = 0; k < s->n_locations; k++) {
             const ppk_pprof_location *l = s->locations[k];
-            for (size_t j = 0; j < l->n_lines; j++) {
-                const ppk_pprof_function *fn = l->lines[j].function;
+            for (size_t j = 0; j < (l->n_lines ? l->n_lines : 1); j++) {
+                const ppk_pprof_function *fn = j < l->n_lines ? l->lines[j].function : NULL;
                 uint32_t id;
-                if (!fn) {
-                    if (f->question == NONE)
-                        f->question = frame_of(f, PPK_STR("?"), PPK_STR(""));
-                    id = f->question;
+                if (!fn || !fn->name.len) {
+                    char buf[4096];
+                    id = frame_of(f, pk_frame_name(l, j, buf, sizeof buf), PPK_STR(""));
                 } else {
                     size_t at = (size_t)(fn - p->functions); /* it points into them */
                     if (fn_frame[at] == NONE)
@@ -602,7 +601,6 @@ int pk_flame(const char **files, size_t n_files, const char *sample_type, const 
 
     flame f;
     memset(&f, 0, sizeof f);
-    f.question = NONE;
     f.nvalues = p[0]->n_sample_types;
     pk_key_id(&f.strs, "", 0); /* string number 0 */
     size_t n_samples = 0;
