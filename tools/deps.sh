@@ -8,7 +8,7 @@ packages=(
     build-essential cmake pkg-config          # compiler, make, build system
     zlib1g-dev libzstd-dev libxxhash-dev      # library dependencies
     libcurl4-openssl-dev                      # library dependency: HTTP uploads
-    protobuf-compiler                         # tests: protoc --decode
+    protobuf-compiler python3-protobuf        # tests: protoc --decode, OTLP decoding
     golang-go golang-github-google-pprof-dev  # tests and demo: go tool pprof, profile.proto
     python3 python3-dev zstd                  # the Python package; tests: zstd -d
     chromium                                  # tests: the flame graph page in a browser
