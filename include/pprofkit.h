@@ -14,7 +14,9 @@
  *   4. concurrent recording: a thread-safe recorder, per-thread sample builders, exports
  *      that swap windows, a background exporter, sinks;
  *   5. uploads: sinks that send exports to Datadog and to Pyroscope / Grafana;
- *   6. reading: a strict decoder of pprof files (from pprofkit or any other producer).
+ *   6. reading: a strict decoder of pprof files (from pprofkit or any other producer);
+ *   7. OpenTelemetry (experimental): a profile as an OTLP profiles request, and a sink
+ *      that sends each export to an OpenTelemetry collector.
  *
  * The promises G1-G7 cited below (transient input, no dangling references, conservation,
  * bounded memory, flush never waits for I/O, fork safety, bad input is an error) are
@@ -831,6 +833,10 @@ typedef struct ppk_upload_stats {
     uint64_t fail_http_4xx;
     uint64_t fail_http_5xx;
     uint64_t fail_other;          /* other transport errors */
+    /* OTLP: 2xx answers that said part of the data was rejected, and the profiles they
+     * said were rejected. */
+    uint64_t partial_successes;
+    uint64_t rejected_profiles;
     int last_http_status;         /* of the last finished attempt; 0 if none */
     /* Memory: the queue now and at its fullest; bytes held by the sink (its queue,
      * request being sent included) now and at the peak. */
@@ -1098,6 +1104,99 @@ PPK_API int ppk_pprof_read(const void *data, size_t len, const ppk_read_options 
 
 /* Frees a profile that ppk_pprof_read returned. Accepts NULL. */
 PPK_API void ppk_pprof_free(ppk_pprof *p);
+
+/* ---------------------------------------------------------------------------------- */
+/* 7. OpenTelemetry: OTLP profiles (experimental)                                      */
+/* ---------------------------------------------------------------------------------- */
+/*
+ * EXPERIMENTAL: OpenTelemetry's profiles signal is in development and its schema still
+ * changes between releases. pprofkit follows opentelemetry-proto 1.9.0
+ * (opentelemetry.proto.profiles.v1development, collector/profiles/v1development); a
+ * later schema may need a new pprofkit.
+ *
+ * ppk_otlp_encode() turns one decoded pprof profile (ppk_pprof_read) into one
+ * ExportProfilesServiceRequest: one ResourceProfiles (the resource below), one
+ * ScopeProfiles (scope "pprofkit"), and one Profile per sample type, in their order,
+ * each with the pprof's time, duration, period and period type and a random profile_id.
+ * The tables live once in the request's ProfilesDictionary, each with the zero value at
+ * index 0 and no duplicates: strings, mappings, locations, functions (the pprof's, in
+ * its order), stacks (each distinct list of locations, leaf first; a sample without
+ * frames has stack 0), attributes (each distinct label: a string label as a string
+ * value, a numeric one as an int value with its unit) and links (only the zero link).
+ * A sample whose value is 0 for a sample type is left out of that type's Profile. A
+ * sample with a numeric label "end_timestamp_ns" (ppk_sample_data.timestamp_ns) is a
+ * timestamped one: the label becomes its timestamp. Samples with the same stack and
+ * labels are combined into one OTLP Sample: their values summed (saturating) when they
+ * have no timestamp, one value per timestamp when they do. A label whose key already
+ * appeared in the same sample is dropped, counted in dropped_attributes_count. Invalid
+ * UTF-8 is repaired (U+FFFD); OTLP has no place for pprof's comments, drop_frames,
+ * keep_frames, default sample type, mapping build ids or is_folded, which are left out.
+ */
+typedef struct ppk_otlp_resource {
+    ppk_str service_name;    /* service.name; empty: "unknown_service" */
+    ppk_str service_version; /* service.version; empty: none */
+    ppk_str environment;     /* deployment.environment.name; empty: none */
+    ppk_str host_name;       /* host.name; empty: none */
+    int64_t pid;             /* process.pid; 0: none */
+    ppk_str sdk_language;    /* telemetry.sdk.language; empty: "cpp" */
+    /* More resource attributes, as OTEL_RESOURCE_ATTRIBUTES writes them:
+     * key=value,key=value with values percent-encoded (%2C for a comma). */
+    ppk_str attributes;
+} ppk_otlp_resource;
+
+/*
+ * Encodes `p` as an OTLP profiles request (uncompressed protobuf) into *out, allocated
+ * with `a` (NULL: malloc/free; its scratch too); free it with ppk_bytes_free(). On
+ * failure *out is zeroed and, when `err` is not NULL, a message says why.
+ * @return 0; PPK_EINVAL (p, res or out NULL, a malformed res->attributes); PPK_ENULL (a
+ *         string of res NULL with a length); PPK_ETOOBIG (a table over 2^31 - 1 entries,
+ *         OTLP's index limit); PPK_ENOMEM.
+ */
+PPK_API int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res,
+                            const ppk_allocator *a, ppk_bytes *out, char *err, size_t err_len);
+
+/*
+ * The OTLP upload sink: each export is read back (ppk_pprof_read, on the uploader
+ * thread, never on the exporting one), encoded with ppk_otlp_encode and sent as OTLP/HTTP
+ * protobuf: POST <endpoint>/v1development/profiles (or profiles_endpoint as it is),
+ * Content-Type application/x-protobuf, Content-Encoding gzip when `gzip` is set, the
+ * configured headers and User-Agent pprofkit/<version>. The queue, timeouts, the single
+ * retry, fork handling and statistics are those of every upload sink (section 5), with
+ * OTLP's rules: only 429, 502, 503 and 504 are retried (and transport failures); a
+ * Retry-After header on the answer sets the wait before the retry (at most 60 s, never
+ * less than retry_backoff_ms); a 2xx whose ExportProfilesServiceResponse carries a
+ * partial_success counts as sent and adds to partial_successes and rejected_profiles.
+ * An export that cannot be read back or encoded is dropped as invalid.
+ * The resource's empty fields are filled at creation: service_name with
+ * "unknown_service:<program name>", host_name with gethostname(), pid with the process id
+ * at each upload (a forked child sends its own).
+ */
+typedef struct ppk_otlp_config {
+    ppk_str endpoint;          /* base URL; empty: http://localhost:4318 */
+    ppk_str profiles_endpoint; /* the whole URL, used as it is (wins over endpoint) */
+    ppk_str headers;           /* key=value,key=value, values percent-encoded */
+    int gzip;                  /* 1: compress the body (Content-Encoding: gzip) */
+    ppk_otlp_resource resource;
+    ppk_upload_config upload;
+} ppk_otlp_config;
+
+/* Defaults (all strings empty, no gzip) and ppk_upload_config_init. */
+PPK_API void ppk_otlp_config_init(ppk_otlp_config *cfg);
+
+/*
+ * Reads the OpenTelemetry SDK variables into `cfg` as ppk_datadog_config_from_env does:
+ * OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT (the whole URL) and OTEL_EXPORTER_OTLP_ENDPOINT
+ * (the base); OTEL_EXPORTER_OTLP_PROFILES_HEADERS, else OTEL_EXPORTER_OTLP_HEADERS;
+ * OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION, else OTEL_EXPORTER_OTLP_COMPRESSION (gzip or
+ * none); OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT
+ * (milliseconds, upload.timeout_ms); OTEL_SERVICE_NAME; OTEL_RESOURCE_ATTRIBUTES.
+ * @return 0, or PPK_EINVAL with a message naming the malformed variable.
+ */
+PPK_API int ppk_otlp_config_from_env(ppk_otlp_config *cfg, char *err, size_t err_len);
+
+/* Creates an OTLP upload sink. As ppk_sink_datadog. */
+PPK_API int ppk_sink_otlp(const ppk_otlp_config *cfg, ppk_sink *out, char *err,
+                          size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -43,7 +43,7 @@
 /* The streaming buffer's size. */
 #define PPK_PB_BUF (256u << 10)
 
-enum { PPK_PB_VARINT = 0, PPK_PB_LEN = 2 };
+enum { PPK_PB_VARINT = 0, PPK_PB_I64 = 1, PPK_PB_LEN = 2 };
 
 typedef struct ppk__pb {
     ppk__mem *mem;

@@ -356,29 +356,6 @@ static void tag(ppk__ubuf *b, const char *key, const char *value) {
 /* Cuts s at its first byte that is not part of valid UTF-8 or is a control character:
  * the process name (cut by the kernel at 15 bytes, maybe inside a character) and the
  * host name must not make a default configuration invalid. */
-static void cut_to_text(char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && (unsigned char)s[i] >= 0x20 && s[i] != 0x7f) {
-        size_t k = ppk__utf8_seq((const uint8_t *)s + i, n - i);
-        if (!k) break;
-        i += k;
-    }
-    s[i] = 0;
-}
-
-static void read_comm(char *out, size_t n) {
-    snprintf(out, n, "pprofkit");
-    FILE *f = fopen("/proc/self/comm", "re");
-    if (!f) return;
-    char buf[64];
-    if (fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n,")] = 0;
-        cut_to_text(buf);
-        if (buf[0]) snprintf(out, n, "%s", buf);
-    }
-    fclose(f);
-}
-
 /* Every string of the config, checked for NULL with a length before anything reads one
  * (the checks below index ptr up to len), whether or not the mode uses it. */
 static const ppk__upload_field dd_strs[] = {
@@ -456,11 +433,11 @@ static int dd_tags(dd_ctx *d, const ppk_datadog_config *cfg, const char *service
     if (!host[0] && gethostname(hname, sizeof hname) == 0) {
         hname[sizeof hname - 1] = 0;
         hname[strcspn(hname, ", ")] = 0;
-        cut_to_text(hname);
+        ppk__upload_cut_to_text(hname);
     } else {
         snprintf(hname, sizeof hname, "%s", host);
     }
-    read_comm(comm, sizeof comm);
+    ppk__upload_comm(comm, sizeof comm);
     const char *fam = family[0] ? family : "native";
     int rc;
     if (!d->profiler_version[0]) {
@@ -553,7 +530,9 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     size_t n_headers = cfg->agentless ? 4 : 3;
 
     free_strs(d, (char *[]){service, env, version, host, rid, family, language, pname, key}, 9);
-    static const ppk__upload_ops ops = {dd_prepare, dd_build, dd_setopt, dd_child, dd_free};
+    static const ppk__upload_ops ops = {.prepare = dd_prepare, .build = dd_build,
+                                        .setopt = dd_setopt, .child = dd_child,
+                                        .free = dd_free};
     rc = ppk__upload_create(&cfg->upload, &ops, d, headers, n_headers, out, err, err_len);
     memset(h_key, 0, sizeof h_key);
     return rc;

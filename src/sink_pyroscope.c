@@ -265,7 +265,8 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     const char *headers[] = {h_agent, h_tenant};
     ppk__upload_str_free(&p->mem, tenant);
     ppk__upload_str_free(&p->mem, spy);
-    static const ppk__upload_ops ops = {py_prepare, py_build, py_setopt, NULL, py_free};
+    static const ppk__upload_ops ops = {.prepare = py_prepare, .build = py_build,
+                                        .setopt = py_setopt, .free = py_free};
     return ppk__upload_create(&cfg->upload, &ops, p, headers, cfg->tenant_id.len ? 2 : 1, out,
                               err, err_len);
 

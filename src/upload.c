@@ -198,6 +198,29 @@ void ppk__upload_str_free(ppk__mem *m, char *s) {
     if (s) ppk__mem_free(m, s, strlen(s) + 1);
 }
 
+void ppk__upload_cut_to_text(char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n && (unsigned char)s[i] >= 0x20 && s[i] != 0x7f) {
+        size_t k = ppk__utf8_seq((const uint8_t *)s + i, n - i);
+        if (!k) break;
+        i += k;
+    }
+    s[i] = 0;
+}
+
+void ppk__upload_comm(char *out, size_t n) {
+    snprintf(out, n, "pprofkit");
+    FILE *f = fopen("/proc/self/comm", "re");
+    if (!f) return;
+    char buf[64];
+    if (fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n,")] = 0;
+        ppk__upload_cut_to_text(buf);
+        if (buf[0]) snprintf(out, n, "%s", buf);
+    }
+    fclose(f);
+}
+
 /* ---- the uploader -------------------------------------------------------------------- */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;

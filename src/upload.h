@@ -60,6 +60,9 @@ typedef struct ppk__upload_job {
     size_t extra_len;
 } ppk__upload_job;
 
+/* The most bytes of an answer's body kept for ops.answer. */
+#define PPK__ANSWER_MAX (64u << 10)
+
 typedef struct ppk__upload_ops {
     /* Exporting thread, inside write(): fill `extra` (e.g. endpoint counts). May be NULL.
      * 0, or a negative code (the export is then dropped and counted as invalid). */
@@ -72,6 +75,13 @@ typedef struct ppk__upload_ops {
     void (*setopt)(void *ctx, CURL *h);
     /* In a forked child (atfork child handler). May be NULL. */
     void (*child)(void *ctx);
+    /* Uploader thread: whether a failed HTTP status is retried. NULL: 408, 429, 5xx. */
+    int (*retryable)(long status);
+    /* Uploader thread, after a 2xx: reads the answer's body (its first
+     * PPK__ANSWER_MAX bytes). Returns 1 when the server accepted part of the data only,
+     * with *rejected the items it refused (partial_successes, rejected_profiles), else 0.
+     * May be NULL: the body is then not kept. */
+    int (*answer)(void *ctx, const char *body, size_t len, uint64_t *rejected);
     /* Frees ctx, at destroy. */
     void (*free)(void *ctx);
 } ppk__upload_ops;
@@ -140,5 +150,10 @@ int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, cha
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len);
 void ppk__upload_str_free(ppk__mem *m, char *s);
+
+/* Cuts s at its first control character or invalid UTF-8 sequence. */
+void ppk__upload_cut_to_text(char *s);
+/* The program's name (/proc/self/comm, cut at a comma; "pprofkit" when unknown). */
+void ppk__upload_comm(char *out, size_t n);
 
 #endif

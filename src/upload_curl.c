@@ -8,8 +8,11 @@
  * uses; `in_transfer` is set around curl_easy_perform. Every transfer has connect and
  * total timeouts, CURLOPT_NOSIGNAL, no connection reuse (so an idle handle holds no
  * socket across fork), and a progress callback that aborts when `abort` is set. The
- * response status is read after each transfer: a 2xx is sent; a 5xx, a 408, a 429 or a
- * curl failure is retried once after retry_backoff_ms; anything else is dropped. A
+ * response status is read after each transfer: a 2xx is sent (its body handed to
+ * ops.answer when the sink reads answers); a curl failure or a status the sink retries
+ * (ops.retryable; by default 5xx, 408 and 429) is retried once after retry_backoff_ms, or
+ * after the answer's Retry-After when that is longer (at most RETRY_AFTER_MAX_MS);
+ * anything else is dropped. A
  * transfer aborted for fork is sent again when the fork is over, one aborted for
  * shutdown is dropped. The lock is taken only to update the uploader's state and
  * statistics.
@@ -95,15 +98,24 @@ void ppk__upload_interrupt(ppk__uploader *u, int reason) {
     if (u->sock >= 0) shutdown(u->sock, SHUT_RDWR);
 }
 
-static size_t discard_cb(char *p, size_t size, size_t n, void *opaque) {
-    (void)p;
-    (void)opaque;
+/* The longest wait a Retry-After header sets before the retry. */
+#define RETRY_AFTER_MAX_MS 60000
+
+/* Keeps the first PPK__ANSWER_MAX bytes of the answer (opaque: a ppk__ubuf, or NULL to
+ * keep nothing). */
+static size_t answer_cb(char *p, size_t size, size_t n, void *opaque) {
+    ppk__ubuf *b = opaque;
+    if (b && b->len < PPK__ANSWER_MAX) {
+        size_t take = PPK__ANSWER_MAX - b->len < n ? PPK__ANSWER_MAX - b->len : n;
+        ppk__ubuf_add(b, p, take);
+    }
     return size * n;
 }
 
 /* One transfer. Returns the curl code; *status gets the HTTP status (0 if none). */
 static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body,
-                        struct curl_slist *hdrs, long *status) {
+                        struct curl_slist *hdrs, ppk__ubuf *answer, long *status,
+                        int64_t *retry_after_ms) {
     CURL *h = u->curl;
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -122,7 +134,8 @@ static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, u);
     curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
     curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, u);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, answer_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -133,6 +146,10 @@ static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     *status = code;
+    curl_off_t after = 0;
+    *retry_after_ms = 0;
+    if (curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0)
+        *retry_after_ms = after > RETRY_AFTER_MAX_MS / 1000 ? RETRY_AFTER_MAX_MS : after * 1000;
     return rc;
 }
 
@@ -180,7 +197,15 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
         pthread_mutex_unlock(&u->lock);
 
         long status = 0;
-        CURLcode cc = perform(u, url.p, &body, hdrs, &status);
+        int64_t retry_after_ms = 0;
+        ppk__ubuf answer;
+        ppk__ubuf_init(&answer, &u->ua);
+        CURLcode cc = perform(u, url.p, &body, hdrs, u->ops.answer ? &answer : NULL, &status,
+                              &retry_after_ms);
+        uint64_t rejected = 0;
+        int partial = cc == CURLE_OK && status >= 200 && status < 300 && u->ops.answer &&
+                      !answer.failed && u->ops.answer(u->ctx, answer.p, answer.len, &rejected);
+        ppk__ubuf_free(&answer);
 
         pthread_mutex_lock(&u->lock);
         u->in_transfer = 0;
@@ -215,14 +240,18 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
             if (status >= 200 && status < 300) {
                 u->st.sent++;
                 u->st.bytes_sent += body.len;
+                if (partial) {
+                    u->st.partial_successes++;
+                    u->st.rejected_profiles += rejected;
+                }
                 pthread_mutex_unlock(&u->lock);
                 break;
             }
-            if (status >= 500) {
-                u->st.fail_http_5xx++;
-            } else if (status >= 400) {
-                u->st.fail_http_4xx++;
-                retryable = status == 408 || status == 429;
+            if (status >= 400) {
+                if (status >= 500) u->st.fail_http_5xx++;
+                else u->st.fail_http_4xx++;
+                retryable = u->ops.retryable ? u->ops.retryable(status)
+                                             : status >= 500 || status == 408 || status == 429;
             } else {
                 u->st.fail_other++; /* 1xx, 3xx: redirects are not followed */
                 retryable = 0;
@@ -240,7 +269,9 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
             fork_aborts = 0; /* "in a row": a failure of its own came between */
             u->st.retries++;
             struct timespec dl;
-            ppk__upload_deadline_in(&dl, u->cfg.retry_backoff_ms);
+            ppk__upload_deadline_in(&dl, retry_after_ms > u->cfg.retry_backoff_ms
+                                             ? retry_after_ms
+                                             : u->cfg.retry_backoff_ms);
             while (!u->cancel && pthread_cond_timedwait(&u->wake, &u->lock, &dl) != ETIMEDOUT) {
             }
             pthread_mutex_unlock(&u->lock);

@@ -33,6 +33,7 @@ static const char USAGE[] =
     "       pprofkit collapsed [--sample-type T] FILE...\n"
     "       pprofkit diff [--sample-type T] [-n N] [--exact] BEFORE AFTER\n"
     "       pprofkit flame [--sample-type T] [--title TEXT] -o OUT.html FILE...\n"
+    "       pprofkit otlp [-o OUT] FILE\n"
     "       pprofkit --help | --version\n";
 
 static const char HELP[] =
@@ -44,6 +45,7 @@ static const char HELP[] =
     "    pprofkit collapsed [--sample-type T] FILE...\n"
     "    pprofkit diff [--sample-type T] [-n N] [--exact] BEFORE AFTER\n"
     "    pprofkit flame [--sample-type T] [--title TEXT] -o OUT.html FILE...\n"
+    "    pprofkit otlp [-o OUT] FILE\n"
     "\n"
     "DESCRIPTION\n"
     "    Reads pprof profiles (profile.proto; raw, gzip or zstd; from pprofkit, Go's\n"
@@ -69,6 +71,10 @@ static const char HELP[] =
     "               their own; a label key with more than 1000 values, more than one for\n"
     "               every two samples (span ids), is left out; negative values count 0.\n"
     "               The page replaces OUT.html whole (written beside it, then renamed).\n"
+    "    otlp       FILE as one OpenTelemetry ExportProfilesServiceRequest (OTLP profiles,\n"
+    "               opentelemetry-proto 1.9.0; experimental), uncompressed protobuf, to OUT\n"
+    "               or standard output: what the OTLP upload sink posts for that export.\n"
+    "               The resource comes from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.\n"
     "\n"
     "OPTIONS\n"
     "    --sample-type T   The sample type to show, e.g. cpu-time, alloc_space (default:\n"
@@ -78,7 +84,7 @@ static const char HELP[] =
     "    --exact           Values as integers in the sample type's unit; without it,\n"
     "                      nanoseconds and bytes are scaled (1.50s, 2.00MB) as go tool\n"
     "                      pprof shows them.\n"
-    "    -o, --output OUT.html   flame: the page to write (required).\n"
+    "    -o, --output OUT.html   flame: the page to write (required); otlp: the file.\n"
     "    --title TEXT      flame: the page's title (default: the files' names).\n"
     "    --help, --version\n"
     "\n"
@@ -94,7 +100,8 @@ static const char HELP[] =
     "    pprofkit top -n 10 --sample-type cpu-time out/profile.*.pb.gz\n"
     "    pprofkit collapsed cpu.pb.gz | flamegraph.pl > cpu.svg\n"
     "    pprofkit diff --sample-type alloc_space before.pb.gz after.pb.gz\n"
-    "    pprofkit flame -o cpu.html out/profile.*.pb.gz\n";
+    "    pprofkit flame -o cpu.html out/profile.*.pb.gz\n"
+    "    pprofkit otlp -o request.bin out/profile.1234.1.pb.gz\n";
 
 const char *pk_cmd = "";
 
@@ -532,6 +539,31 @@ static int cmd_collapsed(const opts *o) {
     return 0;
 }
 
+/* ---- otlp --------------------------------------------------------------------------- */
+static int cmd_otlp(const char *file, const char *output) {
+    ppk_pprof *p = pk_load(file);
+    ppk_otlp_config cfg;
+    ppk_otlp_config_init(&cfg);
+    char err[256];
+    int rc = ppk_otlp_config_from_env(&cfg, err, sizeof err);
+    ppk_bytes req = {0};
+    if (!rc) rc = ppk_otlp_encode(p, &cfg.resource, NULL, &req, err, sizeof err);
+    ppk_pprof_free(p);
+    if (rc) {
+        fprintf(stderr, "pprofkit otlp: %s\n", err[0] ? err : ppk_strerror(rc));
+        return 1;
+    }
+    FILE *f = output && strcmp(output, "-") ? fopen(output, "wb") : stdout;
+    int bad = !f || fwrite(req.data, 1, req.len, f) != req.len;
+    if (f && f != stdout && fclose(f)) bad = 1;
+    ppk_bytes_free(&req);
+    if (bad) {
+        fprintf(stderr, "pprofkit otlp: %s: %s\n", output, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- arguments ---------------------------------------------------------------------- */
 static void usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "pprofkit%s%s: ", *pk_cmd ? " " : "", pk_cmd);
@@ -553,7 +585,8 @@ int main(int argc, char **argv) {
     pk_cmd = argv[1];
     int top = !strcmp(pk_cmd, "top"), diff = !strcmp(pk_cmd, "diff");
     int collapsed = !strcmp(pk_cmd, "collapsed"), flame = !strcmp(pk_cmd, "flame");
-    if (!top && !diff && !collapsed && !flame) {
+    int otlp = !strcmp(pk_cmd, "otlp");
+    if (!top && !diff && !collapsed && !flame && !otlp) {
         pk_cmd = "";
         usage_error("unknown command '%s'", argv[1]);
     }
@@ -570,11 +603,11 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(HELP, stdout);
             return 0;
-        } else if (!strcmp(a, "--sample-type") || !strncmp(a, "--sample-type=", 14)) {
+        } else if (!otlp && (!strcmp(a, "--sample-type") || !strncmp(a, "--sample-type=", 14))) {
             if (a[13] == '=') o.sample_type = a + 14;
             else if (i + 1 < argc) o.sample_type = argv[++i];
             else usage_error("%s needs a value", a);
-        } else if (flame && (!strcmp(a, "-o") || !strcmp(a, "--output") ||
+        } else if ((flame || otlp) && (!strcmp(a, "-o") || !strcmp(a, "--output") ||
                              !strncmp(a, "--output=", 9))) {
             if (a[1] == '-' && a[8] == '=') output = a + 9;
             else if (i + 1 < argc) output = argv[++i];
@@ -598,7 +631,8 @@ int main(int argc, char **argv) {
     if (diff && o.n_files != 2) usage_error("%s", "diff takes two files, BEFORE and AFTER");
     if (o.n_files == 0) usage_error("%s", "no FILE given");
     if (flame && (!output || !*output)) usage_error("%s", "-o OUT.html is required");
-    int rc = top ? cmd_top(&o) : diff ? cmd_diff(&o) : collapsed ? cmd_collapsed(&o)
+    if (otlp && o.n_files != 1) usage_error("%s", "otlp takes one FILE");
+    int rc = otlp ? cmd_otlp(o.files[0], output) : top ? cmd_top(&o) : diff ? cmd_diff(&o) : collapsed ? cmd_collapsed(&o)
                                                         : pk_flame(o.files, o.n_files,
                                                                    o.sample_type, title,
                                                                    output);
