@@ -23,15 +23,17 @@
  *
  * Usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M] [--out DIR]
  *                  [--unique-tasks|--steady-tasks] [--codec gzip|zstd|none]
- *                  [--agent-url URL] [--pyroscope-url URL] [--memory-limit BYTES]
- *                  [--shards N] [--function-ids]
+ *                  [--agent-url URL] [--pyroscope-url URL] [--otlp-url URL]
+ *                  [--memory-limit BYTES] [--shards N] [--function-ids]
  * --memory-limit sets each window's memory budget (see docs/memory.md); --shards the
  * recorder's shards (ppk_recorder_config.shards; default 1). --function-ids pushes frames
  * by function id (ppk_sample_push_frame_id): each thread interns a function the first
  * time it pushes it and keeps the id, interning again when an id comes back stale.
  * --agent-url also sends each export to a Datadog agent (http://host:port or
  * unix:///path; DD_SERVICE, DD_ENV, DD_TAGS... apply), --pyroscope-url to a Pyroscope
- * server (application "taskstorm"); their upload counters go to stderr at the end.
+ * server (application "taskstorm"), --otlp-url to an OpenTelemetry collector (OTLP
+ * profiles at URL/v1development/profiles, gzip, service.name "taskstorm"; OTEL_* variables
+ * apply); their upload counters go to stderr at the end.
  * Open a result with: go tool pprof -top OUT/taskstorm.PID.SEQ.pb.gz
  */
 #define _GNU_SOURCE /* gettid() */
@@ -61,11 +63,11 @@ static struct {
     const char *out;
     int unique;
     ppk_codec codec;
-    const char *agent_url, *pyroscope_url;
+    const char *agent_url, *pyroscope_url, *otlp_url;
     double memory_limit; /* bytes; 0: the library's default */
     int shards;
     int function_ids;
-} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, 0, 1, 0};
+} opt = {4, 10.0, 1000.0, 1000, "taskstorm-out", 1, PPK_CODEC_GZIP, NULL, NULL, NULL, 0, 1, 0};
 
 static struct w1 w;                 /* read-only once built: shared by the threads */
 static atomic_uint_fast64_t task_counter;
@@ -228,7 +230,8 @@ static void usage(FILE *f) {
             "usage: taskstorm [--threads N] [--seconds S] [--rate HZ] [--export-ms M]\n"
             "                 [--out DIR] [--unique-tasks|--steady-tasks]\n"
             "                 [--codec gzip|zstd|none] [--agent-url URL] [--pyroscope-url URL]\n"
-            "                 [--memory-limit BYTES] [--shards N] [--function-ids]\n"
+            "                 [--otlp-url URL] [--memory-limit BYTES] [--shards N]\n"
+            "                 [--function-ids]\n"
             "  --rate HZ: samples per second per thread, 0 = as fast as possible\n"
             "Defaults: --threads 4 --seconds 10 --rate 1000 --export-ms 1000 "
             "--out taskstorm-out --unique-tasks --codec gzip\n");
@@ -326,6 +329,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--pyroscope-url") && v) {
             opt.pyroscope_url = v;
             i++;
+        } else if (!strcmp(a, "--otlp-url") && v) {
+            opt.otlp_url = v;
+            i++;
         } else if (!strcmp(a, "--codec") && v) {
             if (!strcmp(v, "gzip")) opt.codec = PPK_CODEC_GZIP;
             else if (!strcmp(v, "zstd")) opt.codec = PPK_CODEC_ZSTD;
@@ -375,8 +381,8 @@ int main(int argc, char **argv) {
     int rc = ppk_recorder_create(&cfg, &r);
     ppk_sink report = {report_write, NULL, NULL};
     if (rc == 0) rc = ppk_recorder_add_sink(r, &report);
-    ppk_sink up[2];
-    const char *up_name[2];
+    ppk_sink up[3];
+    const char *up_name[3];
     int n_up = 0;
     char uerr[256] = "";
     if (rc == 0 && opt.agent_url) {
@@ -398,6 +404,18 @@ int main(int argc, char **argv) {
         rc = ppk_sink_pyroscope(&pc, &up[n_up], uerr, sizeof uerr);
         if (rc == 0) rc = ppk_recorder_add_sink(r, &up[n_up]);
         up_name[n_up++] = "pyroscope";
+    }
+    if (rc == 0 && opt.otlp_url) {
+        ppk_otlp_config oc;
+        ppk_otlp_config_init(&oc);
+        oc.gzip = 1;
+        rc = ppk_otlp_config_from_env(&oc, uerr, sizeof uerr);
+        oc.endpoint = ppk_cstr(opt.otlp_url);
+        oc.profiles_endpoint = PPK_STR("");
+        if (!oc.resource.service_name.len) oc.resource.service_name = PPK_STR("taskstorm");
+        if (rc == 0) rc = ppk_sink_otlp(&oc, &up[n_up], uerr, sizeof uerr);
+        if (rc == 0) rc = ppk_recorder_add_sink(r, &up[n_up]);
+        up_name[n_up++] = "otlp";
     }
     if (uerr[0]) fprintf(stderr, "taskstorm: upload sink: %s\n", uerr);
     if (rc != 0) {

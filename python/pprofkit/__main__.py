@@ -100,6 +100,11 @@ def _parser():
                    default=_env("PPROFKIT_PYROSCOPE", "PYROSCOPE_SERVER_ADDRESS"),
                    help="upload to Pyroscope / Grafana (PPROFKIT_PYROSCOPE, "
                         "PYROSCOPE_SERVER_ADDRESS)")
+    r.add_argument("--otlp", nargs="?", const=True, default=_env("PPROFKIT_OTLP"),
+                   metavar="URL",
+                   help="upload OTLP profiles (experimental) to an OpenTelemetry collector: "
+                        "its base URL (the path /v1development/profiles is added), or none "
+                        "for OTEL_EXPORTER_OTLP_ENDPOINT (PPROFKIT_OTLP)")
     r.add_argument("--no-wall", action="store_true", default=_flag("PPROFKIT_NO_WALL"),
                    help="do not record wall time (PPROFKIT_NO_WALL)")
     r.add_argument("--no-cpu", action="store_true", default=_flag("PPROFKIT_NO_CPU"),
@@ -205,6 +210,14 @@ def _write_flame(path, files):
     return path
 
 
+def _otlp_option(value):
+    """--otlp / PPROFKIT_OTLP: True, "1" or "true" for the OTEL_* environment's
+    collector, else the collector's URL."""
+    if value is True or (isinstance(value, str) and value.lower() in ("1", "true")):
+        return True
+    return value or None
+
+
 def _start(ns):
     """Starts the profiler with run's options; at exit, the flame graph page if asked
     (by this process only: a forked child goes on profiling but leaves the page to the
@@ -219,7 +232,7 @@ def _start(ns):
         codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
         wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
         version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
-        asyncio_tasks=not ns.no_asyncio_tasks, max_tasks_per_tick=ns.max_tasks_per_tick)
+        otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks, max_tasks_per_tick=ns.max_tasks_per_tick)
 
     def on_stop(s):
         page = None
@@ -246,7 +259,8 @@ def _export_to_children(ns):
            "PPROFKIT_MAX_FRAMES": ns.max_frames, "PPROFKIT_SERVICE": ns.service,
            "PPROFKIT_ENV": ns.env, "PPROFKIT_VERSION": ns.version, "PPROFKIT_TAGS": ns.tags,
            "PPROFKIT_DATADOG": "1" if ns.datadog is True else ns.datadog,
-           "PPROFKIT_PYROSCOPE": ns.pyroscope, "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
+           "PPROFKIT_PYROSCOPE": ns.pyroscope, "PPROFKIT_OTLP": "1" if ns.otlp is True else ns.otlp,
+           "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
            "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",
            "PPROFKIT_MAX_TASKS_PER_TICK": str(ns.max_tasks_per_tick),

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+import urllib.parse
 import weakref
 
 from . import _native
@@ -53,6 +54,9 @@ class Profiler:
     max_frames: deepest stack kept (None: 512). wall, cpu: record wall / CPU time.
     service, env, version, tags: for uploads (tags: "k:v,k:v" or a dict). datadog:
     True (agent from the DD_* environment), or an agent URL. pyroscope: the server URL.
+    otlp: True (collector from the OTEL_* environment), or the collector's base URL
+    (OTLP profiles over HTTP, experimental; service, env, version and tags become the
+    resource's service.name, deployment.environment.name, service.version and attributes).
     name: the file name prefix (default "python"). function_ids: push frames by function
     id (the recorder's function dictionary; False pushes their strings, for comparison).
     asyncio_tasks: also sample every asyncio task that waits, one sample per task per
@@ -65,8 +69,8 @@ class Profiler:
     def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
                  codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
                  service=None, env=None, version=None, tags=None, datadog=None,
-                 pyroscope=None, name="python", function_ids=True, asyncio_tasks=True,
-                 max_tasks_per_tick=1000):
+                 pyroscope=None, otlp=None, name="python", function_ids=True,
+                 asyncio_tasks=True, max_tasks_per_tick=1000):
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
         rate = float(rate)
@@ -101,6 +105,14 @@ class Profiler:
                 if isinstance(pyroscope, str):
                     kw["server_address"] = pyroscope
                 self.uploads.append(self.recorder.add_pyroscope_sink(
+                    **{k: v for k, v in kw.items() if v}))
+            if otlp:
+                kw = {"service_name": service or os.environ.get("OTEL_SERVICE_NAME") or _program(),
+                      "service_version": version, "environment": env,
+                      "resource_attributes": _otlp_attributes(tags)}
+                if isinstance(otlp, str):
+                    kw["endpoint"] = otlp
+                self.uploads.append(self.recorder.add_otlp_sink(
                     **{k: v for k, v in kw.items() if v}))
             index = {t: i for i, t in enumerate(types)}
             self.sampler = _native.Sampler(
@@ -198,6 +210,17 @@ def _tags_text(tags, sep=":"):
             return tags
         return ",".join(_pyroscope_tag(t) for t in tags.replace(",", " ").split()) or None
     return ",".join("%s%s%s" % (k, sep, v) for k, v in tags.items())
+
+
+def _otlp_attributes(tags):
+    """OTEL_RESOURCE_ATTRIBUTES, then the tags, as k=v,k=v with values percent-encoded
+    (the later of two equal keys is dropped by the encoder: the environment's wins)."""
+    items = [os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")]
+    if isinstance(tags, str):
+        tags = dict(t.partition(":")[::2] for t in tags.replace(",", " ").split())
+    for k, v in (tags or {}).items():
+        items.append("%s=%s" % (k, urllib.parse.quote(str(v), safe="")))
+    return ",".join(i for i in items if i) or None
 
 
 def _pyroscope_tag(item):

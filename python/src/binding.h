@@ -111,6 +111,7 @@ PyObject *ppk_py_recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
                                            PyObject *kwds);
 PyObject *ppk_py_recorder_add_pyroscope_sink(RecorderObject *self, PyObject *args,
                                              PyObject *kwds);
+PyObject *ppk_py_recorder_add_otlp_sink(RecorderObject *self, PyObject *args, PyObject *kwds);
 
 /* sample.c */
 int ppk_py_sample_ready(void);

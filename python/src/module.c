@@ -249,6 +249,8 @@ static const stat_field upload_fields[] = {
     U64(ppk_upload_stats, fail_http_4xx),
     U64(ppk_upload_stats, fail_http_5xx),
     U64(ppk_upload_stats, fail_other),
+    U64(ppk_upload_stats, partial_successes),
+    U64(ppk_upload_stats, rejected_profiles),
     INT(ppk_upload_stats, last_http_status),
     U64(ppk_upload_stats, queue_len),
     U64(ppk_upload_stats, queue_peak),

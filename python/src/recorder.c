@@ -505,6 +505,11 @@ static PyMethodDef Recorder_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "add_pyroscope_sink(*, from_env=True, **config) -> UploadSink: uploads to "
      "Pyroscope / Grafana; PYROSCOPE_* variables first, then the keywords."},
+    {"add_otlp_sink", (PyCFunction)(void (*)(void))ppk_py_recorder_add_otlp_sink,
+     METH_VARARGS | METH_KEYWORDS,
+     "add_otlp_sink(*, from_env=True, **config) -> UploadSink: uploads OTLP profiles "
+     "(experimental) to an OpenTelemetry collector; OTEL_* variables first, then the "
+     "keywords."},
     {"seal", (PyCFunction)Recorder_seal, METH_NOARGS,
      "seal(): ends recording: from now on a flush raises ClosedError (counted in "
      "samples_dropped_closed), while export(), stats() and the sinks go on; export() then "

@@ -1,8 +1,10 @@
 /*
  * sinks.c - the sinks a Recorder hands its exports to, from Python: files
- * (Recorder.add_file_sink), Datadog and Pyroscope uploads (add_datadog_sink,
- * add_pyroscope_sink: keyword arguments set the fields of the library's configs, after
- * the DD_* / PYROSCOPE_* variables unless from_env=False), and pprofkit.UploadSink, the
+ * (Recorder.add_file_sink), Datadog, Pyroscope and OTLP uploads (add_datadog_sink,
+ * add_pyroscope_sink, add_otlp_sink: keyword arguments set the fields of the library's
+ * configs, after the DD_* / PYROSCOPE_* / OTEL_* variables unless from_env=False; the
+ * OTLP resource's fields are keywords of their own: service_name, ..., and
+ * resource_attributes), and pprofkit.UploadSink, the
  * handle on an upload sink the recorder owns (its statistics, its flush). The recorder
  * owns every sink: close() drains the uploads, then frees them with it; a handle
  * refuses its calls once its recorder is closed.
@@ -90,6 +92,15 @@ static const cfg_field pyroscope_fields[] = {
     PY(spy_name, 's'),       PY(sample_rate, 'l'),      PY(basic_auth_user, 's'),
     PY(basic_auth_password, 's'), PY(tenant_id, 's'),   UPLOAD_FIELDS(ppk_pyroscope_config)};
 
+#define OT(f, t) {#f, offsetof(ppk_otlp_config, f), t}
+#define OTR(f, t) {#f, offsetof(ppk_otlp_config, resource.f), t}
+static const cfg_field otlp_fields[] = {
+    OT(endpoint, 's'),       OT(profiles_endpoint, 's'), OT(headers, 's'),
+    OT(gzip, 'b'),           OTR(service_name, 's'),     OTR(service_version, 's'),
+    OTR(environment, 's'),   OTR(host_name, 's'),        OTR(sdk_language, 's'),
+    {"resource_attributes", offsetof(ppk_otlp_config, resource.attributes), 's'},
+    UPLOAD_FIELDS(ppk_otlp_config)};
+
 /* Sets the config fields named by the keyword arguments (None leaves a field alone);
  * strings stay valid while `kwds` and `keeps` live. */
 static int apply_fields(void *cfg, const cfg_field *fields, PyObject *kwds, PyObject *keeps,
@@ -156,10 +167,11 @@ static int want_env(PyObject *kwds) {
 typedef union upload_config {
     ppk_datadog_config datadog;
     ppk_pyroscope_config pyroscope;
+    ppk_otlp_config otlp;
 } upload_config;
 
 typedef struct upload_kind {
-    const char *name;   /* "datadog", "pyroscope" */
+    const char *name;   /* "datadog", "pyroscope", "otlp" */
     const char *method; /* "add_datadog_sink", ... */
     const cfg_field *fields;
     void (*init)(upload_config *cfg);
@@ -188,11 +200,25 @@ static int pyroscope_make(const upload_config *cfg, ppk_sink *out, char *err, si
     return ppk_sink_pyroscope(&cfg->pyroscope, out, err, n);
 }
 
+static void otlp_init(upload_config *cfg) {
+    ppk_otlp_config_init(&cfg->otlp);
+    cfg->otlp.resource.sdk_language = PPK_STR("python");
+}
+static int otlp_env(upload_config *cfg, char *err, size_t n) {
+    return ppk_otlp_config_from_env(&cfg->otlp, err, n);
+}
+static int otlp_make(const upload_config *cfg, ppk_sink *out, char *err, size_t n) {
+    return ppk_sink_otlp(&cfg->otlp, out, err, n);
+}
+
 static const upload_kind datadog_kind = {"datadog", "add_datadog_sink", datadog_fields,
                                          datadog_init, datadog_env, datadog_make};
 static const upload_kind pyroscope_kind = {"pyroscope", "add_pyroscope_sink",
                                            pyroscope_fields, pyroscope_init, pyroscope_env,
                                            pyroscope_make};
+
+static const upload_kind otlp_kind = {"otlp", "add_otlp_sink", otlp_fields, otlp_init,
+                                      otlp_env, otlp_make};
 
 /* The room for one more upload sink; ClosedError or InvalidArgumentError otherwise. */
 static int upload_room(RecorderObject *self, const char *what) {
@@ -242,6 +268,11 @@ PyObject *ppk_py_recorder_add_datadog_sink(RecorderObject *self, PyObject *args,
 PyObject *ppk_py_recorder_add_pyroscope_sink(RecorderObject *self, PyObject *args,
                                              PyObject *kwds) {
     return add_upload(self, args, kwds, &pyroscope_kind);
+}
+
+PyObject *ppk_py_recorder_add_otlp_sink(RecorderObject *self, PyObject *args,
+                                        PyObject *kwds) {
+    return add_upload(self, args, kwds, &otlp_kind);
 }
 
 /* ---- UploadSink -------------------------------------------------------------------- */
