@@ -15,7 +15,10 @@ from the encoder's code:
     and no timestamp, or as many values as timestamps;
   - conservation against the pprof of the same export: per sample type, values summed by
     (frames, labels) agree, and the timestamped (frames, labels, time, value) agree as
-    multisets. A pprof numeric label "end_timestamp_ns" is the sample's timestamp.
+    multisets. A frame is a location's lines (function name, system name, file, line),
+    its mapping's file ("" without a mapping) and its address; a pprof label whose str
+    index is 0 is numeric, as go tool pprof reads it; the numeric label
+    "end_timestamp_ns" is the sample's timestamp, not a label.
 
 Module use: decode_request(body) -> request; request_failures(request, expect) and
 conservation_failures(request, pprof) -> list of failure strings; read_pprof(path or
