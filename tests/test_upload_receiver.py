@@ -5,17 +5,28 @@ It listens on 127.0.0.1 (an ephemeral port) or on a Unix socket, prints "PORT n"
 "READY") on stdout, then one line "GOT i" per request it has read, and checks every
 request against the expectations given as JSON. It never reads anything the library
 computed except the bytes on the wire: multipart parsing, gzip and the protobuf decoding
-of the profile are written here from the specifications (RFC 7578, profile.proto).
+of the profile are written here from the specifications (RFC 7578, profile.proto). The
+otlp mode decodes with check_otlp.py, which needs Debian's python3-protobuf: run that
+mode with /usr/bin/python3 (the other modes need only the standard library).
 
 Usage: test_upload_receiver.py MODE EXPECT_JSON [UNIX_SOCKET_PATH]
 Modes:
   datadog    check a Datadog upload (agent or agentless), answer 200
   pyroscope  check a Pyroscope /ingest upload, answer 200
-  status     answer every request with EXPECT["status"]; no checks
+  otlp       check an OTLP profiles export (check_otlp.py), answer 200 with an
+             ExportProfilesServiceResponse
+  status     answer every request with EXPECT["status"] (and a Retry-After header of
+             EXPECT["retry_after"], a string, when given); no checks
   hang       read the request, never answer
   slowread   read the request 64 bytes at a time, one read per 100 ms, then answer 200
 EXPECT["runtime_id"] (optional, datadog): the runtime-id tag's exact value, not a UUID.
 EXPECT["until"] (optional, pyroscope): the `until` query parameter, as a string.
+otlp: EXPECT["path"] (default /v1development/profiles); EXPECT["gzip"] true: the body is
+gzip with Content-Encoding: gzip, else neither; EXPECT["headers"]: exact header values;
+the keys check_otlp.request_failures compares (service_name, sdk_language, pid,
+host_name, service_version, environment, attributes); EXPECT["save_dir"]: each body,
+decompressed, is written to save_dir/req-<n>.bin; EXPECT["partial"] {"rejected": N,
+"message": "..."}: the answer's partial_success.
 EXPECT["count"] valid requests end the run (after a short grace period, so that an extra
 request is caught). The run also ends after EXPECT["limit"] seconds (default 20) or on
 SIGTERM. Exit status 0 when exactly `count` requests came and every check passed.
@@ -275,6 +286,39 @@ def check_pyroscope(h, path, query, body):
     check_profile(body, "body")
 
 
+check_otlp = None  # the module, imported by main() in the otlp mode
+
+
+def check_otlp_request(h, path, n, body):
+    """Returns the answer's body: an ExportProfilesServiceResponse."""
+    check_eq(path, EXPECT.get("path", "/v1development/profiles"), "path")
+    check_eq(h.headers.get("Content-Type"), "application/x-protobuf", "Content-Type")
+    gz = bool(EXPECT.get("gzip"))
+    check_eq(h.headers.get("Content-Encoding"), "gzip" if gz else None, "Content-Encoding")
+    for k, v in EXPECT.get("headers", {}).items():
+        check_eq(h.headers.get(k), v, "header " + k)
+    ua = h.headers.get("User-Agent") or ""
+    if not ua.startswith("pprofkit/"):
+        fail("User-Agent %r" % ua)
+    if check_eq(body[:2] == b"\x1f\x8b", gz, "body is gzip"):
+        try:
+            raw = gzip.decompress(body) if gz else body
+            if "save_dir" in EXPECT:
+                with open(os.path.join(EXPECT["save_dir"], "req-%d.bin" % n), "wb") as f:
+                    f.write(raw)
+            req = check_otlp.decode_request(raw)
+        except Exception as e:  # gzip, protobuf and protoc errors alike
+            fail("request %d: %s" % (n, e))
+        else:
+            for m in check_otlp.request_failures(req, EXPECT):
+                fail("request %d: %s" % (n, m))
+    resp = check_otlp.otlp_pb2.ExportProfilesServiceResponse()
+    if "partial" in EXPECT:
+        resp.partial_success.rejected_profiles = EXPECT["partial"]["rejected"]
+        resp.partial_success.error_message = EXPECT["partial"]["message"]
+    return resp.SerializeToString()
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -294,14 +338,16 @@ class Handler(BaseHTTPRequestHandler):
             return out
         return self.rfile.read(n)
 
-    def answer(self, code):
+    def answer(self, code, body=b"{}", ctype="application/json", headers=()):
         try:
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in headers:
+                self.send_header(k, v)
             self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(b"{}")
+            self.wfile.write(body)
         except OSError:
             pass
 
@@ -316,7 +362,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(3600)
             return
         if MODE == "status":
-            self.answer(EXPECT["status"])
+            retry = EXPECT.get("retry_after")
+            self.answer(EXPECT["status"], headers=[("Retry-After", retry)] if retry else ())
             return
         if MODE == "slowread":
             self.answer(200)
@@ -326,8 +373,11 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         if self.command != "POST":
             fail("method %s" % self.command)
+        reply = None
         if MODE == "datadog":
             check_datadog(self, url.path, body)
+        elif MODE == "otlp":
+            reply = check_otlp_request(self, url.path, n, body)
         else:
             check_pyroscope(self, url.path, url.query, body)
         ok = len(failures) == before
@@ -337,7 +387,10 @@ class Handler(BaseHTTPRequestHandler):
                 done.set()
         if n == 1 and delay:
             time.sleep(delay)
-        self.answer(200 if ok else 400)
+        if ok and reply is not None:
+            self.answer(200, reply, "application/x-protobuf")
+        else:
+            self.answer(200 if ok else 400)
 
     def do_GET(self):
         fail("GET %s" % self.path)
@@ -356,7 +409,15 @@ class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 def main():
+    global check_otlp
     signal.signal(signal.SIGTERM, lambda *a: done.set())
+    if MODE == "otlp":
+        try:
+            import check_otlp
+        except ImportError as e:
+            print("FAIL: the otlp mode needs google.protobuf (python3-protobuf, in "
+                  "/usr/bin/python3): %r" % e, file=sys.stderr, flush=True)
+            os._exit(1)
     if UNIX_PATH:
         srv = UnixServer(UNIX_PATH, Handler)
         print("READY", flush=True)
@@ -367,7 +428,7 @@ def main():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     done.wait(EXPECT.get("limit", 20))
     time.sleep(EXPECT.get("grace", 0.3))
-    if MODE in ("datadog", "pyroscope"):
+    if MODE in ("datadog", "pyroscope", "otlp"):
         check_eq(valid, EXPECT.get("count", 1), "valid requests")
         if "distinct_pids" in EXPECT:
             check_eq(len(pids), EXPECT["distinct_pids"], "distinct (process_id, runtime-id)")
