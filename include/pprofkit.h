@@ -1127,7 +1127,9 @@ PPK_API void ppk_pprof_free(ppk_pprof *p);
  * sample with a numeric label "end_timestamp_ns" (ppk_sample_data.timestamp_ns) is a
  * timestamped one: the label becomes its timestamp. Samples with the same stack and
  * labels are combined into one OTLP Sample: their values summed (saturating) when they
- * have no timestamp, one value per timestamp when they do. A label whose key already
+ * have no timestamp, one value per timestamp when they do (an aggregate and timestamped
+ * samples of the same stack and labels, as a window under its memory limit may hold,
+ * stay two Samples: values and timestamps must pair up). A label whose key already
  * appeared in the same sample is dropped, counted in dropped_attributes_count. Invalid
  * UTF-8 is repaired (U+FFFD); OTLP has no place for pprof's comments, drop_frames,
  * keep_frames, default sample type, mapping build ids or is_folded, which are left out.

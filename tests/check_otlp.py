@@ -281,7 +281,10 @@ def sample_failures(samples, d, what):
         nv, nt = len(s.values), len(s.timestamps_unix_nano)
         if not (nv == nt >= 1 or (nv == 1 and nt == 0)):
             out.append("%s: %d values and %d timestamps" % (w, nv, nt))
-        ident = (s.stack_index, frozenset(s.attribute_indices), s.link_index)
+        # One Sample per identity and shape: an aggregate (no timestamp) and a timestamped
+        # series of the same stack and attributes cannot be one Sample (values and
+        # timestamps must pair up), so both may appear.
+        ident = (s.stack_index, frozenset(s.attribute_indices), s.link_index, nt > 0)
         if ident in identities:
             out.append("%s: same identity as sample %d" % (w, identities[ident]))
         identities.setdefault(ident, j)
