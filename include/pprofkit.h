@@ -1120,7 +1120,8 @@ PPK_API void ppk_pprof_free(ppk_pprof *p);
  * each with the pprof's time, duration, period and period type and a random profile_id.
  * The tables live once in the request's ProfilesDictionary, each with the zero value at
  * index 0 and no duplicates: strings, mappings, locations, functions (the pprof's, in
- * its order), stacks (each distinct list of locations, leaf first; a sample without
+ * its order, equal ones merged; a location without address, mapping or lines is the zero
+ * Location), stacks (each distinct list of locations, leaf first; a sample without
  * frames has stack 0), attributes (each distinct label: a string label as a string
  * value, a numeric one as an int value with its unit) and links (only the zero link).
  * A sample whose value is 0 for a sample type is left out of that type's Profile. A

@@ -4,10 +4,13 @@
  * Field numbers are those of opentelemetry-proto 1.9.0 (profiles/v1development and its
  * collector service; common/v1, resource/v1), named below. The work is in two passes:
  *
- *   1. Tables. Strings, stacks, attributes and sample identities are interned in
- *      ppk__dicts (dict.h), so that each table holds every value once and an index is a
- *      dict id (+ 1 where index 0 is the table's zero value). Mappings, functions and
- *      locations keep the pprof's order: the pprof's element i is OTLP index i + 1.
+ *   1. Tables. Strings, mappings, functions, locations, stacks, attributes and sample
+ *      identities are interned in ppk__dicts (dict.h) as fixed records of indices, so
+ *      that each table holds every value once (a producer's duplicates merge, an
+ *      all-zero element is the zero value) and an index is a dict id; where index 0 is
+ *      the table's zero value it is interned first (strings, mappings, functions,
+ *      locations) or the index is the id + 1 (stacks, attributes). The pprof's mapping,
+ *      function and location i map to an index through map_ix, fn_ix and loc_ix.
  *      Each sample gets its stack, its sorted attribute indices, its timestamp (the
  *      "end_timestamp_ns" label) and its group: the samples of one group have the same
  *      stack, attributes and shape (timestamped or not) and become one OTLP Sample.
@@ -60,6 +63,24 @@ enum { ST_LOCATIONS = 1, KU_KEY = 1, KU_VALUE = 2, KU_UNIT = 3 };
 /* The largest OTLP index (int32). */
 #define MAX_INDEX 0x7fffffffu
 
+/* The interned records: a mapping, a function, a location (followed by its lines). */
+typedef struct map_rec {
+    uint64_t start, limit, offset;
+    uint32_t file, pad;
+} map_rec;
+typedef struct fn_rec {
+    uint32_t name, system_name, file, pad;
+    int64_t start_line;
+} fn_rec;
+typedef struct loc_rec {
+    uint32_t mapping, n_lines;
+    uint64_t address;
+} loc_rec;
+typedef struct line_rec {
+    uint32_t function, pad;
+    int64_t line;
+} line_rec;
+
 /* One attribute, as interned: a string value is a string index. */
 typedef struct attr_rec {
     uint32_t key, unit;
@@ -73,13 +94,13 @@ typedef struct enc {
     ppk__arena arena;
     ppk__dict strs;   /* the string table */
     ppk__dict lvals;  /* string label values (inline in AnyValue): ids for attributes */
-    ppk__dict stacks, attrs, groups;
+    ppk__dict maps, fns, locs, stacks, attrs, groups;
     ppk__pb pb;
     const ppk_pprof *p;
     uint8_t *fix;          /* room to repair one string */
     size_t fix_cap;
-    uint32_t *fn_strs;     /* per function: name, system name, filename */
-    uint32_t *map_file;    /* per mapping: filename */
+    uint32_t *map_ix, *fn_ix, *loc_ix; /* per pprof element: its OTLP index */
+    uint8_t *rec;          /* room for one location record */
     uint32_t *type_strs;   /* per sample type: type, unit; then the period type's */
     uint32_t *s_stack;     /* per sample */
     uint32_t *s_group;
@@ -175,21 +196,59 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The string tables of functions, mappings and types. */
+/* A record's index in d; the zero value (all bytes 0) must be interned first. */
+static uint32_t intern_rec(enc *e, ppk__dict *d, const void *rec, size_t n, const char *what) {
+    uint32_t id = ppk__dict_intern(d, rec, n, ppk__hash(rec, n), 8, NULL);
+    if (id == PPK_DICT_NONE) return fail(e, PPK_ENOMEM, "out of memory"), 0;
+    if (id >= MAX_INDEX) return fail(e, PPK_ETOOBIG, what), 0;
+    return id;
+}
+
+/* Mappings, functions and locations (their records and indices), and the types. */
 static int intern_elements(enc *e) {
     const ppk_pprof *p = e->p;
+    size_t max_lines = 0;
+    for (size_t i = 0; i < p->n_locations; i++)
+        if (p->locations[i].n_lines > max_lines) max_lines = p->locations[i].n_lines;
     if (str_ix(e, PPK_STR("")) != 0) return e->rc ? e->rc : fail(e, PPK_ENOMEM, "strings");
-    if (!ALLOC_ARRAY(e, e->fn_strs, 3 * p->n_functions) ||
-        !ALLOC_ARRAY(e, e->map_file, p->n_mappings) ||
+    if (!ALLOC_ARRAY(e, e->map_ix, p->n_mappings) || !ALLOC_ARRAY(e, e->fn_ix, p->n_functions) ||
+        !ALLOC_ARRAY(e, e->loc_ix, p->n_locations) ||
+        !ALLOC_ARRAY(e, e->rec, sizeof(loc_rec) + max_lines * sizeof(line_rec)) ||
         !ALLOC_ARRAY(e, e->type_strs, 2 * p->n_sample_types + 2))
         return fail(e, PPK_ENOMEM, "out of memory");
-    for (size_t i = 0; i < p->n_functions && !e->rc; i++) {
-        e->fn_strs[3 * i] = str_ix(e, p->functions[i].name);
-        e->fn_strs[3 * i + 1] = str_ix(e, p->functions[i].system_name);
-        e->fn_strs[3 * i + 2] = str_ix(e, p->functions[i].filename);
+    map_rec m = {0};
+    fn_rec f = {0};
+    loc_rec l = {0};
+    intern_rec(e, &e->maps, &m, sizeof m, "");
+    intern_rec(e, &e->fns, &f, sizeof f, "");
+    intern_rec(e, &e->locs, &l, sizeof l, "");
+    for (size_t i = 0; i < p->n_mappings && !e->rc; i++) {
+        const ppk_pprof_mapping *pm = &p->mappings[i];
+        m = (map_rec){pm->memory_start, pm->memory_limit, pm->file_offset, 0, 0};
+        m.file = str_ix(e, pm->filename);
+        if (!e->rc) e->map_ix[i] = intern_rec(e, &e->maps, &m, sizeof m, "over 2^31 - 1 mappings");
     }
-    for (size_t i = 0; i < p->n_mappings && !e->rc; i++)
-        e->map_file[i] = str_ix(e, p->mappings[i].filename);
+    for (size_t i = 0; i < p->n_functions && !e->rc; i++) {
+        const ppk_pprof_function *pf = &p->functions[i];
+        f.name = str_ix(e, pf->name);
+        f.system_name = str_ix(e, pf->system_name);
+        f.file = str_ix(e, pf->filename);
+        f.start_line = pf->start_line;
+        if (!e->rc) e->fn_ix[i] = intern_rec(e, &e->fns, &f, sizeof f, "over 2^31 - 1 functions");
+    }
+    for (size_t i = 0; i < p->n_locations && !e->rc; i++) {
+        const ppk_pprof_location *pl = &p->locations[i];
+        l = (loc_rec){pl->mapping ? e->map_ix[pl->mapping - p->mappings] : 0,
+                      (uint32_t)pl->n_lines, pl->address};
+        memcpy(e->rec, &l, sizeof l);
+        for (size_t k = 0; k < pl->n_lines; k++) {
+            const ppk_pprof_line *pn = &pl->lines[k];
+            line_rec r = {pn->function ? e->fn_ix[pn->function - p->functions] : 0, 0, pn->line};
+            memcpy(e->rec + sizeof l + k * sizeof r, &r, sizeof r);
+        }
+        e->loc_ix[i] = intern_rec(e, &e->locs, e->rec, sizeof l + pl->n_lines * sizeof(line_rec),
+                                  "over 2^31 - 1 locations");
+    }
     for (size_t i = 0; i < p->n_sample_types && !e->rc; i++) {
         e->type_strs[2 * i] = str_ix(e, p->sample_types[i].type);
         e->type_strs[2 * i + 1] = str_ix(e, p->sample_types[i].unit);
@@ -263,7 +322,7 @@ static int intern_samples(enc *e) {
         uint32_t st = 0;
         if (s->n_locations) {
             for (size_t k = 0; k < s->n_locations; k++)
-                e->scratch[k] = (uint32_t)(s->locations[k] - p->locations) + 1;
+                e->scratch[k] = e->loc_ix[s->locations[k] - p->locations];
             st = intern_words(e, &e->stacks, e->scratch, s->n_locations * sizeof(uint32_t),
                               "over 2^31 - 2 stacks");
             if (!st) return e->rc;
@@ -469,45 +528,42 @@ static int put_zero(enc *e, uint32_t field) {
 }
 
 static int put_dictionary(enc *e) {
-    const ppk_pprof *p = e->p;
     if (room(e, PPK_PB_NEST_MAX)) return e->rc;
     size_t dict = ppk__pb_begin(&e->pb, REQ_DICTIONARY);
-    put_zero(e, DI_MAPPINGS);
-    for (size_t i = 0; i < p->n_mappings && !room(e, PPK_PB_NEST_MAX + 4 * PPK_PB_UINT_MAX); i++) {
-        const ppk_pprof_mapping *m = &p->mappings[i];
+    /* Index 0 of mappings, functions and locations is their zero record. */
+    for (uint32_t i = 0; i < e->maps.n && !room(e, PPK_PB_NEST_MAX + 4 * PPK_PB_UINT_MAX); i++) {
+        const map_rec *m = key_of(&e->maps, i);
         size_t b = ppk__pb_begin(&e->pb, DI_MAPPINGS);
-        ppk__pb_uint_nz(&e->pb, MA_START, m->memory_start);
-        ppk__pb_uint_nz(&e->pb, MA_LIMIT, m->memory_limit);
-        ppk__pb_uint_nz(&e->pb, MA_OFFSET, m->file_offset);
-        ppk__pb_uint_nz(&e->pb, MA_FILENAME, e->map_file[i]);
+        ppk__pb_uint_nz(&e->pb, MA_START, m->start);
+        ppk__pb_uint_nz(&e->pb, MA_LIMIT, m->limit);
+        ppk__pb_uint_nz(&e->pb, MA_OFFSET, m->offset);
+        ppk__pb_uint_nz(&e->pb, MA_FILENAME, m->file);
         ppk__pb_end(&e->pb, b);
     }
-    put_zero(e, DI_LOCATIONS);
-    for (size_t i = 0; i < p->n_locations && !e->rc; i++) {
-        const ppk_pprof_location *l = &p->locations[i];
+    for (uint32_t i = 0; i < e->locs.n && !e->rc; i++) {
+        const loc_rec *l = key_of(&e->locs, i);
+        const line_rec *lines = (const line_rec *)(l + 1);
         if (room(e, PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX +
                         l->n_lines * (PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX)))
             break;
         size_t b = ppk__pb_begin(&e->pb, DI_LOCATIONS);
-        if (l->mapping) ppk__pb_uint(&e->pb, LO_MAPPING, (uint64_t)(l->mapping - p->mappings) + 1);
+        ppk__pb_uint_nz(&e->pb, LO_MAPPING, l->mapping);
         ppk__pb_uint_nz(&e->pb, LO_ADDRESS, l->address);
         for (size_t k = 0; k < l->n_lines; k++) {
             size_t ln = ppk__pb_begin(&e->pb, LO_LINES);
-            if (l->lines[k].function)
-                ppk__pb_uint(&e->pb, LI_FUNCTION,
-                             (uint64_t)(l->lines[k].function - p->functions) + 1);
-            ppk__pb_uint_nz(&e->pb, LI_LINE, (uint64_t)l->lines[k].line);
+            ppk__pb_uint_nz(&e->pb, LI_FUNCTION, lines[k].function);
+            ppk__pb_uint_nz(&e->pb, LI_LINE, (uint64_t)lines[k].line);
             ppk__pb_end(&e->pb, ln);
         }
         ppk__pb_end(&e->pb, b);
     }
-    put_zero(e, DI_FUNCTIONS);
-    for (size_t i = 0; i < p->n_functions && !room(e, PPK_PB_NEST_MAX + 4 * PPK_PB_UINT_MAX); i++) {
+    for (uint32_t i = 0; i < e->fns.n && !room(e, PPK_PB_NEST_MAX + 4 * PPK_PB_UINT_MAX); i++) {
+        const fn_rec *f = key_of(&e->fns, i);
         size_t b = ppk__pb_begin(&e->pb, DI_FUNCTIONS);
-        ppk__pb_uint_nz(&e->pb, FN_NAME, e->fn_strs[3 * i]);
-        ppk__pb_uint_nz(&e->pb, FN_SYSTEM_NAME, e->fn_strs[3 * i + 1]);
-        ppk__pb_uint_nz(&e->pb, FN_FILENAME, e->fn_strs[3 * i + 2]);
-        ppk__pb_uint_nz(&e->pb, FN_START_LINE, (uint64_t)p->functions[i].start_line);
+        ppk__pb_uint_nz(&e->pb, FN_NAME, f->name);
+        ppk__pb_uint_nz(&e->pb, FN_SYSTEM_NAME, f->system_name);
+        ppk__pb_uint_nz(&e->pb, FN_FILENAME, f->file);
+        ppk__pb_uint_nz(&e->pb, FN_START_LINE, (uint64_t)f->start_line);
         ppk__pb_end(&e->pb, b);
     }
     put_zero(e, DI_LINKS);
@@ -598,6 +654,9 @@ int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res, const ppk_
     ppk__arena_init(&e->arena, &e->mem, 64 << 10, 0);
     ppk__dict_init(&e->strs, &e->mem, &e->arena);
     ppk__dict_init(&e->lvals, &e->mem, &e->arena);
+    ppk__dict_init(&e->maps, &e->mem, &e->arena);
+    ppk__dict_init(&e->fns, &e->mem, &e->arena);
+    ppk__dict_init(&e->locs, &e->mem, &e->arena);
     ppk__dict_init(&e->stacks, &e->mem, &e->arena);
     ppk__dict_init(&e->attrs, &e->mem, &e->arena);
     ppk__dict_init(&e->groups, &e->mem, &e->arena);
@@ -612,6 +671,9 @@ int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res, const ppk_
     ppk__pb_destroy(&e->pb);
     ppk__dict_destroy(&e->strs);
     ppk__dict_destroy(&e->lvals);
+    ppk__dict_destroy(&e->maps);
+    ppk__dict_destroy(&e->fns);
+    ppk__dict_destroy(&e->locs);
     ppk__dict_destroy(&e->stacks);
     ppk__dict_destroy(&e->attrs);
     ppk__dict_destroy(&e->groups);

@@ -208,8 +208,11 @@ class CheckOtlpTest(unittest.TestCase):
                 self.assertFails(fragment)
 
     def test_location_zero_in_stack(self):
+        # Location 0 is a frame nothing is known of: well formed, but a frame more than
+        # the pprof's stack has.
         self.req.dictionary.stack_table[1].location_indices.insert(1, 0)
-        self.assertFails("stack 1 location: index 0 into location_table out of range")
+        self.assertEqual(check_otlp.request_failures(self.req, EXPECT), [])
+        self.assertNotEqual(self.failures(), [])
 
     def test_duplicates(self):
         d = self.req.dictionary

@@ -460,6 +460,26 @@ if [ -n "${PPK_TEST_PYTHON:-}" ]; then
 fi
 echo "ok   --title: escaped text, markers and all${PPK_TEST_PYTHON:+, the same bytes as python -m pprofkit flame}"
 
+step "otlp: each profile as an OTLP request, checked against it (check_otlp.py)"
+# Debian's python3 has python3-protobuf, which check_otlp.py decodes with.
+PYPB=python3
+[ -x /usr/bin/python3 ] && PYPB=/usr/bin/python3
+otlp_expect='{"service_name":"cmd","pid":null,"host_name":null,"attributes":{"team":"a,b"}}'
+for f in ppk/small.pb.gz ppk/small.pb ppk/edge.pb ppk/reset.pb ppk/w1.pb.gz \
+         go1/cpu.pb.gz go1/heap.pb.gz; do
+    OTEL_SERVICE_NAME=cmd OTEL_RESOURCE_ATTRIBUTES=team=a%2Cb "$PK" otlp -o "$WORK/req.bin" \
+        "$WORK/$f" || fail "pprofkit otlp $f"
+    "$PYPB" "$SOURCE_DIR/tests/check_otlp.py" --expect "$otlp_expect" --pprof "$WORK/$f" \
+        -- "$WORK/req.bin" > "$WORK/otlp.out" || fail "pprofkit otlp $f: the request is wrong"
+    echo "ok   otlp $f: $(cat "$WORK/otlp.out")"
+done
+# odd.pb's strings are not all UTF-8 (protobuf's decoders refuse it as pprof): the
+# request's are repaired, so it decodes; its structure is checked.
+"$PK" otlp "$WORK/odd.pb" > "$WORK/odd.req" || fail "pprofkit otlp odd.pb"
+"$PYPB" "$SOURCE_DIR/tests/check_otlp.py" --expect '{"pid":null,"host_name":null}' \
+    "$WORK/odd.req" > /dev/null || fail "pprofkit otlp odd.pb: the request is wrong"
+echo "ok   otlp odd.pb: repaired strings, a valid request"
+
 step "errors and usage"
 expect() { # expect CODE PATTERN COMMAND...: exit status and a line of stderr
     local code=$1 pattern=$2 rc=0
@@ -509,6 +529,12 @@ expect 2 "-o needs a value" "$PK" flame "$WORK/ppk/w1.pb.gz" -o
 expect 2 "no FILE given" "$PK" flame -o "$WORK/p.html"
 expect 2 "unknown option '-n'" "$PK" flame -n 3 -o "$WORK/p.html" "$WORK/ppk/w1.pb.gz"
 expect 2 "unknown option '--title'" "$PK" top --title x "$WORK/ppk/w1.pb.gz"
+expect 2 "otlp takes one FILE" "$PK" otlp "$WORK/ppk/w1.pb.gz" "$WORK/ppk/small.pb"
+expect 2 "unknown option '--sample-type'" "$PK" otlp --sample-type x "$WORK/ppk/w1.pb.gz"
+expect 1 "cut.pb: Profile.sample_type at byte 0" "$PK" otlp -o "$WORK/r.bin" "$WORK/cut.pb"
+OTEL_RESOURCE_ATTRIBUTES=novalue expect 1 "OTEL_RESOURCE_ATTRIBUTES: \"novalue\" is not key=value" \
+    "$PK" otlp -o "$WORK/r.bin" "$WORK/ppk/w1.pb.gz"
+expect 1 "no-such-dir/r.bin" "$PK" otlp -o "$WORK/no-such-dir/r.bin" "$WORK/ppk/w1.pb.gz"
 [ ! -e "$WORK/p.html" ] || fail "a usage error wrote a page"
 "$PK" --help | grep -q "^SYNOPSIS" || fail "--help has no SYNOPSIS"
 "$PK" top --help | grep -q "^EXIT STATUS" || fail "top --help"
