@@ -15,7 +15,8 @@
  * promises of reader_check.h's rc_check_invariants and reads the same again; compressed
  * or not, the same protobuf reads the same; and when tests/pprof_read.h (a decoder that
  * shares no code with the library, more lenient in places) also accepts the protobuf,
- * both describe it identically.
+ * both describe it identically. Every accepted profile is also encoded as OTLP
+ * (ppk_otlp_encode): 0, or PPK_ENOMEM from the failing allocator, nothing left allocated.
  *
  * See fuzz.h for the two builds (libFuzzer, and the ctest regression run).
  */
@@ -151,6 +152,17 @@ static char *read_and_check(const uint8_t *data, size_t len, size_t max_decoded,
         const char *wrong = rc_check_invariants(p);
         if (wrong) FZ_FAIL("accepted profile: %s", wrong);
         text = describe(p);
+        /* Whatever the reader accepts, the OTLP encoder takes: 0, or PPK_ENOMEM from a
+         * failing allocator, nothing left allocated. */
+        test_alloc oc = {.fail_at = fail_at};
+        ppk_allocator oa = test_allocator(&oc);
+        ppk_otlp_resource res = {.service_name = PPK_STR("fuzz")};
+        ppk_bytes req = {0};
+        int orc = ppk_otlp_encode(p, &res, &oa, &req, err, sizeof err);
+        if (orc && !(orc == PPK_ENOMEM && fail_at)) FZ_FAIL("ppk_otlp_encode: %d (%s)", orc, err);
+        if (!orc && req.len < 20) FZ_FAIL("ppk_otlp_encode: %zu bytes", req.len);
+        ppk_bytes_free(&req);
+        if (oc.outstanding != 0) FZ_FAIL("ppk_otlp_encode left %lld bytes", oc.outstanding);
         ppk_pprof_free(p);
     } else {
         if (rc != PPK_EFORMAT && rc != PPK_ETOOBIG && !(rc == PPK_ENOMEM && fail_at))
