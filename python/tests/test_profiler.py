@@ -32,6 +32,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -575,15 +576,23 @@ class TestFinalization(ProfilerTest):
 
 
 
+REPO_TESTS = os.path.join(HERE, "..", "..", "tests")
+# Debian's python3 has python3-protobuf, which the OTLP checks decode with.
+DEBIAN_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
+
+
 class Receiver:
     """programs/receiver.py (tests/test_upload_receiver.py, which checks every request
-    itself; the totals it saw are printed instead of compared) in MODE with EXPECT."""
+    itself; the totals it saw are printed instead of compared) in MODE with EXPECT; in
+    mode "otlp", the receiver itself (its requests are compared with the files by
+    tests/check_otlp.py), run by Debian's python3."""
 
     def __init__(self, test, mode, expect):
         env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONMALLOC")}
+        cmd = ([DEBIAN_PYTHON, os.path.join(REPO_TESTS, "test_upload_receiver.py")]
+               if mode == "otlp" else [sys.executable, os.path.join(PROGRAMS, "receiver.py")])
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(PROGRAMS, "receiver.py"), mode,
-             json.dumps(dict(expect, limit=GUARD))], stdout=subprocess.PIPE, env=env)
+            cmd + [mode, json.dumps(dict(expect, limit=GUARD))], stdout=subprocess.PIPE, env=env)
         test.addCleanup(self.kill)
         self.lines = queue.Queue()
         threading.Thread(target=self.read, daemon=True).start()
@@ -673,6 +682,51 @@ class TestUploads(ProfilerTest):
             "DD_TAGS": "team:env zone:a", "PPROFKIT_PYROSCOPE": py.url})
         self.check(run, [dd, py])
 
+
+
+class TestOtlp(ProfilerTest):
+    """Issue 17: --otlp URL sends each export to an OpenTelemetry collector; the receiver
+    checks the HTTP details and the request's structure and resource, and check_otlp.py
+    compares the request with the file of the same window."""
+
+    def test_otlp(self):
+        save = tempfile.mkdtemp(prefix="ppk-otlp.")
+        self.addCleanup(shutil.rmtree, save, True)
+        rx = Receiver(self, "otlp", {
+            "gzip": False, "service_name": "svc", "service_version": "1.2",
+            "environment": "prod", "sdk_language": "python",
+            "host_name": socket.gethostname(), "attributes": {"team": "core", "k2": "a=b/c"},
+            "save_dir": save, "count": 1})
+        run = self.cli(["--otlp", rx.url, "--service", "svc", "--env", "prod",
+                        "--version", "1.2", "--tags", "team:core k2:a=b/c", "work.py"])
+        rc, _ = rx.finish()
+        self.assertEqual(rc, 0, "the receiver found a bad or missing request")
+        lines = run.summary_lines()
+        self.assertEqual(len(lines), 1, run.err)
+        self.assertIn("otlp: 1 sent, 0 dropped", lines[0])
+        reqs = [os.path.join(save, n) for n in os.listdir(save)]
+        self.assertEqual(len(reqs), 1)
+        self.assertEqual(len(run.files), 1)
+        check = subprocess.run(
+            [DEBIAN_PYTHON, os.path.join(REPO_TESTS, "check_otlp.py"), "--pprof",
+             run.files[0], "--"] + reqs, capture_output=True, text=True, timeout=GUARD)
+        self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_otlp_from_environment(self):
+        save = tempfile.mkdtemp(prefix="ppk-otlp.")
+        self.addCleanup(shutil.rmtree, save, True)
+        rx = Receiver(self, "otlp", {
+            "gzip": True, "path": "/p", "headers": {"api-key": "k 1"},
+            "service_name": "env-svc", "attributes": {"zone": "a"}, "save_dir": save,
+            "count": 1})
+        run = self.cli(["work.py"], env={
+            "PPROFKIT_OTLP": "1", "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT": rx.url + "/p",
+            "OTEL_EXPORTER_OTLP_HEADERS": "api-key=k%201",
+            "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_SERVICE_NAME": "env-svc",
+            "OTEL_RESOURCE_ATTRIBUTES": "zone=a"})
+        rc, _ = rx.finish()
+        self.assertEqual(rc, 0, "the receiver found a bad or missing request")
+        self.assertIn("otlp: 1 sent, 0 dropped", run.summary_lines()[0])
 
 
 class TestFunctionIds(ProfilerTest):

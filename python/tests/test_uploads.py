@@ -41,7 +41,9 @@ EINVAL = pprofkit._native.PPK_EINVAL
 ENV_VARS = ["DD_TRACE_AGENT_URL", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT", "DD_SERVICE",
             "DD_ENV", "DD_VERSION", "DD_TAGS", "DD_API_KEY", "DD_SITE",
             "DD_PROFILING_AGENTLESS", "PYROSCOPE_SERVER_ADDRESS",
-            "PYROSCOPE_APPLICATION_NAME"]
+            "PYROSCOPE_APPLICATION_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"]
 
 
 def record(r):
@@ -65,7 +67,11 @@ class Receiver:
         # The receiver is a plain Python program: no ASan runtime in it.
         env.pop("LD_PRELOAD", None)
         env.pop("PYTHONMALLOC", None)
-        self.proc = subprocess.Popen([sys.executable, RECEIVER, mode, json.dumps(expect)],
+        # Its otlp mode decodes with python3-protobuf, which only Debian's python3 has.
+        python = sys.executable
+        if mode == "otlp" and os.access("/usr/bin/python3", os.X_OK):
+            python = "/usr/bin/python3"
+        self.proc = subprocess.Popen([python, RECEIVER, mode, json.dumps(expect)],
                                      stdout=subprocess.PIPE, env=env)
         test.addCleanup(self.kill)
         self.lines = queue.Queue()
@@ -312,6 +318,45 @@ class TestPyroscope(UploadBase):
                     r.add_pyroscope_sink(**kw)
                 self.assertEqual(cm.exception.code, EINVAL)
                 self.assertIn(field, str(cm.exception))
+
+
+class TestOtlp(UploadBase):
+    def test_upload_partial_success(self):
+        rx = Receiver(self, "otlp", {
+            "service_name": "py-svc", "sdk_language": "python", "attributes": {"a": "1"},
+            "partial": {"rejected": 3, "message": "3 too old"}, "count": 1, "limit": GUARD})
+        r = self.recorder()
+        sink = r.add_otlp_sink(endpoint=rx.url, service_name="py-svc",
+                               resource_attributes="a=1")
+        self.assertEqual(sink.kind, "otlp")
+        record(r)
+        r.export_to_sinks()
+        self.assertTrue(sink.flush(timeout_ms=GUARD * 1000))
+        st = sink.stats()
+        self.assertEqual((st["sent"], st["partial_successes"], st["rejected_profiles"]),
+                         (1, 1, 3), st)
+        conserved(self, st)
+        r.close()
+        self.assertEqual(rx.finish(), 0)
+
+    def test_malformed(self):
+        r = self.recorder()
+        os.environ["OTEL_EXPORTER_OTLP_HEADERS"] = "novalue"
+        with self.assertRaises(pprofkit.InvalidArgumentError) as cm:
+            r.add_otlp_sink()
+        self.assertIn("OTEL_EXPORTER_OTLP_HEADERS", str(cm.exception))
+        r.add_otlp_sink(from_env=False).stats()  # the variable is not read
+        del os.environ["OTEL_EXPORTER_OTLP_HEADERS"]
+        for kw, field in [(dict(headers="k=%0A"), "headers"),
+                          (dict(resource_attributes="=v"), "resource.attributes"),
+                          (dict(endpoint="ftp://x"), "endpoint")]:
+            with self.subTest(field=field):
+                with self.assertRaises(pprofkit.InvalidArgumentError) as cm:
+                    r.add_otlp_sink(**kw)
+                self.assertEqual(cm.exception.code, EINVAL)
+                self.assertIn(field, str(cm.exception))
+        with self.assertRaises(TypeError):
+            r.add_otlp_sink(resource={"service.name": "x"})
 
 
 class TestFailures(UploadBase):
