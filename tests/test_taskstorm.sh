@@ -13,7 +13,8 @@
 # then a steady-tasks run (every sample in the files, at most 100 task names), a run
 # pushing frames by function id (conserved, the same checks of the files, the dictionary
 # within W1's 2,000 functions), a run as fast as possible with zstd (conserved, one valid
-# file per export), and bad arguments.
+# file per export), a run uploading to tests/test_upload_receiver.py's otlp mode (its one
+# export's request compared with its file by check_otlp.py), and bad arguments.
 set -euo pipefail
 
 BUILD_DIR=$(cd "${1:?usage: test_taskstorm.sh BUILD_DIR SOURCE_DIR}" && pwd)
@@ -109,6 +110,26 @@ n=$(ls "$WORK"/fast/taskstorm.*.pb.zst | wc -l)
 if command -v zstd >/dev/null; then
     zstd -q -t "$WORK"/fast/*.pb.zst || fail "fast: a file is not valid zstd"
 fi
+
+echo "== --otlp-url: one export to an OTLP receiver, the request checked against the file"
+# Debian's python3 has python3-protobuf, which the receiver and check_otlp.py decode with.
+PYPB=python3
+[ -x /usr/bin/python3 ] && PYPB=/usr/bin/python3
+mkdir -p "$WORK/otlp"
+"$PYPB" "$SOURCE_DIR/tests/test_upload_receiver.py" otlp \
+    '{"gzip":true,"service_name":"taskstorm","save_dir":"'"$WORK/otlp"'","count":1,"limit":60}' \
+    > "$WORK/rx.log" &
+rx=$!
+for _ in $(seq 100); do grep -q '^PORT' "$WORK/rx.log" && break; sleep 0.1; done
+port=$(awk '/^PORT/ {print $2}' "$WORK/rx.log")
+[ -n "$port" ] || fail "otlp: the receiver did not start"
+"$TS" --threads 2 --seconds 1 --export-ms 60000 --out "$WORK/otlp/out" \
+    --otlp-url "http://127.0.0.1:$port" > "$WORK/otlp.log" 2> "$WORK/otlp.err" ||
+    { cat "$WORK/otlp.log" "$WORK/otlp.err"; fail "otlp: taskstorm exited with $?"; }
+wait "$rx" || fail "otlp: the receiver found a bad or missing request"
+grep -q "otlp uploads: 1 queued, 1 sent" "$WORK/otlp.err" || { cat "$WORK/otlp.err"; fail "otlp: not sent"; }
+"$PYPB" "$SOURCE_DIR/tests/check_otlp.py" --pprof "$WORK"/otlp/out/taskstorm.*.pb.gz \
+    -- "$WORK/otlp/req-1.bin" || fail "otlp: the request does not hold the export"
 
 echo "== bad arguments fail"
 for args in "--threads 0" "--threads x" "--seconds 0" "--rate -1" "--export-ms 0" \
