@@ -11,6 +11,8 @@
 #     an export every 60,000) by strings and by function id, one and two threads, each in
 #     its own process: a table and bench/results/w3.json (the same fields, and
 #     ns_per_frame_net, stale_retries); about 25 s for the four runs;
+#   bench_otlp (the size of OTLP profiles against pprof for the same windows, W1 and W3,
+#     and the time to convert one; totals checked): a table and bench/results/otlp.json;
 #   bench_micro (interning, adding a sample), bench_encode (encoding and compressing a
 #     window), bench_latency for steady and storm (flush latency under export):
 #     their tables on stdout, bench_latency's JSON lines in bench/results/latency.json;
@@ -35,7 +37,7 @@ results=$here/results
 samples=${BENCH_W1_SAMPLES:-1000000}
 mkdir -p "$results"
 
-for b in bench_w1 bench_w3 bench_micro bench_encode bench_latency; do
+for b in bench_w1 bench_w3 bench_otlp bench_micro bench_encode bench_latency; do
     if [[ ! -x $build/$b ]]; then
         echo "run.sh: $build/$b is missing: cmake --build $build --target bench" >&2
         exit 1
@@ -120,6 +122,12 @@ if "string" in one and "id" in one:
           f"(net {i['add_ns_net'] / s['add_ns_net']:.2f}x)")
 print(f"written: {sys.argv[2]}")
 EOF
+
+echo
+echo "== bench_otlp (OTLP vs pprof for the same windows: W1 steady and storm, W3)"
+"$build/bench_otlp" | tee "$lines"
+grep '^{' "$lines" > "$results/otlp.json"
+echo "written: $results/otlp.json (one JSON object a line)"
 
 echo
 echo "== bench_micro"

@@ -777,9 +777,10 @@ PPK_API int ppk_sample_drop(ppk_sample *s);
  * counts) into a bounded queue and returns. One uploader thread per sink, started by the
  * first write, owns one curl handle and sends what is queued. When the queue is full the
  * oldest export is dropped. Every transfer has a connect and a total timeout; a failed
- * upload (network error, timeout, HTTP 408, 429 or 5xx) is retried once after a backoff,
- * then dropped; other HTTP errors (e.g. 413) are dropped at once. Everything dropped is
- * counted, by reason, in ppk_upload_stats.
+ * upload (network error, timeout, HTTP 408, 429 or 5xx; for OTLP, section 7) is retried
+ * once after a backoff (retry_backoff_ms, or the answer's Retry-After when that is
+ * longer, at most 60 s), then dropped; other HTTP errors (e.g. 413) are dropped at once.
+ * Everything dropped is counted, by reason, in ppk_upload_stats.
  *
  * libcurl: the first upload sink created calls curl_global_init(), which is not thread
  * safe. Create upload sinks before the process starts other threads that may use libcurl
@@ -847,8 +848,8 @@ typedef struct ppk_upload_stats {
 } ppk_upload_stats;
 
 /*
- * Fills `st` with the statistics of an upload sink (one made by ppk_sink_datadog or
- * ppk_sink_pyroscope). Thread safe. The sink must not have been destroyed (once added to
+ * Fills `st` with the statistics of an upload sink (one made by ppk_sink_datadog,
+ * ppk_sink_pyroscope or ppk_sink_otlp). Thread safe. The sink must not have been destroyed (once added to
  * a recorder: before ppk_recorder_free).
  * @return 0, PPK_EINVAL (NULL, or not an upload sink).
  */
@@ -1165,10 +1166,10 @@ PPK_API int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res,
  * Content-Type application/x-protobuf, Content-Encoding gzip when `gzip` is set, the
  * configured headers and User-Agent pprofkit/<version>. The queue, timeouts, the single
  * retry, fork handling and statistics are those of every upload sink (section 5), with
- * OTLP's rules: only 429, 502, 503 and 504 are retried (and transport failures); a
- * Retry-After header on the answer sets the wait before the retry (at most 60 s, never
- * less than retry_backoff_ms); a 2xx whose ExportProfilesServiceResponse carries a
- * partial_success counts as sent and adds to partial_successes and rejected_profiles.
+ * OTLP's rules: only 429, 502, 503 and 504 are retried (and transport failures), with
+ * the answer's Retry-After as for every upload sink; a 2xx whose
+ * ExportProfilesServiceResponse carries a partial_success (rejected profiles or a
+ * message) counts as sent and adds to partial_successes and rejected_profiles.
  * An export that cannot be read back or encoded is dropped as invalid.
  * The resource's empty fields are filled at creation: service_name with
  * "unknown_service:<program name>", host_name with gethostname(), pid with the process id
