@@ -7,9 +7,10 @@
  * (check_otlp.py: every table's index 0, every reference in range, no duplicates, the
  * resource), and saves each body. The recorder also writes every export to a file sink,
  * so that check_otlp.py then compares each saved request with the pprof of the same
- * export, sample type by sample type (conservation). The failure cases check the sink's
- * counters: OTLP's retry rules, Retry-After, partial success, refused connections,
- * exports that are not profiles. The encoder's own cases: bad arguments and every
+ * export, sample type by sample type (conservation); after fork() the child's request
+ * carries the child's process.pid. The failure cases check the sink's counters: OTLP's
+ * retry rules, Retry-After, partial success, refused connections, a server that never
+ * answers, exports that are not profiles. The encoder's own cases: bad arguments and every
  * allocation failing in turn (nothing leaks, the error is PPK_ENOMEM).
  */
 #define _GNU_SOURCE
@@ -246,6 +247,67 @@ static void test_partial_success_counted(void) {
     CHECK_EQ_U64(st.rejected_profiles, 2);
     ppk_recorder_free(r);
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+}
+
+/* Exit status of check_otlp.py on one request with --expect {"pid": pid}. */
+static int check_pid(const char *req, long pid) {
+    char cmd[1024], script[512];
+    snprintf(script, sizeof script, "%s", __FILE__);
+    char *slash = strrchr(script, '/');
+    if (slash) *slash = 0;
+    snprintf(cmd, sizeof cmd, "%s %s/check_otlp.py --expect '{\"pid\": %ld}' %s > /dev/null 2>&1",
+             access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3", script, pid,
+             req);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A sink made before fork() works in the child, which sends its own export with its own
+ * process.pid; the parent's says the parent's. */
+static void test_fork_child_pid(void) {
+    char dir[] = "/tmp/ppk-otlp-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char expect[256];
+    snprintf(expect, sizeof expect, "{\"save_dir\":\"%s\",\"count\":2}", dir);
+    rx x;
+    CHECK_EQ_INT(rx_start(&x, "otlp", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_otlp_config c;
+    ppk_otlp_config_init(&c);
+    c.endpoint = ppk_cstr(url);
+    ppk_sink s = otlp_sink(&c);
+    ppk_recorder *r = make_recorder(NULL);
+    if (!r) return;
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        record(r, 1);
+        int ok = ppk_recorder_export(r, NULL) == 0 && ppk_sink_upload_flush(&s, 20000) == 0;
+        ppk_upload_stats st;
+        ok = ok && ppk_sink_upload_stats(&s, &st) == 0 && st.sent == 1;
+        _exit(ok ? 0 : 1);
+    }
+    CHECK(child > 0);
+    int status = -1;
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    record(r, 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    CHECK_EQ_U64(stats_of(&s).sent, 1);
+    ppk_recorder_free(r);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/req-1.bin", dir);
+    snprintf(b, sizeof b, "%s/req-2.bin", dir);
+    /* The child's export went first. */
+    CHECK_EQ_INT(check_pid(a, (long)child), 0);
+    CHECK_EQ_INT(check_pid(b, (long)getpid()), 0);
+    CHECK(check_pid(a, (long)getpid()) != 0);
+    rm_tree(dir);
 }
 
 /* ---- failures ------------------------------------------------------------------------ */
@@ -536,6 +598,7 @@ int main(void) {
     RUN(test_upload_gzip_headers_env);
     RUN(test_upload_plain_profiles_endpoint);
     RUN(test_partial_success_counted);
+    RUN(test_fork_child_pid);
     RUN(test_retry_rules);
     RUN(test_retry_after);
     RUN(test_connection_refused_and_invalid);
