@@ -105,9 +105,9 @@ static int fit(const ppk__fdict *d, const ppk_function *f, ppk_str out[3], char 
         if (in[i].len <= d->max_string_len && ppk__utf8_valid(s, in[i].len)) continue;
         needs = 1;
         if (!buf) continue;
-        int repaired, truncated;
-        size_t n = ppk__utf8_repair(s, in[i].len, (uint8_t *)buf, d->max_string_len,
-                                    &repaired, &truncated);
+        size_t n = in[i].len;
+        ppk__fit_counts c = {0, 0};
+        ppk__utf8_fit(s, &n, d->max_string_len, (uint8_t *)buf, &c);
         out[i] = (ppk_str){buf, n};
         buf += n;
     }

@@ -437,8 +437,8 @@ int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
     }
     p->samples_added++;
     dg.stacks_truncated = sb->omitted != 0;
-    dg.strings_utf8_repaired = sb->utf8_repaired;
-    dg.strings_truncated = sb->truncated;
+    dg.strings_utf8_repaired = sb->fit.repaired;
+    dg.strings_truncated = sb->fit.truncated;
     static const ppk__degraded none;
     if (memcmp(&dg, &none, sizeof dg) != 0) ppk__degraded_add(&p->deg, &dg);
     return 0;

@@ -266,9 +266,9 @@ static void make_comments(ppk_profile *const *ws, size_t n_ws, comments *c) {
     memset(&sum, 0, sizeof sum);
     for (size_t i = 0; i < n_ws; i++) {
         ppk__degraded_add(&sum, &ws[i]->deg);
-        /* Strings that reach the table unrepaired (endpoints) are repaired there. */
-        sum.strings_utf8_repaired += ws[i]->strings.utf8_repaired;
-        sum.strings_truncated += ws[i]->strings.truncated;
+        /* The repairs of what the window fitted itself (config, endpoints). */
+        sum.strings_utf8_repaired += ws[i]->strings.fit.repaired;
+        sum.strings_truncated += ws[i]->strings.fit.truncated;
     }
     const struct {
         uint64_t n;

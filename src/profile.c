@@ -105,20 +105,13 @@ int ppk__profile_key(ppk_profile *p, const char *key, size_t len, uint32_t *id) 
 /* Copies `s`, fitted for pprof (the repairs counted like any string's), into the config
  * text at *pos. */
 static ppk_str cfg_copy(ppk_profile *p, size_t *pos, ppk_str s) {
-    size_t max = p->strings.max_len;
-    char *to = p->cfg_text + *pos;
+    uint8_t *to = (uint8_t *)p->cfg_text + *pos;
     size_t n = s.len;
-    if (cfg_fit_room(s, max) == s.len) {
-        if (n) memcpy(to, s.ptr, n);
-    } else {
-        int repaired, truncated;
-        n = ppk__utf8_repair((const uint8_t *)s.ptr, s.len, (uint8_t *)to, max, &repaired,
-                             &truncated);
-        p->strings.utf8_repaired += (uint64_t)repaired;
-        p->strings.truncated += (uint64_t)truncated;
-    }
+    const uint8_t *f = ppk__utf8_fit((const uint8_t *)s.ptr, &n, p->strings.max_len, to,
+                                     &p->strings.fit);
+    if (f != to && n) memcpy(to, f, n);
     *pos += n;
-    return (ppk_str){to, n};
+    return (ppk_str){(const char *)to, n};
 }
 
 int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
@@ -239,8 +232,7 @@ void ppk__undo_save(ppk_profile *p, ppk__undo *u) {
     for (int i = 0; i < N_TABLES; i++) u->n[i] = t[i]->n;
     u->n[N_TABLES] = p->strings.d.n;
     u->arena = ppk__arena_get_mark(&p->arena);
-    u->repaired = p->strings.utf8_repaired;
-    u->truncated = p->strings.truncated;
+    u->fit = p->strings.fit;
     u->ts_n = p->ts_n;
     u->ids = p->ids;
 }
@@ -251,8 +243,7 @@ void ppk__undo_restore(ppk_profile *p, const ppk__undo *u) {
     for (int i = 0; i < N_TABLES; i++) ppk__dict_truncate(t[i], u->n[i]);
     ppk__dict_truncate(&p->strings.d, u->n[N_TABLES]);
     ppk__arena_rollback(&p->arena, u->arena);
-    p->strings.utf8_repaired = u->repaired;
-    p->strings.truncated = u->truncated;
+    p->strings.fit = u->fit;
     p->ts_n = u->ts_n;
     p->ids = u->ids;
     p->mem.limited = 0;
@@ -267,8 +258,11 @@ void ppk__degraded_add(ppk__degraded *to, const ppk__degraded *d) {
 
 /* ---- reset, endpoints, rules, statistics ------------------------------------------ */
 
+/* The id of a string given to the profile's own calls (endpoints), fitted first. */
 static int str_id(ppk_profile *p, ppk_str s, uint32_t *id) {
-    *id = ppk__strtab_intern(&p->strings, s.ptr, s.len);
+    size_t len = s.len;
+    const char *f = ppk__strtab_fit(&p->strings, s.ptr, &len);
+    *id = ppk__strtab_intern(&p->strings, f, len);
     return *id == PPK_DICT_NONE ? PPK_ENOMEM : 0;
 }
 
@@ -478,9 +472,9 @@ void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st) {
     PPK_REPAIRS(COPY)
     PPK_DEGRADATIONS(COPY)
 #undef COPY
-    /* Strings that reach the table unrepaired (endpoints) are repaired there. */
-    st->strings_utf8_repaired += p->strings.utf8_repaired;
-    st->strings_truncated += p->strings.truncated;
+    /* The repairs of what the profile fitted itself (config, endpoints). */
+    st->strings_utf8_repaired += p->strings.fit.repaired;
+    st->strings_truncated += p->strings.fit.truncated;
     st->memory_bytes = p->mem.bytes;
     st->memory_peak_bytes = p->mem.peak;
     st->memory_limit = p->mem.limit;

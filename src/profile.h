@@ -208,7 +208,7 @@ static inline ppk__label_rec ppk__label_get(const ppk_profile *p, uint32_t id) {
 typedef struct ppk__undo {
     ppk__arena_mark arena;
     uint32_t n[12];
-    uint64_t repaired, truncated;
+    ppk__fit_counts fit;
     size_t ts_n;
     ppk__ids ids;
 } ppk__undo;

@@ -51,7 +51,7 @@ void ppk__sbuf_clear(ppk__sbuf *sb, size_t keep_bytes) {
     sb->n_frames = sb->n_labels = sb->omitted = 0;
     memset(sb->values, 0, sizeof sb->values);
     sb->timestamp_ns = 0;
-    sb->utf8_repaired = sb->truncated = 0;
+    sb->fit = (ppk__fit_counts){0, 0};
     if (sb->cap > keep_bytes) {
         ppk__mem_free(sb->mem, sb->buf, sb->cap);
         sb->buf = NULL;
@@ -89,16 +89,12 @@ static int reserve(ppk__sbuf *sb, size_t n, size_t *off) {
     return 0;
 }
 
-/* Copies s to dst, fitted for pprof (see strtab.h); returns the length written. */
+/* Copies s to dst (room for max_string_len bytes), fitted for pprof (utf8.h); returns
+ * the length written. */
 static uint32_t put(ppk__sbuf *sb, uint8_t *dst, ppk_str s) {
-    const uint8_t *p = (const uint8_t *)s.ptr;
-    if (s.len <= sb->max_string_len &&
-        (ppk__copy_ascii(dst, s.ptr, s.len) || ppk__utf8_valid(dst, s.len)))
-        return (uint32_t)s.len;
-    int repaired, truncated;
-    size_t n = ppk__utf8_repair(p, s.len, dst, sb->max_string_len, &repaired, &truncated);
-    sb->utf8_repaired += (uint64_t)repaired;
-    sb->truncated += (uint64_t)truncated;
+    size_t n = s.len;
+    const uint8_t *f = ppk__utf8_fit((const uint8_t *)s.ptr, &n, sb->max_string_len, dst, &sb->fit);
+    if (f != dst && n) memcpy(dst, f, n);
     return (uint32_t)n;
 }
 
@@ -224,7 +220,7 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     if (key_is(given, l->key.len, SPAN_KEY, sizeof SPAN_KEY - 1) && (!l->is_num || !l->num))
         return PPK_ESPANID;
     if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
-    uint64_t repaired = sb->utf8_repaired, truncated = sb->truncated;
+    ppk__fit_counts fit = sb->fit;
     ppk__lrec h;
     memset(&h, 0, sizeof h);
     /* The common case first, as for frames: ASCII within the limit, room in the buffer. */
@@ -266,8 +262,7 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
             rc = PPK_EDUPLABEL;
     }
     if (rc) {
-        sb->utf8_repaired = repaired;
-        sb->truncated = truncated;
+        sb->fit = fit;
         return rc;
     }
     memcpy(rec, &h, sizeof h);

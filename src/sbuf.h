@@ -37,6 +37,7 @@
 #endif
 
 #include "alloc.h"
+#include "utf8.h"
 #include "pprofkit.h"
 
 #define PPK__FREC_FULL 0x80000000u
@@ -87,7 +88,7 @@ typedef struct ppk__sbuf {
     size_t n_labels;
     int64_t values[PPK_MAX_SAMPLE_TYPES];
     int64_t timestamp_ns;
-    uint64_t utf8_repaired, truncated; /* string repairs in this sample */
+    ppk__fit_counts fit; /* string repairs in this sample */
     uint64_t stack_hash; /* set by ppk__sbuf_seal() */
 } ppk__sbuf;
 

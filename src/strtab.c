@@ -11,7 +11,7 @@ int ppk__strtab_init(ppk__strtab *st, ppk__mem *mem, ppk__arena *arena, size_t m
     assert(max_len >= 4);
     ppk__dict_init(&st->d, mem, arena);
     st->max_len = max_len;
-    st->utf8_repaired = st->truncated = 0;
+    st->fit = (ppk__fit_counts){0, 0};
     st->scratch = ppk__mem_alloc(mem, max_len);
     if (!st->scratch || ppk__dict_reserve(&st->d, 1) != 0) {
         ppk__strtab_destroy(st);
@@ -30,24 +30,16 @@ void ppk__strtab_destroy(ppk__strtab *st) {
 void ppk__strtab_clear(ppk__strtab *st) {
     ppk__dict_clear(&st->d);
     ppk__dict_intern(&st->d, "", 0, ppk__hash("", 0), 1, NULL);
-    st->utf8_repaired = st->truncated = 0;
+    st->fit = (ppk__fit_counts){0, 0};
 }
 
 const char *ppk__strtab_fit(ppk__strtab *st, const char *s, size_t *len) {
-    const uint8_t *p = (const uint8_t *)s;
-    if (*len > st->max_len || !ppk__utf8_valid(p, *len)) {
-        int repaired, truncated;
-        *len = ppk__utf8_repair(p, *len, st->scratch, st->max_len, &repaired, &truncated);
-        st->utf8_repaired += (uint64_t)repaired;
-        st->truncated += (uint64_t)truncated;
-        return (const char *)st->scratch;
-    }
-    return s;
+    return (const char *)ppk__utf8_fit((const uint8_t *)s, len, st->max_len, st->scratch,
+                                       &st->fit);
 }
 
 uint32_t ppk__strtab_intern(ppk__strtab *st, const char *s, size_t len) {
     if (len == 0) return 0;
-    s = ppk__strtab_fit(st, s, &len);
     return ppk__dict_intern(&st->d, s, len, ppk__hash(s, len), 1, NULL);
 }
 

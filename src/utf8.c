@@ -84,3 +84,13 @@ size_t ppk__utf8_repair(const uint8_t *s, size_t n, uint8_t *dst, size_t max, in
     }
     return o;
 }
+
+const uint8_t *ppk__utf8_fit(const uint8_t *s, size_t *len, size_t max, uint8_t *dst,
+                             ppk__fit_counts *c) {
+    if (*len <= max && ppk__utf8_valid(s, *len)) return s;
+    int repaired, truncated;
+    *len = ppk__utf8_repair(s, *len, dst, max, &repaired, &truncated);
+    c->repaired += (uint64_t)repaired;
+    c->truncated += (uint64_t)truncated;
+    return dst;
+}

@@ -25,4 +25,20 @@ size_t ppk__utf8_cut(const uint8_t *s, size_t n, size_t max);
 size_t ppk__utf8_repair(const uint8_t *s, size_t n, uint8_t *dst, size_t max, int *repaired,
                         int *truncated);
 
+/* Repairs counted while fitting strings. */
+typedef struct ppk__fit_counts {
+    uint64_t repaired;
+    uint64_t truncated;
+} ppk__fit_counts;
+
+/*
+ * s made fit for pprof, the one way every string entering the library is (at its edge:
+ * a builder's record, the function dictionary, a profile's config, an endpoint, a rule):
+ * s itself when it is valid UTF-8 of at most max bytes; else its repair cut to max bytes
+ * (ppk__utf8_repair) written to dst (room for max bytes), the repairs added to *c.
+ * Returns where the fitted bytes are (s or dst) and sets *len to their length.
+ */
+const uint8_t *ppk__utf8_fit(const uint8_t *s, size_t *len, size_t max, uint8_t *dst,
+                             ppk__fit_counts *c);
+
 #endif

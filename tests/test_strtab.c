@@ -30,7 +30,12 @@ static void env_done(env *e) {
     CHECK_EQ_U64(e->mem.bytes, 0);
 }
 
-static uint32_t intern(env *e, const char *s) { return ppk__strtab_intern(&e->st, s, strlen(s)); }
+/* A string as it enters the library: fitted (repaired, cut), then interned. */
+static uint32_t intern(env *e, const char *s) {
+    size_t len = strlen(s);
+    const char *f = ppk__strtab_fit(&e->st, s, &len);
+    return ppk__strtab_intern(&e->st, f, len);
+}
 
 /* Checks that string `id` is exactly the C string `s`. */
 #define CHECK_ID_IS(e, id, s)                                                              \
@@ -72,8 +77,8 @@ static void test_insertion_order_count_bytes(void) {
         CHECK_EQ_U64(ppk__strtab_find(&e.st, s[i], strlen(s[i])), i + 1);
     }
     CHECK_EQ_U64(ppk__strtab_find(&e.st, "absent", 6), PPK_DICT_NONE);
-    CHECK_EQ_U64(e.st.utf8_repaired, 0);
-    CHECK_EQ_U64(e.st.truncated, 0);
+    CHECK_EQ_U64(e.st.fit.repaired, 0);
+    CHECK_EQ_U64(e.st.fit.truncated, 0);
     /* The table keeps a copy. */
     char buf[8] = "scratch";
     uint32_t id = ppk__strtab_intern(&e.st, buf, 7);
@@ -117,8 +122,8 @@ static void test_utf8_repair(void) {
     uint32_t id = intern(&e, "a\xff" "b");
     CHECK_EQ_U64(id, 1);
     CHECK_ID_IS(&e, id, "a\xEF\xBF\xBD" "b");
-    CHECK_EQ_U64(e.st.utf8_repaired, 1);
-    CHECK_EQ_U64(e.st.truncated, 0);
+    CHECK_EQ_U64(e.st.fit.repaired, 1);
+    CHECK_EQ_U64(e.st.fit.truncated, 0);
 
     /* Two bad bytes: two replacements. A truncated 3-byte sequence: one per byte. */
     id = intern(&e, "\xC0\x80x");
@@ -128,7 +133,7 @@ static void test_utf8_repair(void) {
     /* A surrogate, encoded: three bad bytes. */
     id = intern(&e, "\xED\xA0\x80");
     CHECK_ID_IS(&e, id, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
-    CHECK_EQ_U64(e.st.utf8_repaired, 4);
+    CHECK_EQ_U64(e.st.fit.repaired, 4);
     CHECK_EQ_U64(ppk__strtab_count(&e.st), 5);
 
     /* Repaired strings are interned as repaired: the repaired form finds them, and
@@ -136,13 +141,13 @@ static void test_utf8_repair(void) {
     CHECK_EQ_U64(ppk__strtab_find(&e.st, "a\xEF\xBF\xBD" "b", 5), 1);
     CHECK_EQ_U64(intern(&e, "a\xfe" "b"), 1);
     CHECK_EQ_U64(intern(&e, "a\xEF\xBF\xBD" "b"), 1); /* valid: no repair counted */
-    CHECK_EQ_U64(e.st.utf8_repaired, 5);
+    CHECK_EQ_U64(e.st.fit.repaired, 5);
     /* find takes strings as given, without repair. */
     CHECK_EQ_U64(ppk__strtab_find(&e.st, "a\xff" "b", 3), PPK_DICT_NONE);
     /* Valid multi-byte text is left alone. */
     id = intern(&e, "\xE2\x82\xAC \xF0\x9F\x98\x80");
     CHECK_ID_IS(&e, id, "\xE2\x82\xAC \xF0\x9F\x98\x80");
-    CHECK_EQ_U64(e.st.utf8_repaired, 5);
+    CHECK_EQ_U64(e.st.fit.repaired, 5);
     env_done(&e);
 }
 
@@ -153,12 +158,12 @@ static void test_truncation_at_char_boundary(void) {
     /* ASCII: cut at exactly 8. */
     uint32_t id = intern(&e, "0123456789");
     CHECK_ID_IS(&e, id, "01234567");
-    CHECK_EQ_U64(e.st.truncated, 1);
-    CHECK_EQ_U64(e.st.utf8_repaired, 0);
+    CHECK_EQ_U64(e.st.fit.truncated, 1);
+    CHECK_EQ_U64(e.st.fit.repaired, 0);
     /* Exactly max_len: kept whole. */
     id = intern(&e, "abcdefgh");
     CHECK_ID_IS(&e, id, "abcdefgh");
-    CHECK_EQ_U64(e.st.truncated, 1);
+    CHECK_EQ_U64(e.st.fit.truncated, 1);
     /* A 3-byte char straddling byte 8: "abcdef" + euro (6..8) -> cut to 6. */
     id = intern(&e, "abcdef\xE2\x82\xAC");
     CHECK_ID_IS(&e, id, "abcdef");
@@ -171,19 +176,19 @@ static void test_truncation_at_char_boundary(void) {
     /* 3-byte chars: two fit (6 bytes), the third would end at 9. */
     id = intern(&e, "\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC");
     CHECK_ID_IS(&e, id, "\xE2\x82\xAC\xE2\x82\xAC");
-    CHECK_EQ_U64(e.st.truncated, 5);
-    CHECK_EQ_U64(e.st.utf8_repaired, 0);
+    CHECK_EQ_U64(e.st.fit.truncated, 5);
+    CHECK_EQ_U64(e.st.fit.repaired, 0);
     /* Both: "ab\xff" "cdefgh" -> "ab" FFFD "cde" (8 bytes). */
     id = intern(&e, "ab\xff" "cdefgh");
     CHECK_ID_IS(&e, id, "ab\xEF\xBF\xBD" "cde");
-    CHECK_EQ_U64(e.st.truncated, 6);
-    CHECK_EQ_U64(e.st.utf8_repaired, 1);
+    CHECK_EQ_U64(e.st.fit.truncated, 6);
+    CHECK_EQ_U64(e.st.fit.repaired, 1);
     /* A repair that grows past max_len: "abcdef\xff" (7 bytes) -> "abcdef" + EF BF BD
      * would be 9 > 8, so the replacement is cut. (Whether that also counts as a repair
      * is left open: nothing repaired remains in the output.) */
     id = intern(&e, "abcdef\xff");
     CHECK_ID_IS(&e, id, "abcdef");
-    CHECK_EQ_U64(e.st.truncated, 7);
+    CHECK_EQ_U64(e.st.fit.truncated, 7);
     /* Every stored string is at most max_len bytes. */
     for (uint32_t i = 0; i < ppk__strtab_count(&e.st); i++) {
         size_t len;
@@ -201,13 +206,13 @@ static void test_clear(void) {
     intern(&e, "two\xff");
     intern(&e, "three-and-more");
     CHECK_EQ_U64(ppk__strtab_count(&e.st), 4);
-    CHECK(e.st.utf8_repaired > 0);
-    CHECK(e.st.truncated > 0);
+    CHECK(e.st.fit.repaired > 0);
+    CHECK(e.st.fit.truncated > 0);
     ppk__strtab_clear(&e.st);
     CHECK_EQ_U64(ppk__strtab_count(&e.st), 1);
     CHECK_EQ_U64(ppk__strtab_bytes(&e.st), 0);
-    CHECK_EQ_U64(e.st.utf8_repaired, 0);
-    CHECK_EQ_U64(e.st.truncated, 0);
+    CHECK_EQ_U64(e.st.fit.repaired, 0);
+    CHECK_EQ_U64(e.st.fit.truncated, 0);
     CHECK_ID_IS(&e, 0, "");
     CHECK_EQ_U64(ppk__strtab_find(&e.st, "", 0), 0);
     CHECK_EQ_U64(ppk__strtab_find(&e.st, "one", 3), PPK_DICT_NONE);
@@ -253,20 +258,20 @@ static void test_fit(void) {
     size_t len = 7;
     CHECK(ppk__strtab_fit(&e.st, ok, &len) == ok);
     CHECK_EQ_U64(len, 7);
-    CHECK_EQ_U64(e.st.utf8_repaired + e.st.truncated, 0);
+    CHECK_EQ_U64(e.st.fit.repaired + e.st.fit.truncated, 0);
 
     const char *bad = "x\xffy";
     len = 3;
     const char *got = ppk__strtab_fit(&e.st, bad, &len);
     CHECK(got != bad);
     CHECK_STR(got, len, "x\xEF\xBF\xBDy");
-    CHECK_EQ_U64(e.st.utf8_repaired, 1);
+    CHECK_EQ_U64(e.st.fit.repaired, 1);
 
     const char *longer = "abcdefg\xC3\xA9";
     len = 9;
     got = ppk__strtab_fit(&e.st, longer, &len);
     CHECK_STR(got, len, "abcdefg");
-    CHECK_EQ_U64(e.st.truncated, 1);
+    CHECK_EQ_U64(e.st.fit.truncated, 1);
     CHECK_EQ_U64(ppk__strtab_count(&e.st), 1); /* fit interns nothing */
     env_done(&e);
 }

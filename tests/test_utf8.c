@@ -316,6 +316,33 @@ static void test_repair_output_always_valid(void) {
     CHECK_EQ_INT(bad_flags, 0);
 }
 
+/* Fitting: a valid string within the limit is given back as it is, nothing counted; an
+ * invalid one is repaired into dst, a long one cut there, each counted once. */
+static void test_fit(void) {
+    uint8_t dst[8];
+    ppk__fit_counts c = {0, 0};
+    const uint8_t ok[] = "h\xC3\xA9llo";
+    size_t n = sizeof ok - 1;
+    CHECK(ppk__utf8_fit(ok, &n, sizeof dst, dst, &c) == ok);
+    CHECK_EQ_U64(n, sizeof ok - 1);
+    CHECK_EQ_U64(c.repaired + c.truncated, 0);
+    const uint8_t bad[] = "a\xff" "b";
+    n = 3;
+    CHECK(ppk__utf8_fit(bad, &n, sizeof dst, dst, &c) == dst);
+    CHECK_MEM(dst, "a\xEF\xBF\xBD" "b", 5);
+    CHECK_EQ_U64(n, 5);
+    CHECK_EQ_U64(c.repaired, 1);
+    CHECK_EQ_U64(c.truncated, 0);
+    /* Valid but one byte too long: cut at a character boundary (before the 2-byte é). */
+    const uint8_t lng[] = "abcdefg\xC3\xA9";
+    n = sizeof lng - 1;
+    CHECK(ppk__utf8_fit(lng, &n, sizeof dst, dst, &c) == dst);
+    CHECK_EQ_U64(n, 7);
+    CHECK_MEM(dst, "abcdefg", 7);
+    CHECK_EQ_U64(c.repaired, 1);
+    CHECK_EQ_U64(c.truncated, 1);
+}
+
 int main(void) {
     RUN(test_seq_valid_sequences);
     RUN(test_seq_invalid_sequences);
@@ -326,5 +353,6 @@ int main(void) {
     RUN(test_repair_bytes);
     RUN(test_repair_cut_replacement);
     RUN(test_repair_output_always_valid);
+    RUN(test_fit);
     return check_summary();
 }
