@@ -93,9 +93,10 @@ static void mark_used(ppk__fdict *d, size_t slot) {
 /* ---- interning ------------------------------------------------------------------- */
 
 /* A function's strings as they are stored: fitted for pprof. `buf` receives those that
- * need a repair or a cut (room for 3 * max_string_len bytes when given; NULL when the
- * caller only wants to know whether one does). Returns 1 if one needs it. */
-static int fit(const ppk__fdict *d, const ppk_function *f, ppk_str out[3], char *buf) {
+ * need a repair or a cut (room for 3 * max_string_len bytes when given, the repairs then
+ * counted in d->fit: under the lock; NULL when the caller only wants to know whether one
+ * does). Returns 1 if one needs it. */
+static int fit(ppk__fdict *d, const ppk_function *f, ppk_str out[3], char *buf) {
     const ppk_str in[3] = {f->name, f->system_name, f->filename};
     int needs = 0;
     for (int i = 0; i < 3; i++) {
@@ -106,8 +107,7 @@ static int fit(const ppk__fdict *d, const ppk_function *f, ppk_str out[3], char 
         needs = 1;
         if (!buf) continue;
         size_t n = in[i].len;
-        ppk__fit_counts c = {0, 0};
-        ppk__utf8_fit(s, &n, d->max_string_len, (uint8_t *)buf, &c);
+        ppk__utf8_fit(s, &n, d->max_string_len, (uint8_t *)buf, &d->fit);
         out[i] = (ppk_str){buf, n};
         buf += n;
     }
@@ -337,5 +337,7 @@ void ppk__fdict_stats(ppk__fdict *d, ppk_recorder_stats *st) {
     st->function_bytes += d->bytes;
     st->functions_evicted += d->evicted;
     st->functions_refused += d->refused;
+    st->strings_utf8_repaired += d->fit.repaired;
+    st->strings_truncated += d->fit.truncated;
     pthread_mutex_unlock(&d->lock);
 }

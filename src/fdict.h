@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "utf8.h"
 #include "pprofkit.h"
 
 #define PPK__FD_CHUNK 1024
@@ -73,6 +74,7 @@ typedef struct ppk__fdict {
     size_t index_cap;                 /* a power of two, or 0 */
     size_t tombs;                     /* buckets of evicted entries (fdict.c) */
     uint64_t evicted, refused;
+    ppk__fit_counts fit;              /* repairs of the strings interned */
 } ppk__fdict;
 
 /* 0, PPK_EINVAL (max_entries 0 or above PPK__FD_MAX_ENTRIES, ttl 0), PPK_ENOMEM,

@@ -89,6 +89,7 @@ static void atfork_child(void) {
         r->seq = 0;
         memset(&r->totals, 0, sizeof r->totals);
         r->fdict.evicted = r->fdict.refused = 0;
+        r->fdict.fit = (ppk__fit_counts){0, 0};
         r->endpoints.dropped = 0;
         atomic_store(&r->settle_pending, 1);
         unlock_all(r);

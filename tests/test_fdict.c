@@ -204,11 +204,16 @@ static void test_identity(void) {
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
     ppk_function bad = fn("bad\x80name", "\xed\xa0\x80", longname, 0);
-    ppk_function_id b1 = intern(r, bad), b2 = intern(r, bad);
-    CHECK_EQ_U64(b1, b2);
     ppk_recorder_stats st;
     ppk_recorder_stats_get(r, &st);
+    uint64_t repaired = st.strings_utf8_repaired, truncated = st.strings_truncated;
+    ppk_function_id b1 = intern(r, bad), b2 = intern(r, bad);
+    CHECK_EQ_U64(b1, b2);
+    ppk_recorder_stats_get(r, &st);
     CHECK_EQ_U64(st.functions, N_FNS + 2);
+    /* Each intern repaired two strings and cut one, counted as the string API counts. */
+    CHECK_EQ_U64(st.strings_utf8_repaired - repaired, 4);
+    CHECK_EQ_U64(st.strings_truncated - truncated, 2);
 
     ppk_recorder *by_str = recorder_ttl(4);
     ppk_sample *s = NULL, *s2 = NULL;
