@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "compress.h"
-#include "otlp.h"
+#include "kvlist.h"
 #include "upload.h"
 
 typedef struct ot_ctx {

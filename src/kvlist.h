@@ -1,14 +1,14 @@
 /*
- * otlp.h - what the OTLP encoder (otlp.c) shares with the OTLP sink (sink_otlp.c): the
- * key=value lists of OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS.
+ * kvlist.h - the key=value lists of OTEL_RESOURCE_ATTRIBUTES and
+ * OTEL_EXPORTER_OTLP_HEADERS, shared by the OTLP encoder (otlp.c) and sink (sink_otlp.c).
  *
  * A list is key=value items separated by commas; spaces and tabs around keys and values
  * are ignored, and so are empty items. Keys are visible ASCII without '=' and ','.
  * Values are percent-encoded (a comma is %2C); decoded, they must be valid UTF-8 without
  * control characters (a header value never carries a line break).
  */
-#ifndef PPK_OTLP_H
-#define PPK_OTLP_H
+#ifndef PPK_KVLIST_H
+#define PPK_KVLIST_H
 
 #include <stddef.h>
 
