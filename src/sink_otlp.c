@@ -213,8 +213,9 @@ int ppk_otlp_config_from_env(ppk_otlp_config *cfg, char *err, size_t err_len) {
 }
 
 /* "Name: value" lines for the configured headers (values percent-decoded), written into
- * lines[] (allocated from m, freed with ppk__upload_str_free); *n their number. */
-static int header_lines(ppk__mem *m, ppk_str list, char **lines, size_t max, size_t *n) {
+ * lines[] (allocated from m, caps[i] bytes each); *n their number. */
+static int header_lines(ppk__mem *m, ppk_str list, char **lines, size_t *caps, size_t max,
+                        size_t *n) {
     ppk_str rest = list, key, val;
     *n = 0;
     while (ppk__kv_next(&rest, &key, &val) == 1) {
@@ -226,8 +227,74 @@ static int header_lines(ppk__mem *m, ppk_str list, char **lines, size_t max, siz
         memcpy(l + key.len, ": ", 2);
         size_t k = ppk__pct_decode(val, l + key.len + 2);
         l[key.len + 2 + k] = 0;
+        caps[*n] = cap;
         lines[(*n)++] = l;
     }
+    return 0;
+}
+
+/* o->url: profiles_endpoint as it is, else endpoint + the signal's path. */
+static int ot_url(ot_ctx *o, const ppk_otlp_config *cfg, char *err, size_t err_len) {
+    ppk_str base = cfg->endpoint.len ? cfg->endpoint : PPK_STR("http://localhost:4318");
+    while (base.len && base.ptr[base.len - 1] == '/') base.len--;
+    int rc;
+    if (cfg->profiles_endpoint.len) {
+        rc = ppk__upload_str(&o->mem, cfg->profiles_endpoint, "profiles_endpoint", " \"",
+                             &o->url, err, err_len);
+    } else {
+        char *b = NULL;
+        rc = ppk__upload_str(&o->mem, base, "endpoint", " \"?#", &b, err, err_len);
+        if (!rc) {
+            size_t n = strlen(b) + sizeof "/v1development/profiles";
+            o->url = ppk__mem_alloc(&o->mem, n);
+            if (o->url) snprintf(o->url, n, "%s/v1development/profiles", b);
+            else rc = PPK_ENOMEM;
+            ppk__upload_str_free(&o->mem, b);
+        }
+    }
+    if (rc || (rc = ppk__upload_check_url(o->url, "endpoint", err, err_len))) return rc;
+    if (strncmp(o->url, "http://", 7) && strncmp(o->url, "https://", 8))
+        return ppk__upload_err(err, err_len, "endpoint: \"%.200s\" is not an http:// or "
+                               "https:// URL", o->url);
+    return 0;
+}
+
+/* o->strs: the resource's strings, the defaults filled (the program's name, the host's). */
+static int ot_resource(ot_ctx *o, const ppk_otlp_resource *r, char *err, size_t err_len) {
+    char comm[64], svc[80], host[256];
+    ppk_str service = r->service_name, hostname = r->host_name;
+    if (!service.len) {
+        ppk__upload_comm(comm, sizeof comm);
+        snprintf(svc, sizeof svc, "unknown_service:%s", comm);
+        service = ppk_cstr(svc);
+    }
+    if (!hostname.len && gethostname(host, sizeof host) == 0) {
+        host[sizeof host - 1] = 0;
+        ppk__upload_cut_to_text(host);
+        hostname = ppk_cstr(host);
+    }
+    const ppk_str vals[N_STRS] = {service,  r->service_version, r->environment,
+                                  hostname, r->sdk_language,    r->attributes};
+    static const char *const names[N_STRS] = {"resource.service_name", "resource.service_version",
+                                              "resource.environment", "resource.host_name",
+                                              "resource.sdk_language", "resource.attributes"};
+    int rc = 0;
+    for (int i = 0; i < N_STRS && !rc; i++)
+        rc = ppk__upload_str(&o->mem, vals[i], names[i], NULL, &o->strs[i], err, err_len);
+    return rc;
+}
+
+/* Header names are HTTP tokens (RFC 9110): letters, digits and !#$%&'*+-.^_`|~. */
+static int check_header_names(ppk_str list, char *err, size_t err_len) {
+    ppk_str rest = list, key, val;
+    while (ppk__kv_next(&rest, &key, &val) == 1)
+        for (size_t i = 0; i < key.len; i++) {
+            char c = key.ptr[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  strchr("!#$%&'*+-.^_`|~", c)))
+                return ppk__upload_err(err, err_len, "headers: \"%.*s\" is not a header name",
+                                       (int)(key.len > 100 ? 100 : key.len), key.ptr);
+        }
     return 0;
 }
 
@@ -251,6 +318,7 @@ int ppk_sink_otlp(const ppk_otlp_config *cfg, ppk_sink *out, char *err, size_t e
     if (rc) return rc;
     if ((rc = ppk__upload_check_config(&cfg->upload, err, err_len)) ||
         (rc = ppk__kv_check(cfg->headers, "headers", err, err_len)) ||
+        (rc = check_header_names(cfg->headers, err, err_len)) ||
         (rc = ppk__kv_check(cfg->resource.attributes, "resource.attributes", err, err_len)))
         return rc;
     if (cfg->gzip != 0 && cfg->gzip != 1)
@@ -263,67 +331,20 @@ int ppk_sink_otlp(const ppk_otlp_config *cfg, ppk_sink *out, char *err, size_t e
     memset(o, 0, sizeof *o);
     o->mem = mem;
     o->gzip = cfg->gzip;
-
-    /* The URL: profiles_endpoint as it is, else endpoint + the signal's path. */
-    ppk_str base = cfg->endpoint.len ? cfg->endpoint : PPK_STR("http://localhost:4318");
-    while (base.len && base.ptr[base.len - 1] == '/') base.len--;
-    char *url = NULL;
-    if (cfg->profiles_endpoint.len) {
-        rc = ppk__upload_str(&o->mem, cfg->profiles_endpoint, "profiles_endpoint", " \"", &url,
-                             err, err_len);
-    } else {
-        rc = ppk__upload_str(&o->mem, base, "endpoint", " \"?#", &url, err, err_len);
-        if (!rc) {
-            size_t n = strlen(url) + sizeof "/v1development/profiles";
-            o->url = ppk__mem_alloc(&o->mem, n);
-            if (o->url) snprintf(o->url, n, "%s/v1development/profiles", url);
-            ppk__upload_str_free(&o->mem, url);
-            url = o->url;
-            if (!url) rc = PPK_ENOMEM;
-        }
+    if ((rc = ot_url(o, cfg, err, err_len)) || (rc = ot_resource(o, &cfg->resource, err, err_len))) {
+        ot_free(o);
+        return rc;
     }
-    o->url = url;
-    if (rc || (rc = ppk__upload_check_url(o->url, "endpoint", err, err_len))) goto fail;
-    if (strncmp(o->url, "http://", 7) && strncmp(o->url, "https://", 8)) {
-        rc = ppk__upload_err(err, err_len, "endpoint: \"%.200s\" is not an http:// or https:// URL",
-                             o->url);
-        goto fail;
-    }
-
-    /* The resource, defaults filled. */
-    char comm[64], svc[80], host[256];
-    ppk_str service = cfg->resource.service_name, hostname = cfg->resource.host_name;
-    if (!service.len) {
-        ppk__upload_comm(comm, sizeof comm);
-        snprintf(svc, sizeof svc, "unknown_service:%s", comm);
-        service = ppk_cstr(svc);
-    }
-    if (!hostname.len && gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = 0;
-        ppk__upload_cut_to_text(host);
-        hostname = ppk_cstr(host);
-    }
-    const ppk_str vals[N_STRS] = {service,
-                                  cfg->resource.service_version,
-                                  cfg->resource.environment,
-                                  hostname,
-                                  cfg->resource.sdk_language,
-                                  cfg->resource.attributes};
-    static const char *const names[N_STRS] = {"resource.service_name", "resource.service_version",
-                                              "resource.environment", "resource.host_name",
-                                              "resource.sdk_language", "resource.attributes"};
-    for (int i = 0; i < N_STRS && !rc; i++)
-        rc = ppk__upload_str(&o->mem, vals[i], names[i], NULL, &o->strs[i], err, err_len);
-    if (rc) goto fail;
 
     /* Headers: the user's, then User-Agent and Content-Encoding. */
     enum { MAX_HEADERS = 64 };
     char *lines[MAX_HEADERS];
+    size_t caps[MAX_HEADERS];
     const char *headers[MAX_HEADERS + 2];
     size_t n = 0;
     ppk__mem hm;
     ppk__mem_init(&hm, &cfg->upload.allocator);
-    rc = header_lines(&hm, cfg->headers, lines, MAX_HEADERS, &n);
+    rc = header_lines(&hm, cfg->headers, lines, caps, MAX_HEADERS, &n);
     if (rc == PPK_EINVAL) ppk__upload_err(err, err_len, "headers: more than %d", MAX_HEADERS);
     char h_agent[64];
     snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);
@@ -338,9 +359,6 @@ int ppk_sink_otlp(const ppk_otlp_config *cfg, ppk_sink *out, char *err, size_t e
         rc = ppk__upload_create(&cfg->upload, &ops, o, headers, n + 1 + (size_t)o->gzip, out,
                                 err, err_len); /* frees o on failure */
     }
-    for (size_t i = 0; i < n; i++) ppk__upload_str_free(&hm, lines[i]);
-    return rc;
-fail:
-    ot_free(o);
+    for (size_t i = 0; i < n; i++) ppk__mem_free(&hm, lines[i], caps[i]);
     return rc;
 }

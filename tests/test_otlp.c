@@ -486,6 +486,9 @@ static void test_config_errors(void) {
     b.headers = PPK_STR("=v");
     bad_config(b, PPK_EINVAL, "headers");
     b = c;
+    b.headers = PPK_STR("a:b=v");
+    bad_config(b, PPK_EINVAL, "\"a:b\" is not a header name");
+    b = c;
     b.resource.attributes = PPK_STR("k=%zz");
     bad_config(b, PPK_EINVAL, "resource.attributes");
     b = c;
