@@ -1131,13 +1131,17 @@ PPK_API void ppk_pprof_free(ppk_pprof *p);
  * labels are combined into one OTLP Sample: their values summed (saturating) when they
  * have no timestamp, one value per timestamp when they do (an aggregate and timestamped
  * samples of the same stack and labels, as a window under its memory limit may hold,
- * stay two Samples: values and timestamps must pair up). A label whose key already
- * appeared in the same sample is dropped, counted in dropped_attributes_count. Invalid
+ * stay two Samples: values and timestamps must pair up; an aggregate whose values sum to
+ * 0 is left out). A label with an empty key, or whose key already appeared in the same
+ * sample (a second "end_timestamp_ns" too), is dropped, counted in the
+ * dropped_attributes_count of the Profiles its sample is in. The resource's fields that
+ * are set come first, then telemetry.sdk.*, then `attributes` (a key written already
+ * is skipped); service.name is "unknown_service" when neither sets it. Invalid
  * UTF-8 is repaired (U+FFFD); OTLP has no place for pprof's comments, drop_frames,
  * keep_frames, default sample type, mapping build ids or is_folded, which are left out.
  */
 typedef struct ppk_otlp_resource {
-    ppk_str service_name;    /* service.name; empty: "unknown_service" */
+    ppk_str service_name;    /* service.name; empty: attributes', else "unknown_service" */
     ppk_str service_version; /* service.version; empty: none */
     ppk_str environment;     /* deployment.environment.name; empty: none */
     ppk_str host_name;       /* host.name; empty: none */
@@ -1172,8 +1176,9 @@ PPK_API int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res,
  * message) counts as sent and adds to partial_successes and rejected_profiles.
  * An export that cannot be read back or encoded is dropped as invalid.
  * The resource's empty fields are filled at creation: service_name with
- * "unknown_service:<program name>", host_name with gethostname(), pid with the process id
- * at each upload (a forked child sends its own).
+ * "unknown_service:<program name>" (unless `attributes` has service.name), host_name
+ * with gethostname(), pid with the process id at each upload (a forked child sends its
+ * own).
  */
 typedef struct ppk_otlp_config {
     ppk_str endpoint;          /* base URL; empty: http://localhost:4318 */

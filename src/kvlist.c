@@ -92,18 +92,20 @@ static int value_ok(ppk_str v) {
 int ppk__kv_check(ppk_str list, const char *what, char *err, size_t err_len) {
     if (!list.ptr && list.len) return PPK_ENULL;
     ppk_str rest = list, key, val;
-    int r;
+    int r, item = 0;
     while ((r = ppk__kv_next(&rest, &key, &val))) {
+        item++;
         int bad = r < 0 || !value_ok(val);
         for (size_t i = 0; i < key.len && !bad; i++)
             bad = key.ptr[i] <= 0x20 || key.ptr[i] >= 0x7f;
         if (bad) {
-            size_t n = (size_t)(rest.ptr - key.ptr);
+            /* Named by its place and key only: a header's value may be a secret. */
             if (err && err_len)
                 snprintf(err, err_len,
-                         "%s: \"%.*s\" is not key=value with a visible ASCII key and a "
-                         "percent-encoded UTF-8 value",
-                         what, (int)(n > 100 ? 100 : n), key.ptr);
+                         "%s: item %d%s%.*s%s is not key=value with a visible ASCII key and "
+                         "a percent-encoded UTF-8 value",
+                         what, item, r > 0 ? " (key \"" : "", r > 0 ? (int)(key.len > 100 ? 100 : key.len) : 0,
+                         key.ptr, r > 0 ? "\")" : "");
             return PPK_EINVAL;
         }
     }

@@ -18,7 +18,7 @@
  * encoded), 0 at the end, -1 for a malformed item (no '=', an empty key). */
 int ppk__kv_next(ppk_str *rest, ppk_str *key, ppk_str *value);
 /* 0 when every item of `list` is well formed, else PPK_EINVAL with a message naming
- * `what` and the item. */
+ * `what`, the item's place and its key (never its value). */
 int ppk__kv_check(ppk_str list, const char *what, char *err, size_t err_len);
 /* Decodes a checked value into out (room for value.len bytes); returns its length. */
 size_t ppk__pct_decode(ppk_str value, char *out);

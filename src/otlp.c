@@ -106,12 +106,12 @@ typedef struct enc {
     uint32_t *s_group;
     uint8_t *s_has_ts;
     int64_t *s_ts;
+    uint32_t *s_dropped;   /* per sample: labels left out (a key again, an empty key) */
     uint32_t *s_attr_off;  /* per sample + 1: its attributes in attr_ix */
     uint32_t *attr_ix;
     uint32_t *scratch;     /* per sample: a key being built, then the group members */
     uint32_t *g_first;     /* per group + 1: its members in `members` */
     uint32_t *members;
-    uint32_t dropped_attrs;
     size_t n_attr_ix, n_groups;
     struct { void *p; size_t bytes; } arrays[16]; /* freed at the end */
     size_t n_arrays;
@@ -210,6 +210,9 @@ static int intern_elements(enc *e) {
     size_t max_lines = 0;
     for (size_t i = 0; i < p->n_locations; i++)
         if (p->locations[i].n_lines > max_lines) max_lines = p->locations[i].n_lines;
+    /* A location's record (its lines) is a dict key: under 4 GiB. */
+    if (max_lines > (UINT32_MAX - sizeof(loc_rec)) / sizeof(line_rec))
+        return fail(e, PPK_ETOOBIG, "a location with over 2^28 lines");
     if (str_ix(e, PPK_STR("")) != 0) return e->rc ? e->rc : fail(e, PPK_ENOMEM, "strings");
     if (!ALLOC_ARRAY(e, e->map_ix, p->n_mappings) || !ALLOC_ARRAY(e, e->fn_ix, p->n_functions) ||
         !ALLOC_ARRAY(e, e->loc_ix, p->n_locations) ||
@@ -267,13 +270,22 @@ static int sample_attrs(enc *e, size_t i) {
     e->s_attr_off[i] = (uint32_t)first;
     e->s_has_ts[i] = 0;
     e->s_ts[i] = 0;
+    e->s_dropped[i] = 0;
     for (size_t k = 0; k < s->n_labels; k++) {
         const ppk_pprof_label *lb = &s->labels[k];
         int numeric = !lb->str.len;
-        if (numeric && lb->key.len == 16 && !memcmp(lb->key.ptr, "end_timestamp_ns", 16) &&
-            !e->s_has_ts[i]) {
-            e->s_has_ts[i] = 1;
-            e->s_ts[i] = lb->num;
+        if (lb->key.len == 16 && !memcmp(lb->key.ptr, "end_timestamp_ns", 16)) {
+            /* The timestamp: the first numeric one; another is a key given twice. */
+            if (numeric && !e->s_has_ts[i]) {
+                e->s_has_ts[i] = 1;
+                e->s_ts[i] = lb->num;
+            } else {
+                e->s_dropped[i]++;
+            }
+            continue;
+        }
+        if (!lb->key.len) { /* OTLP attributes have a key */
+            e->s_dropped[i]++;
             continue;
         }
         attr_rec a = {0};
@@ -286,7 +298,7 @@ static int sample_attrs(enc *e, size_t i) {
             dup = o->key == a.key;
         }
         if (dup) {
-            e->dropped_attrs++;
+            e->s_dropped[i]++;
             continue;
         }
         a.kind = numeric ? AV_INT : AV_STRING;
@@ -313,6 +325,7 @@ static int intern_samples(enc *e) {
     if (labels + 3 > depth) depth = labels + 3;
     if (!ALLOC_ARRAY(e, e->s_stack, n) || !ALLOC_ARRAY(e, e->s_group, n) ||
         !ALLOC_ARRAY(e, e->s_has_ts, n) || !ALLOC_ARRAY(e, e->s_ts, n) ||
+        !ALLOC_ARRAY(e, e->s_dropped, n) ||
         !ALLOC_ARRAY(e, e->s_attr_off, n + 1) || !ALLOC_ARRAY(e, e->attr_ix, labels) ||
         !ALLOC_ARRAY(e, e->scratch, depth > n ? depth : n))
         return fail(e, PPK_ENOMEM, "out of memory");
@@ -401,38 +414,56 @@ static int put_str_kv(enc *e, ppk_str key, ppk_str val) {
     return e->rc ? e->rc : put_kv(e, RES_ATTRIBUTES, key, &val, 0);
 }
 
+/* 1 when key is one of the n keys in `keys`. */
+static int key_in(ppk_str key, const ppk_str *keys, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (keys[i].len == key.len && !memcmp(keys[i].ptr, key.ptr, key.len)) return 1;
+    return 0;
+}
+
+/* The resource: the fields that are set, pprofkit's telemetry.sdk.*, the user's
+ * attributes (a key written already, or earlier in the list, is skipped: the fields win,
+ * then the first), and service.name "unknown_service" when nobody set it (OTel's rule). */
 static int put_resource(enc *e, const ppk_otlp_resource *r) {
     if (room(e, PPK_PB_NEST_MAX)) return e->rc;
     size_t res = ppk__pb_begin(&e->pb, RP_RESOURCE);
-    put_str_kv(e, PPK_STR("service.name"),
-               r->service_name.len ? r->service_name : PPK_STR("unknown_service"));
-    if (r->service_version.len) put_str_kv(e, PPK_STR("service.version"), r->service_version);
-    if (r->environment.len) put_str_kv(e, PPK_STR("deployment.environment.name"), r->environment);
-    if (r->host_name.len) put_str_kv(e, PPK_STR("host.name"), r->host_name);
-    if (r->pid) put_kv(e, RES_ATTRIBUTES, PPK_STR("process.pid"), NULL, r->pid);
-    put_str_kv(e, PPK_STR("telemetry.sdk.name"), PPK_STR("pprofkit"));
-    put_str_kv(e, PPK_STR("telemetry.sdk.language"),
-               r->sdk_language.len ? r->sdk_language : PPK_STR("cpp"));
-    put_str_kv(e, PPK_STR("telemetry.sdk.version"), PPK_STR(PPK_VERSION_STRING));
-    /* The user's, percent-decoded into the repair buffer one at a time; a key set above
-     * or earlier in the list is not written twice (the first one stays). */
+    const struct {
+        ppk_str key, value;
+    } fixed[] = {
+        {PPK_STR("service.name"), r->service_name},
+        {PPK_STR("service.version"), r->service_version},
+        {PPK_STR("deployment.environment.name"), r->environment},
+        {PPK_STR("host.name"), r->host_name},
+        {PPK_STR("telemetry.sdk.name"), PPK_STR("pprofkit")},
+        {PPK_STR("telemetry.sdk.language"), r->sdk_language.len ? r->sdk_language : PPK_STR("cpp")},
+        {PPK_STR("telemetry.sdk.version"), PPK_STR(PPK_VERSION_STRING)},
+    };
+    enum { N_FIXED = sizeof fixed / sizeof *fixed };
+    ppk_str written[N_FIXED + 1];
+    size_t n_written = 0;
+    for (size_t i = 0; i < N_FIXED; i++) {
+        if (!fixed[i].value.len) continue;
+        put_str_kv(e, fixed[i].key, fixed[i].value);
+        written[n_written++] = fixed[i].key;
+    }
+    if (r->pid) {
+        put_kv(e, RES_ATTRIBUTES, PPK_STR("process.pid"), NULL, r->pid);
+        written[n_written++] = PPK_STR("process.pid");
+    }
+    int has_service = r->service_name.len != 0;
     ppk_str rest = r->attributes, key, val;
     while (!e->rc && ppk__kv_next(&rest, &key, &val) == 1) {
-        static const char *const fixed[] = {"service.name", "service.version",
-                                            "deployment.environment.name", "host.name",
-                                            "process.pid", "telemetry.sdk.name",
-                                            "telemetry.sdk.language", "telemetry.sdk.version"};
-        int seen = 0;
-        for (size_t k = 0; k < sizeof fixed / sizeof *fixed && !seen; k++)
-            seen = key.len == strlen(fixed[k]) && !memcmp(key.ptr, fixed[k], key.len);
-        for (ppk_str r2 = r->attributes, k2, v2; !seen && ppk__kv_next(&r2, &k2, &v2) == 1 &&
-                                                  k2.ptr != key.ptr;)
+        int seen = key_in(key, written, n_written);
+        for (ppk_str r2 = r->attributes, k2, v2;
+             !seen && ppk__kv_next(&r2, &k2, &v2) == 1 && k2.ptr != key.ptr;)
             seen = k2.len == key.len && !memcmp(k2.ptr, key.ptr, key.len);
         if (seen) continue;
+        has_service |= key_in(key, &fixed[0].key, 1); /* service.name */
         char *dec = ppk__arena_alloc(&e->arena, val.len ? val.len : 1, 1);
         if (!dec) return fail(e, PPK_ENOMEM, "out of memory");
         put_kv(e, RES_ATTRIBUTES, key, &(ppk_str){dec, ppk__pct_decode(val, dec)}, 0);
     }
+    if (!has_service) put_str_kv(e, PPK_STR("service.name"), PPK_STR("unknown_service"));
     return close_msg(e, res);
 }
 
@@ -460,18 +491,22 @@ static int put_profile(enc *e, size_t t) {
     ppk__pb_uint_nz(&e->pb, VT_TYPE, e->type_strs[2 * t]);
     ppk__pb_uint_nz(&e->pb, VT_UNIT, e->type_strs[2 * t + 1]);
     ppk__pb_end(&e->pb, vt);
+    uint64_t dropped = 0; /* labels left out of this Profile's samples */
     for (size_t g = 0; g < e->n_groups && !e->rc; g++) {
         const uint32_t *m = e->members + e->g_first[g];
         size_t nm = e->g_first[g + 1] - e->g_first[g], nz = 0;
         int64_t sum = 0;
+        uint64_t drop = 0;
         for (size_t k = 0; k < nm; k++) {
             int64_t v = p->samples[m[k]].values[t];
             nz += v != 0;
             sum = sat_add(sum, v);
+            drop += v ? e->s_dropped[m[k]] : 0;
         }
-        if (!nz) continue;
         uint32_t first = m[0];
         int ts = e->s_has_ts[first];
+        if (ts ? !nz : !sum) continue; /* nothing of this type */
+        dropped += drop;
         size_t na = e->s_attr_off[first + 1] - e->s_attr_off[first];
         if (room(e, 4 * PPK_PB_NEST_MAX + PPK_PB_UINT_MAX + na * PPK_PB_VARINT_MAX +
                         (ts ? nz * (PPK_PB_VARINT_MAX + 8) : PPK_PB_VARINT_MAX)))
@@ -516,7 +551,7 @@ static int put_profile(enc *e, size_t t) {
     do random_bytes(id, sizeof id);
     while (!memcmp(id, (uint8_t[16]){0}, sizeof id));
     ppk__pb_bytes(&e->pb, PR_ID, id, sizeof id);
-    ppk__pb_uint_nz(&e->pb, PR_DROPPED_ATTRIBUTES, e->dropped_attrs);
+    ppk__pb_uint_nz(&e->pb, PR_DROPPED_ATTRIBUTES, dropped > UINT32_MAX ? UINT32_MAX : dropped);
     return close_msg(e, prof);
 }
 
@@ -544,7 +579,7 @@ static int put_dictionary(enc *e) {
         const loc_rec *l = key_of(&e->locs, i);
         const line_rec *lines = (const line_rec *)(l + 1);
         if (room(e, PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX +
-                        l->n_lines * (PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX)))
+                        (size_t)l->n_lines * (PPK_PB_NEST_MAX + 2 * PPK_PB_UINT_MAX)))
             break;
         size_t b = ppk__pb_begin(&e->pb, DI_LOCATIONS);
         ppk__pb_uint_nz(&e->pb, LO_MAPPING, l->mapping);
@@ -568,7 +603,7 @@ static int put_dictionary(enc *e) {
     }
     put_zero(e, DI_LINKS);
     for (uint32_t i = 0; i < e->strs.n && !e->rc; i++) {
-        uint32_t n = e->strs.ents[i].len;
+        size_t n = e->strs.ents[i].len;
         if (room(e, PPK_PB_NEST_MAX + n)) break;
         ppk__pb_bytes(&e->pb, DI_STRINGS, key_of(&e->strs, i), n);
     }
@@ -582,7 +617,7 @@ static int put_dictionary(enc *e) {
         if (a->kind == AV_INT) {
             ppk__pb_uint(&e->pb, AV_INT, a->value);
         } else {
-            uint32_t n = e->lvals.ents[a->value].len;
+            size_t n = e->lvals.ents[a->value].len;
             if (room(e, 2 * PPK_PB_NEST_MAX + PPK_PB_UINT_MAX + n)) break;
             ppk__pb_bytes(&e->pb, AV_STRING, key_of(&e->lvals, (uint32_t)a->value), n);
         }

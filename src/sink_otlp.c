@@ -121,7 +121,9 @@ static int skip(const uint8_t *b, size_t n, size_t *i, unsigned wt) {
 /* ExportProfilesServiceResponse { ExportProfilesPartialSuccess partial_success = 1 } with
  * { int64 rejected_profiles = 1; string error_message = 2 }. A partial success is a set
  * partial_success with rejected profiles or a message (a warning); a body that does not
- * parse is taken as a plain success (the server said 2xx). */
+ * parse is taken as a plain success (the server said 2xx). The body may be cut at
+ * PPK__ANSWER_MAX: partial_success and its message may run past its end (only whether
+ * the message is empty matters). */
 static int ot_answer(void *ctx, const char *body, size_t len, uint64_t *rejected) {
     (void)ctx;
     const uint8_t *b = (const uint8_t *)body;
@@ -134,8 +136,8 @@ static int ot_answer(void *ctx, const char *body, size_t len, uint64_t *rejected
             if (skip(b, len, &i, tag & 7)) return 0;
             continue;
         }
-        if (varint(b, len, &i, &v) || v > len - i) return 0;
-        size_t end = i + v;
+        if (varint(b, len, &i, &v)) return 0;
+        size_t end = v > len - i ? len : i + v;
         while (i < end) {
             if (varint(b, end, &i, &tag)) return 0;
             if (tag == (1 << 3 | 0)) {
@@ -143,9 +145,9 @@ static int ot_answer(void *ctx, const char *body, size_t len, uint64_t *rejected
                 *rejected = (int64_t)v > 0 ? v : 0;
                 partial |= v != 0;
             } else if (tag == (2 << 3 | 2)) {
-                if (varint(b, end, &i, &v) || v > end - i) return 0;
+                if (varint(b, end, &i, &v)) return 0;
                 partial |= v != 0;
-                i += v;
+                i = v > end - i ? end : i + v;
             } else if (skip(b, end, &i, tag & 7)) {
                 return 0;
             }
@@ -259,11 +261,15 @@ static int ot_url(ot_ctx *o, const ppk_otlp_config *cfg, char *err, size_t err_l
     return 0;
 }
 
-/* o->strs: the resource's strings, the defaults filled (the program's name, the host's). */
+/* o->strs: the resource's strings, the defaults filled: the host's name, and
+ * "unknown_service:<program>" unless service.name is set, as a field or an attribute. */
 static int ot_resource(ot_ctx *o, const ppk_otlp_resource *r, char *err, size_t err_len) {
     char comm[64], svc[80], host[256];
-    ppk_str service = r->service_name, hostname = r->host_name;
-    if (!service.len) {
+    ppk_str service = r->service_name, hostname = r->host_name, rest = r->attributes, k, v;
+    int in_attributes = 0;
+    while (!in_attributes && ppk__kv_next(&rest, &k, &v) == 1)
+        in_attributes = k.len == 12 && !memcmp(k.ptr, "service.name", 12);
+    if (!service.len && !in_attributes) {
         ppk__upload_comm(comm, sizeof comm);
         snprintf(svc, sizeof svc, "unknown_service:%s", comm);
         service = ppk_cstr(svc);

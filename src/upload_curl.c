@@ -146,10 +146,12 @@ static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     *status = code;
-    curl_off_t after = 0;
     *retry_after_ms = 0;
+#if LIBCURL_VERSION_NUM >= 0x074200 /* CURLINFO_RETRY_AFTER: 7.66 */
+    curl_off_t after = 0;
     if (curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0)
         *retry_after_ms = after > RETRY_AFTER_MAX_MS / 1000 ? RETRY_AFTER_MAX_MS : after * 1000;
+#endif
     return rc;
 }
 

@@ -479,6 +479,54 @@ done
 "$PYPB" "$SOURCE_DIR/tests/check_otlp.py" --expect '{"pid":null,"host_name":null}' \
     "$WORK/odd.req" > /dev/null || fail "pprofkit otlp odd.pb: the request is wrong"
 echo "ok   otlp odd.pb: repaired strings, a valid request"
+# Labels OTLP has no place for, samples that sum to zero, the resource's precedence.
+cat > "$WORK/otlp_edges.py" <<'EOF'
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import check_otlp
+pb, pk, work = check_otlp.profile_pb2, sys.argv[2], sys.argv[3]
+strings = ["", "n", "end_timestamp_ns", "k", "v", "w", "x", "f", "ns"]
+p = pb.Profile(string_table=strings)
+p.sample_type.add(type=8, unit=8)
+p.function.add(id=1, name=7)
+p.location.add(id=1, line=[pb.Line(function_id=1, line=3)])
+ts = [pb.Label(key=2, num=5), pb.Label(key=2, num=7)]  # a second timestamp
+odd = [pb.Label(key=0, str=6), pb.Label(key=3, str=4), pb.Label(key=3, str=5)]  # "", k twice
+p.sample.add(location_id=[1], value=[3], label=ts + odd)
+p.sample.add(location_id=[1], value=[5], label=[pb.Label(key=3, str=4)])
+p.sample.add(location_id=[1], value=[-5], label=[pb.Label(key=3, str=4)])  # sums to 0
+with open(work + "/edges.pb", "wb") as f:
+    f.write(p.SerializeToString())
+
+
+def request(env):
+    out = subprocess.run([pk, "otlp", work + "/edges.pb"], capture_output=True, check=True,
+                         env=env).stdout
+    return check_otlp.decode_request(out)
+
+
+def resource(req):
+    return {kv.key: check_otlp.value_of(kv.value)
+            for kv in req.resource_profiles[0].resource.attributes}
+
+
+req = request({"OTEL_RESOURCE_ATTRIBUTES": "service.name=attr,service.version=2,a=1"})
+d = req.dictionary
+(prof,) = req.resource_profiles[0].scope_profiles[0].profiles
+assert len(prof.samples) == 1, prof  # the zero sum left out
+(smp,) = prof.samples
+assert list(smp.timestamps_unix_nano) == [5] and list(smp.values) == [3], smp
+keys = [d.string_table[d.attribute_table[a].key_strindex] for a in smp.attribute_indices]
+assert keys == ["k"], keys  # "", the second k and the second timestamp dropped
+assert prof.dropped_attributes_count == 3, prof.dropped_attributes_count
+res = resource(req)
+assert (res["service.name"], res["service.version"], res["a"]) == ("attr", "2", "1"), res
+res = resource(request({"OTEL_SERVICE_NAME": "env", "OTEL_RESOURCE_ATTRIBUTES": "service.name=a"}))
+assert res["service.name"] == "env", res  # OTEL_SERVICE_NAME wins
+assert resource(request({}))["service.name"] == "unknown_service"
+print("ok   otlp edges: labels dropped and counted, zero sums left out, resource precedence")
+EOF
+"$PYPB" "$WORK/otlp_edges.py" "$SOURCE_DIR/tests" "$PK" "$WORK" || fail "otlp edge cases"
 
 step "errors and usage"
 expect() { # expect CODE PATTERN COMMAND...: exit status and a line of stderr
@@ -532,7 +580,7 @@ expect 2 "unknown option '--title'" "$PK" top --title x "$WORK/ppk/w1.pb.gz"
 expect 2 "otlp takes one FILE" "$PK" otlp "$WORK/ppk/w1.pb.gz" "$WORK/ppk/small.pb"
 expect 2 "unknown option '--sample-type'" "$PK" otlp --sample-type x "$WORK/ppk/w1.pb.gz"
 expect 1 "cut.pb: Profile.sample_type at byte 0" "$PK" otlp -o "$WORK/r.bin" "$WORK/cut.pb"
-OTEL_RESOURCE_ATTRIBUTES=novalue expect 1 "OTEL_RESOURCE_ATTRIBUTES: \"novalue\" is not key=value" \
+OTEL_RESOURCE_ATTRIBUTES=novalue expect 1 "OTEL_RESOURCE_ATTRIBUTES: item 1 is not key=value" \
     "$PK" otlp -o "$WORK/r.bin" "$WORK/ppk/w1.pb.gz"
 expect 1 "no-such-dir/r.bin" "$PK" otlp -o "$WORK/no-such-dir/r.bin" "$WORK/ppk/w1.pb.gz"
 [ ! -e "$WORK/p.html" ] || fail "a usage error wrote a page"
