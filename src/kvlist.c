@@ -100,12 +100,12 @@ int ppk__kv_check(ppk_str list, const char *what, char *err, size_t err_len) {
             bad = key.ptr[i] <= 0x20 || key.ptr[i] >= 0x7f;
         if (bad) {
             /* Named by its place and key only: a header's value may be a secret. */
+            int shown = r > 0 ? (int)(key.len > 100 ? 100 : key.len) : 0;
             if (err && err_len)
                 snprintf(err, err_len,
                          "%s: item %d%s%.*s%s is not key=value with a visible ASCII key and "
                          "a percent-encoded UTF-8 value",
-                         what, item, r > 0 ? " (key \"" : "", r > 0 ? (int)(key.len > 100 ? 100 : key.len) : 0,
-                         key.ptr, r > 0 ? "\")" : "");
+                         what, item, r > 0 ? " (key \"" : "", shown, key.ptr, r > 0 ? "\")" : "");
             return PPK_EINVAL;
         }
     }

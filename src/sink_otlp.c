@@ -337,7 +337,8 @@ int ppk_sink_otlp(const ppk_otlp_config *cfg, ppk_sink *out, char *err, size_t e
     memset(o, 0, sizeof *o);
     o->mem = mem;
     o->gzip = cfg->gzip;
-    if ((rc = ot_url(o, cfg, err, err_len)) || (rc = ot_resource(o, &cfg->resource, err, err_len))) {
+    if ((rc = ot_url(o, cfg, err, err_len)) ||
+        (rc = ot_resource(o, &cfg->resource, err, err_len))) {
         ot_free(o);
         return rc;
     }

@@ -58,15 +58,18 @@ static void record(ppk_recorder *r, int round) {
     for (int i = 0; i < 40; i++) {
         CHECK_EQ_INT(ppk_sample_start(s), 0);
         if (i % 7) {
-            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 10 + i % 3, 0), 0);
+            ppk_str a = PPK_STR("a.py");
+            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), a, 10 + i % 3, 0), 0);
             if (i % 2) CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("mid"), PPK_STR("b.py"), 5, 0), 0);
-            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("a.py"), 1, 0), 0);
+            CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), a, 1, 0), 0);
         }
         char task[32];
         snprintf(task, sizeof task, "Task-%d", (i + round) % 5);
-        CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("thread name"), PPK_STR("MainThread")), 0);
+        ppk_str key = PPK_STR("thread name");
+        CHECK_EQ_INT(ppk_sample_push_label_str(s, key, PPK_STR("MainThread")), 0);
         CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), ppk_cstr(task)), 0);
-        CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("thread id"), 100 + i % 3, PPK_STR("")), 0);
+        key = PPK_STR("thread id");
+        CHECK_EQ_INT(ppk_sample_push_label_num(s, key, 100 + i % 3, PPK_STR("")), 0);
         if (i % 5 == 0)
             CHECK_EQ_INT(ppk_sample_push_label_num(s, PPK_STR("bytes"), 4096, PPK_STR("bytes")), 0);
         if (i == 13)
@@ -385,7 +388,8 @@ static void test_retry_after(void) {
     ppk_upload_stats st = status_run(503, "2", &gap);
     CHECK_EQ_U64(st.attempts, 2);
     CHECK(gap >= 1900);
-    if (gap < 1900) fprintf(stderr, "  retry came %lld ms after the first attempt\n", (long long)gap);
+    if (gap < 1900)
+        fprintf(stderr, "  retry came %lld ms after the first attempt\n", (long long)gap);
 }
 
 static void test_connection_refused_and_invalid(void) {

@@ -632,10 +632,11 @@ int main(int argc, char **argv) {
     if (o.n_files == 0) usage_error("%s", "no FILE given");
     if (flame && (!output || !*output)) usage_error("%s", "-o OUT.html is required");
     if (otlp && o.n_files != 1) usage_error("%s", "otlp takes one FILE");
-    int rc = otlp ? cmd_otlp(o.files[0], output) : top ? cmd_top(&o) : diff ? cmd_diff(&o) : collapsed ? cmd_collapsed(&o)
-                                                        : pk_flame(o.files, o.n_files,
-                                                                   o.sample_type, title,
-                                                                   output);
+    int rc = otlp        ? cmd_otlp(o.files[0], output)
+             : top       ? cmd_top(&o)
+             : diff      ? cmd_diff(&o)
+             : collapsed ? cmd_collapsed(&o)
+                         : pk_flame(o.files, o.n_files, o.sample_type, title, output);
     free(o.files);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "pprofkit %s: writing the output: %s\n", pk_cmd, strerror(errno));
