@@ -60,7 +60,8 @@ static void record(ppk_recorder *r, int round) {
         if (i % 7) {
             ppk_str a = PPK_STR("a.py");
             CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), a, 10 + i % 3, 0), 0);
-            if (i % 2) CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("mid"), PPK_STR("b.py"), 5, 0), 0);
+            ppk_str mid = PPK_STR("mid"), b = PPK_STR("b.py");
+            if (i % 2) CHECK_EQ_INT(ppk_sample_push_frame(s, mid, b, 5, 0), 0);
             CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("main"), a, 1, 0), 0);
         }
         char task[32];
