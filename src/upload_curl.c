@@ -155,26 +155,92 @@ static CURLcode perform(ppk__uploader *u, const char *url, const ppk__ubuf *body
     return rc;
 }
 
+/* The request of a job: its URL, body and headers (the configured ones, Content-Type,
+ * an empty Expect:). 0, PPK_ENOMEM, or the build's PPK_EINVAL. */
+static int build_request(ppk__uploader *u, ppk__upload_job *job, ppk__ubuf *url,
+                         ppk__ubuf *body, struct curl_slist **hdrs) {
+    char ctype[192] = "application/octet-stream";
+    int rc = u->ops.build(u->ctx, job, url, body, ctype, sizeof ctype);
+    if (!rc && (url->failed || body->failed)) rc = PPK_ENOMEM;
+    ppk__ubuf_nul(url);
+    char line[256];
+    snprintf(line, sizeof line, "Content-Type: %s", ctype);
+    for (size_t i = 0; i <= u->n_headers + 1 && !rc; i++) {
+        const char *hl = i < u->n_headers ? u->headers[i] : i == u->n_headers ? line : "Expect:";
+        struct curl_slist *n = curl_slist_append(*hdrs, hl);
+        if (!n) rc = PPK_ENOMEM;
+        else *hdrs = n;
+    }
+    return rc;
+}
+
+/* What one transfer gave: the curl code, the HTTP status, the answer's Retry-After, and
+ * whether a 2xx answer said part of the data was rejected (ops.answer). */
+typedef struct outcome {
+    CURLcode cc;
+    long status;
+    int64_t retry_after_ms;
+    int partial;
+    uint64_t rejected;
+} outcome;
+
+static outcome transfer(ppk__uploader *u, const ppk__ubuf *url, const ppk__ubuf *body,
+                        struct curl_slist *hdrs) {
+    outcome o = {0};
+    ppk__ubuf answer;
+    ppk__ubuf_init(&answer, &u->ua);
+    o.cc = perform(u, url->p, body, hdrs, u->ops.answer ? &answer : NULL, &o.status,
+                   &o.retry_after_ms);
+    o.partial = o.cc == CURLE_OK && o.status >= 200 && o.status < 300 && u->ops.answer &&
+                !answer.failed && u->ops.answer(u->ctx, answer.p, answer.len, &o.rejected);
+    ppk__ubuf_free(&answer);
+    return o;
+}
+
+/* Counts a finished attempt that was not aborted, the lock held: 1 when the upload is
+ * done (sent), else 0 with *retryable set. */
+static int count_outcome(ppk__uploader *u, const outcome *o, size_t body_len, int *retryable) {
+    CURLcode cc = o->cc;
+    long status = o->status;
+    *retryable = 1;
+    if (cc == CURLE_OK) {
+        u->st.last_http_status = (int)status;
+        if (status >= 200 && status < 300) {
+            u->st.sent++;
+            u->st.bytes_sent += body_len;
+            if (o->partial) {
+                u->st.partial_successes++;
+                u->st.rejected_profiles += o->rejected;
+            }
+            return 1;
+        }
+        if (status >= 400) {
+            if (status >= 500) u->st.fail_http_5xx++;
+            else u->st.fail_http_4xx++;
+            *retryable = u->ops.retryable ? u->ops.retryable(status)
+                                          : status >= 500 || status == 408 || status == 429;
+        } else {
+            u->st.fail_other++; /* 1xx, 3xx: redirects are not followed */
+            *retryable = 0;
+        }
+    } else if (cc == CURLE_OPERATION_TIMEDOUT) {
+        u->st.fail_timeout++;
+    } else if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+               cc == CURLE_COULDNT_RESOLVE_PROXY) {
+        u->st.fail_connect++;
+    } else {
+        u->st.fail_other++;
+    }
+    return 0;
+}
+
 /* Sends one job: build, transfer, at most one retry. Called without the lock. */
 void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
     ppk__ubuf url, body;
     ppk__ubuf_init(&url, &u->ua);
     ppk__ubuf_init(&body, &u->ua);
-    char ctype[192] = "application/octet-stream";
-    int rc = u->ops.build(u->ctx, job, &url, &body, ctype, sizeof ctype);
-    if (!rc && (url.failed || body.failed)) rc = PPK_ENOMEM;
-    ppk__ubuf_nul(&url);
     struct curl_slist *hdrs = NULL;
-    if (!rc) {
-        char line[256];
-        snprintf(line, sizeof line, "Content-Type: %s", ctype);
-        for (size_t i = 0; i <= u->n_headers + 1 && !rc; i++) {
-            const char *hl = i < u->n_headers ? u->headers[i] : i == u->n_headers ? line : "Expect:";
-            struct curl_slist *n = curl_slist_append(hdrs, hl);
-            if (!n) rc = PPK_ENOMEM;
-            else hdrs = n;
-        }
-    }
+    int rc = build_request(u, job, &url, &body, &hdrs);
     if (rc || !u->curl) {
         pthread_mutex_lock(&u->lock);
         if (rc == PPK_ENOMEM || !u->curl)
@@ -198,25 +264,15 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
         u->st.attempts++;
         pthread_mutex_unlock(&u->lock);
 
-        long status = 0;
-        int64_t retry_after_ms = 0;
-        ppk__ubuf answer;
-        ppk__ubuf_init(&answer, &u->ua);
-        CURLcode cc = perform(u, url.p, &body, hdrs, u->ops.answer ? &answer : NULL, &status,
-                              &retry_after_ms);
-        uint64_t rejected = 0;
-        int partial = cc == CURLE_OK && status >= 200 && status < 300 && u->ops.answer &&
-                      !answer.failed && u->ops.answer(u->ctx, answer.p, answer.len, &rejected);
-        ppk__ubuf_free(&answer);
-
+        outcome o = transfer(u, &url, &body, hdrs);
         pthread_mutex_lock(&u->lock);
         u->in_transfer = 0;
         pthread_cond_broadcast(&u->idle);
         /* Ended by an abort: through the progress callback, or by its socket shut down
          * (a transport error then). */
-        int aborted = cc == CURLE_ABORTED_BY_CALLBACK ? u->cb_reason
-                      : cc != CURLE_OK               ? u->interrupted
-                                                     : PPK__ABORT_NONE;
+        int aborted = o.cc == CURLE_ABORTED_BY_CALLBACK ? u->cb_reason
+                      : o.cc != CURLE_OK               ? u->interrupted
+                                                       : PPK__ABORT_NONE;
         if (aborted == PPK__ABORT_FORK && !u->cancel) {
             /* Aborted so that fork() finds no transfer in flight: send it again, unless
              * forks keep aborting it. */
@@ -236,43 +292,18 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
             pthread_mutex_unlock(&u->lock);
             break;
         }
-        int retryable = 1;
-        if (cc == CURLE_OK) {
-            u->st.last_http_status = (int)status;
-            if (status >= 200 && status < 300) {
-                u->st.sent++;
-                u->st.bytes_sent += body.len;
-                if (partial) {
-                    u->st.partial_successes++;
-                    u->st.rejected_profiles += rejected;
-                }
-                pthread_mutex_unlock(&u->lock);
-                break;
-            }
-            if (status >= 400) {
-                if (status >= 500) u->st.fail_http_5xx++;
-                else u->st.fail_http_4xx++;
-                retryable = u->ops.retryable ? u->ops.retryable(status)
-                                             : status >= 500 || status == 408 || status == 429;
-            } else {
-                u->st.fail_other++; /* 1xx, 3xx: redirects are not followed */
-                retryable = 0;
-            }
-        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-            u->st.fail_timeout++;
-        } else if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
-                   cc == CURLE_COULDNT_RESOLVE_PROXY) {
-            u->st.fail_connect++;
-        } else {
-            u->st.fail_other++;
+        int retryable;
+        if (count_outcome(u, &o, body.len, &retryable)) {
+            pthread_mutex_unlock(&u->lock);
+            break;
         }
         if (retryable && attempt == 0 && !u->cancel) {
             attempt = 1;
             fork_aborts = 0; /* "in a row": a failure of its own came between */
             u->st.retries++;
             struct timespec dl;
-            ppk__upload_deadline_in(&dl, retry_after_ms > u->cfg.retry_backoff_ms
-                                             ? retry_after_ms
+            ppk__upload_deadline_in(&dl, o.retry_after_ms > u->cfg.retry_backoff_ms
+                                             ? o.retry_after_ms
                                              : u->cfg.retry_backoff_ms);
             while (!u->cancel && pthread_cond_timedwait(&u->wake, &u->lock, &dl) != ETIMEDOUT) {
             }
