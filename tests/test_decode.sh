@@ -23,7 +23,7 @@ step() { echo "== $*"; }
 
 [ -x "$GEN" ] || fail "$GEN not built"
 [ -f "$PROTO" ] || fail "profile.proto not found at $PROTO (package golang-github-google-pprof-dev)"
-for tool in protoc gzip python3 go; do
+for tool in protoc gzip zstd python3 go; do
     command -v "$tool" >/dev/null || fail "$tool is not installed"
 done
 
@@ -53,13 +53,9 @@ gzip -t small.pb.gz || fail "small.pb.gz: bad gzip"
 gzip -dc w1.pb.gz > w1.from-gz
 cmp w1.pb w1.from-gz || fail "gunzip(w1.pb.gz) != w1.pb"
 echo "ok   gzip"
-if command -v zstd >/dev/null; then
-    zstd -q -d -c small.pb.zst > small.from-zst
-    cmp small.pb small.from-zst || fail "zstd -d(small.pb.zst) != small.pb"
-    echo "ok   zstd"
-else
-    echo "SKIP zstd: the zstd command is not installed (package zstd)"
-fi
+zstd -q -d -c small.pb.zst > small.from-zst
+cmp small.pb small.from-zst || fail "zstd -d(small.pb.zst) != small.pb"
+echo "ok   zstd"
 
 step "protoc --decode"
 PROTO_DIR=$(dirname "$PROTO")

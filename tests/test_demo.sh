@@ -53,17 +53,14 @@ for seq in 1 2 3; do
     start=$((start + n))
 done
 
-if command -v zstd >/dev/null; then
-    echo "== steady, 12000 samples, one window, zstd"
-    "$DEMO" --steady --samples 12000 --window 100000 --codec zstd --out "$WORK/z" \
-        > "$WORK/zstd.log"
-    f=$(ls "$WORK"/z/demo.*.1.pb.zst) || fail "zstd export missing"
-    [ "$(ls -A "$WORK/z" | wc -l)" = 1 ] || fail "extra files in $WORK/z"
-    decode "$f" "$WORK/zstd1"
-    python3 "$CHECK" w1 "$WORK/zstd1.txt" "$WORK/zstd1.raw" 12000 0 steady
-else
-    echo "SKIP zstd: the zstd command is not installed (package zstd)"
-fi
+command -v zstd >/dev/null || fail "the zstd command is not installed (package zstd)"
+echo "== steady, 12000 samples, one window, zstd"
+"$DEMO" --steady --samples 12000 --window 100000 --codec zstd --out "$WORK/z" \
+    > "$WORK/zstd.log"
+f=$(ls "$WORK"/z/demo.*.1.pb.zst) || fail "zstd export missing"
+[ "$(ls -A "$WORK/z" | wc -l)" = 1 ] || fail "extra files in $WORK/z"
+decode "$f" "$WORK/zstd1"
+python3 "$CHECK" w1 "$WORK/zstd1.txt" "$WORK/zstd1.raw" 12000 0 steady
 
 echo "== bad arguments fail"
 for args in "--samples 0" "--samples x" "--window" "--codec lz4" "--bogus"; do
