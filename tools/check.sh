@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: install packages, then build and run ctest in
 # build/ (RelWithDebInfo), in build/asan (ASan + UBSan, Debug) and in build/tsan
-# (ThreadSanitizer, Debug: the concurrency tests prove their claims race-free). With
-# CI=true warnings are errors. The Python package is built and tested with every
+# (ThreadSanitizer, Debug: the concurrency tests prove their claims race-free); builds
+# the benchmarks (bench/, not run: they measure, assert nothing about time) and the
+# libFuzzer targets with clang, each fuzzed for FUZZ_SECONDS (default 20) from its saved
+# corpus. With CI=true warnings are errors. The Python package is built and tested with every
 # interpreter tools/pythons.sh lists in build/, with Debian's python3 under ASan, and
 # not under TSan (an uninstrumented interpreter cannot host the TSan runtime). Every
 # stage runs even if an earlier one failed; the exit code is non-zero if any failed, and
@@ -64,6 +66,22 @@ stage "build+test (ASan+UBSan, build/asan)" build_and_test build/asan Debug addr
 # under ThreadSanitizer: the TSan stage leaves them to the two stages above.
 stage "build+test (TSan, build/tsan)" build_and_test build/tsan Debug thread "" \
     -E '^(test_decode|test_demo)$'
+
+stage "benchmarks build (build/)" cmake --build build -j2 --target bench
+
+# fuzz DIR: the libFuzzer targets built with clang, each run FUZZ_SECONDS on a copy of
+# its saved corpus (a crash fails the stage and leaves its input in DIR).
+fuzz() {
+    local dir=$1 t
+    CC=clang cmake -S . -B "$dir" -DPPK_FUZZ=ON -DPPK_WERROR="$werror" &&
+        cmake --build "$dir" -j2 --target fuzz_profile fuzz_builder fuzz_reader || return 1
+    for t in profile builder reader; do
+        rm -rf "$dir/corpus-$t" && cp -r "tests/corpus/fuzz_$t" "$dir/corpus-$t" &&
+            (cd "$dir" && "./fuzz_$t" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=4096 \
+                 "corpus-$t" 2>&1 | tail -n 2) || return 1
+    done
+}
+stage "fuzz (clang, libFuzzer, build/fuzz)" fuzz build/fuzz
 
 echo
 echo "==== summary ($(($(date +%s) - start)) s)"

@@ -12,6 +12,7 @@ packages=(
     golang-go golang-github-google-pprof-dev  # tests and demo: go tool pprof, profile.proto
     python3 python3-dev zstd                  # the Python package; tests: zstd -d
     chromium                                  # tests: the flame graph page in a browser
+    clang libclang-rt-14-dev                  # CI: the libFuzzer build
     git ca-certificates
 )
 
