@@ -1,9 +1,9 @@
 /*
  * upload.c - the uploader shared by the HTTP sinks: a bounded queue, one thread,
- * bounded shutdown, fork handling and statistics; also the counted allocator, the byte
- * buffer and the configuration helpers the sinks use. Sending one job (the libcurl
- * transfer, its timeouts and its one retry) is in upload_curl.c; the uploader's fields
- * are in uploader.h.
+ * bounded shutdown, fork handling and statistics. Sending one job (the libcurl transfer,
+ * its timeouts and its one retry) is in upload_curl.c; the counted allocator, the byte
+ * buffer and the configuration helpers the sinks use in upload_util.c; the uploader's
+ * fields are in uploader.h.
  *
  * write() (the sink interface, called by the exporting thread) copies the export into a
  * job, without any lock, then takes `lock` only to push it into a ring of queue_len
@@ -33,193 +33,13 @@
  */
 #include "sync.h"
 #include "uploader.h"
-#include "utf8.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* ---- memory ------------------------------------------------------------------------ */
-
-void *ppk__ua_alloc(ppk__ua *ua, size_t n) {
-    if (!n) n = 1;
-    void *p = ua->a.alloc(ua->a.opaque, n);
-    if (!p) return NULL;
-    size_t now = atomic_fetch_add(&ua->bytes, n) + n;
-    size_t peak = atomic_load(&ua->peak);
-    while (now > peak && !atomic_compare_exchange_weak(&ua->peak, &peak, now)) {
-    }
-    return p;
-}
-
-void ppk__ua_free(ppk__ua *ua, void *p, size_t n) {
-    if (!p) return;
-    if (!n) n = 1;
-    atomic_fetch_sub(&ua->bytes, n);
-    ua->a.free(ua->a.opaque, p, n);
-}
-
-void ppk__ubuf_init(ppk__ubuf *b, ppk__ua *ua) {
-    memset(b, 0, sizeof *b);
-    b->ua = ua;
-}
-
-void ppk__ubuf_free(ppk__ubuf *b) {
-    ppk__ua_free(b->ua, b->p, b->cap);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-static int reserve(ppk__ubuf *b, size_t extra) {
-    if (b->failed) return -1;
-    if (extra > SIZE_MAX - b->len - 1) {
-        b->failed = 1;
-        return -1;
-    }
-    size_t need = b->len + extra + 1;
-    if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = ppk__ua_alloc(b->ua, cap);
-    if (!p) {
-        b->failed = 1;
-        return -1;
-    }
-    if (b->len) memcpy(p, b->p, b->len);
-    ppk__ua_free(b->ua, b->p, b->cap);
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void ppk__ubuf_add(ppk__ubuf *b, const void *p, size_t n) {
-    if (reserve(b, n)) return;
-    if (n) memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-void ppk__ubuf_adds(ppk__ubuf *b, const char *s) { ppk__ubuf_add(b, s, strlen(s)); }
-
-void ppk__ubuf_addf(ppk__ubuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->failed = 1; /* only short, fixed formats are used */
-        return;
-    }
-    ppk__ubuf_add(b, tmp, (size_t)n);
-}
-
-void ppk__ubuf_add_json(ppk__ubuf *b, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            ppk__ubuf_add(b, e, 2);
-        } else if (c < 0x20) {
-            ppk__ubuf_addf(b, "\\u%04x", c);
-        } else {
-            ppk__ubuf_add(b, &s[i], 1);
-        }
-    }
-}
-
-void ppk__ubuf_nul(ppk__ubuf *b) {
-    if (reserve(b, 0)) return;
-    b->p[b->len] = 0;
-}
-
-/* ---- configuration helpers ----------------------------------------------------------- */
-
-int ppk__upload_err(char *err, size_t err_len, const char *fmt, ...) {
-    if (err && err_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return PPK_EINVAL;
-}
-
-const char *ppk__upload_getenv(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
-
-int ppk__upload_null(ppk_str s, const char *what, char *err, size_t err_len) {
-    if (s.ptr || !s.len) return 0;
-    ppk__upload_err(err, err_len, "%s: NULL with a length", what);
-    return PPK_ENULL;
-}
-
-int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, char *err,
-                      size_t err_len) {
-    for (size_t i = 0; i < n; i++) {
-        ppk_str s;
-        memcpy(&s, (const char *)cfg + f[i].off, sizeof s);
-        int rc = ppk__upload_null(s, f[i].name, err, err_len);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
-                    char *err, size_t err_len) {
-    *out = NULL;
-    int rc = ppk__upload_null(s, what, err, err_len);
-    if (rc) return rc;
-    for (size_t i = 0; i < s.len; i++) {
-        unsigned char c = (unsigned char)s.ptr[i];
-        if (c < 0x20 || c == 0x7f)
-            return ppk__upload_err(err, err_len, "%s: control character at byte %zu", what, i);
-        if (forbid && strchr(forbid, c))
-            return ppk__upload_err(err, err_len, "%s: character '%c' not allowed in \"%.*s\"",
-                                   what, c, (int)(s.len > 200 ? 200 : s.len), s.ptr);
-    }
-    /* They go into JSON (event.json), headers and URLs, which are UTF-8. */
-    if (!ppk__utf8_valid((const uint8_t *)s.ptr, s.len))
-        return ppk__upload_err(err, err_len, "%s: not valid UTF-8", what);
-    char *c = ppk__mem_alloc(m, s.len + 1);
-    if (!c) return PPK_ENOMEM;
-    if (s.len) memcpy(c, s.ptr, s.len);
-    c[s.len] = 0;
-    *out = c;
-    return 0;
-}
-
-void ppk__upload_str_free(ppk__mem *m, char *s) {
-    if (s) ppk__mem_free(m, s, strlen(s) + 1);
-}
-
-void ppk__upload_cut_to_text(char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && (unsigned char)s[i] >= 0x20 && s[i] != 0x7f) {
-        size_t k = ppk__utf8_seq((const uint8_t *)s + i, n - i);
-        if (!k) break;
-        i += k;
-    }
-    s[i] = 0;
-}
-
-void ppk__upload_comm(char *out, size_t n) {
-    snprintf(out, n, "pprofkit");
-    FILE *f = fopen("/proc/self/comm", "re");
-    if (!f) return;
-    char buf[64];
-    if (fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n,")] = 0;
-        ppk__upload_cut_to_text(buf);
-        if (buf[0]) snprintf(out, n, "%s", buf);
-    }
-    fclose(f);
-}
 
 /* ---- the uploader -------------------------------------------------------------------- */
 
@@ -536,34 +356,6 @@ static void upload_destroy(void *opaque) {
     pthread_mutex_destroy(&u->lock);
     ppk__ua ua = {.a = u->ua.a};
     ppk__ua_free(&ua, u, sizeof *u);
-}
-
-void ppk_upload_config_init(ppk_upload_config *cfg) {
-    if (!cfg) return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->queue_len = 2;
-    cfg->connect_timeout_ms = 3000;
-    cfg->timeout_ms = 10000;
-    cfg->retry_backoff_ms = 1000;
-    cfg->shutdown_timeout_ms = 2000;
-    cfg->fork_timeout_ms = 2000;
-}
-
-int ppk__upload_check_config(const ppk_upload_config *cfg, char *err, size_t err_len) {
-    if (!cfg->queue_len || cfg->queue_len > 1024)
-        return ppk__upload_err(err, err_len, "upload.queue_len: %zu is not in 1..1024",
-                               cfg->queue_len);
-    if (cfg->connect_timeout_ms <= 0 || cfg->timeout_ms <= 0 || cfg->retry_backoff_ms < 0 ||
-        cfg->shutdown_timeout_ms < 0 || cfg->fork_timeout_ms < 0 ||
-        cfg->timeout_ms > 86400000 || cfg->connect_timeout_ms > 86400000)
-        return ppk__upload_err(err, err_len,
-                               "upload: timeouts must be positive (backoff, shutdown and fork "
-                               "timeouts may be 0) and at most a day");
-    if ((cfg->allocator.alloc == NULL) != (cfg->allocator.free == NULL))
-        return ppk__upload_err(err, err_len,
-                               "upload.allocator: alloc and free must both be set (or both "
-                               "NULL, for malloc)");
-    return 0;
 }
 
 int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops, void *ctx,
