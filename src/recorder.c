@@ -29,11 +29,7 @@
 #include "sync.h"
 #include "upload.h"
 
-/* ---- the registry of recorders, for fork ------------------------------------------ */
-
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static ppk_recorder *g_recorders;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* ---- fork (forks.h) ----------------------------------------------------------------- */
 
 static void lock_all(ppk_recorder *r) {
     pthread_mutex_lock(&r->lock);
@@ -49,62 +45,49 @@ static void unlock_all(ppk_recorder *r) {
     pthread_mutex_unlock(&r->lock);
 }
 
-static void atfork_prepare(void) {
-    pthread_mutex_lock(&g_lock);
-    for (ppk_recorder *r = g_recorders; r; r = r->next_global) lock_all(r);
+static ppk_recorder *of(ppk__forkable *f) {
+    return (ppk_recorder *)((char *)f - offsetof(ppk_recorder, fork));
 }
 
-static void atfork_parent(void) {
-    for (ppk_recorder *r = g_recorders; r; r = r->next_global) unlock_all(r);
-    pthread_mutex_unlock(&g_lock);
-}
+static void fork_prepare(ppk__forkable *f) { lock_all(of(f)); }
 
-static void atfork_child(void) {
-    for (ppk_recorder *r = g_recorders; r; r = r->next_global) {
-        /* Threads that waited on these do not exist here. (A failure could not be
-         * reported; glibc's never fails.) */
-        ppk__cond_init(&r->wake);
-        ppk__cond_init(&r->export_done);
-        /* Windows an export was holding are the parent's; so is their memory, which a
-         * thread that no longer exists was using. Leave them: a shard whose spare the
-         * export had taken gets a new one at the next export. The same for the
-         * encoder's buffer and compressor, used without a lock while encoding: the
-         * child starts with new ones. */
-        if (r->exporting) {
-            ppk_allocator a = r->enc_mem.a;
-            ppk__mem_init(&r->enc_mem, &a);
-            ppk__pb_init(&r->pb, &r->enc_mem);
-        }
-        r->exporting = 0;
-        for (size_t i = 0; i < r->n_shards; i++) {
-            ppk__shard *sh = &r->shards[i];
-            /* Emptied by the next call that takes the lock (ppk__shard_settle_locked):
-             * a reset frees memory, and a user allocator's lock may be held by a thread
-             * that no longer exists. */
-            sh->reset_pending = 1;
-            sh->flushed = sh->dropped_nomem = sh->dropped_closed = sh->dropped_stale = 0;
-        }
-        r->thread_running = 0;
-        r->thread_gen++;
-        r->seq = 0;
-        memset(&r->totals, 0, sizeof r->totals);
-        r->fdict.evicted = r->fdict.refused = 0;
-        r->fdict.fit = (ppk__fit_counts){0, 0};
-        r->endpoints.dropped = 0;
-        atomic_store(&r->settle_pending, 1);
-        unlock_all(r);
+static void fork_parent(ppk__forkable *f) { unlock_all(of(f)); }
+
+static void fork_child(ppk__forkable *f) {
+    ppk_recorder *r = of(f);
+    /* Threads that waited on these do not exist here. (A failure could not be
+     * reported; glibc's never fails.) */
+    ppk__cond_init(&r->wake);
+    ppk__cond_init(&r->export_done);
+    /* Windows an export was holding are the parent's; so is their memory, which a
+     * thread that no longer exists was using. Leave them: a shard whose spare the
+     * export had taken gets a new one at the next export. The same for the
+     * encoder's buffer and compressor, used without a lock while encoding: the
+     * child starts with new ones. */
+    if (r->exporting) {
+        ppk_allocator a = r->enc_mem.a;
+        ppk__mem_init(&r->enc_mem, &a);
+        ppk__pb_init(&r->pb, &r->enc_mem);
     }
-    pthread_mutex_unlock(&g_lock);
+    r->exporting = 0;
+    for (size_t i = 0; i < r->n_shards; i++) {
+        ppk__shard *sh = &r->shards[i];
+        /* Emptied by the next call that takes the lock (ppk__shard_settle_locked):
+         * a reset frees memory, and a user allocator's lock may be held by a thread
+         * that no longer exists. */
+        sh->reset_pending = 1;
+        sh->flushed = sh->dropped_nomem = sh->dropped_closed = sh->dropped_stale = 0;
+    }
+    r->thread_running = 0;
+    r->thread_gen++;
+    r->seq = 0;
+    memset(&r->totals, 0, sizeof r->totals);
+    r->fdict.evicted = r->fdict.refused = 0;
+    r->fdict.fit = (ppk__fit_counts){0, 0};
+    r->endpoints.dropped = 0;
+    atomic_store(&r->settle_pending, 1);
+    unlock_all(r);
 }
-
-/* The recorders' handlers, then the uploaders' (upload.h says why in this order). */
-static void register_atfork(void) {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    pthread_atfork(ppk__upload_atfork_prepare, ppk__upload_atfork_parent,
-                   ppk__upload_atfork_child);
-}
-
-void ppk__atfork_register(void) { pthread_once(&g_once, register_atfork); }
 
 /* ---- creation ---------------------------------------------------------------------- */
 
@@ -181,7 +164,6 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if (rc) return rc;
     if ((!cfg->out_dir.ptr && cfg->out_dir.len) || (!cfg->name.ptr && cfg->name.len))
         return PPK_ENULL;
-    ppk__atfork_register();
 
     ppk__mem mem;
     ppk__mem_init(&mem, &cfg->profile.allocator);
@@ -231,10 +213,8 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
         ppk__mem_free(&mem, r, sizeof *r);
         return rc;
     }
-    pthread_mutex_lock(&g_lock);
-    r->next_global = g_recorders;
-    g_recorders = r;
-    pthread_mutex_unlock(&g_lock);
+    r->fork = (ppk__forkable){NULL, PPK__FORK_RECORDER, fork_prepare, fork_parent, fork_child};
+    ppk__fork_add(&r->fork);
     *out = r;
     return 0;
 }
@@ -357,14 +337,7 @@ void ppk_recorder_free(ppk_recorder *r) {
     unlock_all(r);
     if (last) ppk__export_window(r, NULL);
 
-    pthread_mutex_lock(&g_lock);
-    for (ppk_recorder **pp = &g_recorders; *pp; pp = &(*pp)->next_global) {
-        if (*pp == r) {
-            *pp = r->next_global;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
+    ppk__fork_remove(&r->fork);
 
     pthread_mutex_lock(&r->lock);
     r->closed = 1;

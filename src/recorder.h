@@ -16,6 +16,7 @@
 
 #include "endpoints.h"
 #include "fdict.h"
+#include "forks.h"
 #include "profile.h"
 #include "sbuf.h"
 
@@ -76,7 +77,7 @@ struct ppk_recorder {
     /* Totals over exported windows (the active window's are added when read). */
     ppk_recorder_stats totals;
 
-    ppk_recorder *next_global; /* the registry the fork handlers walk */
+    ppk__forkable fork; /* in the fork registry (forks.h) */
 };
 
 /* A window of the recorder (it resolves ids in the recorder's dictionary). 0 or

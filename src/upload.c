@@ -43,9 +43,6 @@
 
 /* ---- the uploader -------------------------------------------------------------------- */
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static ppk__uploader *g_uploaders;
-
 void ppk__upload_deadline_in(struct timespec *ts, int64_t ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
     if (ms < 0) ms = 0;
@@ -109,61 +106,59 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-/* ---- fork --------------------------------------------------------------------------- */
+/* ---- fork (forks.h) ------------------------------------------------------------------- */
 
-void ppk__upload_atfork_prepare(void) {
-    pthread_mutex_lock(&g_lock);
-    for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
-        pthread_mutex_lock(&u->lock);
-        u->fork_pending = 1;
-        atomic_store(&u->abort, PPK__ABORT_FORK);
-        ppk__upload_interrupt(u, PPK__ABORT_FORK);
-        struct timespec dl;
-        ppk__upload_deadline_in(&dl, u->cfg.fork_timeout_ms);
-        while (u->in_transfer && pthread_cond_timedwait(&u->idle, &u->lock, &dl) != ETIMEDOUT) {
-        }
-        /* The lock stays held across fork(). */
-    }
+static ppk__uploader *of(ppk__forkable *f) {
+    return (ppk__uploader *)((char *)f - offsetof(ppk__uploader, fork));
 }
 
-void ppk__upload_atfork_parent(void) {
-    for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
-        u->fork_pending = 0;
-        atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
-        pthread_cond_broadcast(&u->wake);
-        pthread_mutex_unlock(&u->lock);
+static void fork_prepare(ppk__forkable *f) {
+    ppk__uploader *u = of(f);
+    pthread_mutex_lock(&u->lock);
+    u->fork_pending = 1;
+    atomic_store(&u->abort, PPK__ABORT_FORK);
+    ppk__upload_interrupt(u, PPK__ABORT_FORK);
+    struct timespec dl;
+    ppk__upload_deadline_in(&dl, u->cfg.fork_timeout_ms);
+    while (u->in_transfer && pthread_cond_timedwait(&u->idle, &u->lock, &dl) != ETIMEDOUT) {
     }
-    pthread_mutex_unlock(&g_lock);
+    /* The lock stays held across fork(). */
 }
 
-void ppk__upload_atfork_child(void) {
-    for (ppk__uploader *u = g_uploaders; u; u = u->next_global) {
-        /* Threads that waited on these do not exist here. (A failure could not be
-         * reported; glibc's never fails.) */
-        ppk__cond_init(&u->wake);
-        ppk__cond_init(&u->idle);
-        if (u->in_transfer) {
-            /* The wait timed out: the handle is in a transfer on a socket the parent
-             * shares. Leave it to the parent; this process makes a new one. */
-            u->curl = NULL;
-            u->in_transfer = 0;
-        }
-        u->sock = -1; /* the parent's, if any */
-        job_free(u, u->current);
-        u->current = NULL;
-        drop_queue(u);
-        u->thread_running = 0;
-        u->fork_pending = 0;
-        /* A shutdown in progress in the parent (its callers are not in this process) is
-         * complete here: no thread, nothing queued. */
-        if (u->shutting) u->shut = 1;
-        u->shut_callers = 0;
-        atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
-        memset(&u->st, 0, sizeof u->st);
-        if (u->ops.child) u->ops.child(u->ctx);
-        pthread_mutex_unlock(&u->lock);
+static void fork_parent(ppk__forkable *f) {
+    ppk__uploader *u = of(f);
+    u->fork_pending = 0;
+    atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
+    pthread_cond_broadcast(&u->wake);
+    pthread_mutex_unlock(&u->lock);
+}
+
+static void fork_child(ppk__forkable *f) {
+    ppk__uploader *u = of(f);
+    /* Threads that waited on these do not exist here. (A failure could not be
+     * reported; glibc's never fails.) */
+    ppk__cond_init(&u->wake);
+    ppk__cond_init(&u->idle);
+    if (u->in_transfer) {
+        /* The wait timed out: the handle is in a transfer on a socket the parent
+         * shares. Leave it to the parent; this process makes a new one. */
+        u->curl = NULL;
+        u->in_transfer = 0;
     }
-    pthread_mutex_unlock(&g_lock);
+    u->sock = -1; /* the parent's, if any */
+    job_free(u, u->current);
+    u->current = NULL;
+    drop_queue(u);
+    u->thread_running = 0;
+    u->fork_pending = 0;
+    /* A shutdown in progress in the parent (its callers are not in this process) is
+     * complete here: no thread, nothing queued. */
+    if (u->shutting) u->shut = 1;
+    u->shut_callers = 0;
+    atomic_store(&u->abort, u->cancel ? PPK__ABORT_SHUTDOWN : PPK__ABORT_NONE);
+    memset(&u->st, 0, sizeof u->st);
+    if (u->ops.child) u->ops.child(u->ctx);
+    pthread_mutex_unlock(&u->lock);
 }
 
 /* ---- the sink interface ---------------------------------------------------------------- */
@@ -314,33 +309,22 @@ static void upload_shutdown(ppk__uploader *u) {
     shutdown_join(u);
 }
 
+static void count_caller(ppk__forkable *f) {
+    ppk__uploader *u = of(f);
+    pthread_mutex_lock(&u->lock);
+    u->shut_callers++;
+    pthread_mutex_unlock(&u->lock);
+}
+
 /* Counts a shutdown caller in, if `u` is a live uploader (still listed: destroy unlists
  * it before it waits for the callers, so a caller either is counted or never touches it).
  * @return 1 if counted. */
-static int shutdown_enter(ppk__uploader *u) {
-    int live = 0;
-    pthread_mutex_lock(&g_lock);
-    for (ppk__uploader *v = g_uploaders; v && !live; v = v->next_global) live = v == u;
-    if (live) {
-        pthread_mutex_lock(&u->lock);
-        u->shut_callers++;
-        pthread_mutex_unlock(&u->lock);
-    }
-    pthread_mutex_unlock(&g_lock);
-    return live;
-}
+static int shutdown_enter(ppk__uploader *u) { return ppk__fork_if_listed(&u->fork, count_caller); }
 
 static void upload_destroy(void *opaque) {
     ppk__uploader *u = opaque;
     if (shutdown_enter(u)) upload_shutdown(u);
-    pthread_mutex_lock(&g_lock);
-    for (ppk__uploader **pp = &g_uploaders; *pp; pp = &(*pp)->next_global) {
-        if (*pp == u) {
-            *pp = u->next_global;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
+    ppk__fork_remove(&u->fork);
     /* A ppk_sink_upload_shutdown that overlapped this one may still be waking up. */
     pthread_mutex_lock(&u->lock);
     while (u->shut_callers) pthread_cond_wait(&u->idle, &u->lock);
@@ -368,8 +352,6 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         ops->free(ctx);
         return rc;
     }
-    ppk__atfork_register();
-
     ppk__ua ua0 = {0};
     ppk__fill_allocator(&ua0.a, &cfg->allocator);
     ppk__uploader *u = ppk__ua_alloc(&ua0, sizeof *u);
@@ -413,10 +395,8 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         ppk__ua_free(&u->ua, u->headers, sizeof *u->headers);
         u->headers = NULL;
     }
-    pthread_mutex_lock(&g_lock);
-    u->next_global = g_uploaders;
-    g_uploaders = u;
-    pthread_mutex_unlock(&g_lock);
+    u->fork = (ppk__forkable){NULL, PPK__FORK_UPLOADER, fork_prepare, fork_parent, fork_child};
+    ppk__fork_add(&u->fork);
     out->write = upload_write;
     out->destroy = upload_destroy;
     out->opaque = u;

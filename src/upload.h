@@ -100,11 +100,6 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
                        const char *const *headers, size_t n_headers, ppk_sink *out,
                        char *err, size_t err_len);
 
-/* The uploaders' fork handlers (upload.c). They are registered by
- * ppk__atfork_register() (recorder.c), after the recorders' own: pthread_atfork runs
- * prepare handlers in the reverse order, so an uploader's prepare, which may wait up to
- * fork_timeout_ms for a transfer to abort, runs before any recorder lock is taken and a
- * flush never waits for the network (G5), whichever was created first. */
 /* Shuts down the upload sinks among sinks[0..n) (others are skipped) as
  * ppk_sink_upload_shutdown does, all at once: their drains wait together, so the whole
  * takes the longest shutdown_timeout_ms (and the cancelled transfers' ends), not the
@@ -113,11 +108,6 @@ void ppk__upload_shutdown_sinks(const ppk_sink *sinks, size_t n);
 /* Checks an http(s) URL with libcurl's parser: a host, a port in 1..65535 if one is given.
  * 0, or PPK_EINVAL with err saying why (PPK_ENOMEM). */
 int ppk__upload_check_url(const char *url, const char *what, char *err, size_t err_len);
-void ppk__upload_atfork_prepare(void);
-void ppk__upload_atfork_parent(void);
-void ppk__upload_atfork_child(void);
-/* Registers the recorders' and the uploaders' fork handlers, once (recorder.c). */
-void ppk__atfork_register(void);
 
 /* Runs curl_global_init once (pthread_once). 0 or PPK_ESYS. */
 int ppk__upload_global_init(void);

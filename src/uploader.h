@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "forks.h"
 #include "upload.h"
 
 /* Why `abort` is set: what the progress callback ends a transfer for. */
@@ -55,7 +56,7 @@ typedef struct ppk__uploader {
     int interrupted;
     CURL *curl;       /* used by the uploader thread only */
     ppk_upload_stats st;
-    struct ppk__uploader *next_global;
+    ppk__forkable fork; /* in the fork registry (forks.h) */
 } ppk__uploader;
 
 /* Sets *ts to ms milliseconds from now (a negative ms counts as 0) on CLOCK_MONOTONIC,
