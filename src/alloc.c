@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "alloc.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -155,4 +156,22 @@ int ppk__grow(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t need, si
     *arr = q;
     *cap = c;
     return 0;
+}
+
+void *ppk__mem_new(const ppk_allocator *a, size_t size, size_t mem_off) {
+    ppk__mem mem;
+    ppk__mem_init(&mem, a);
+    uint8_t *obj = ppk__mem_alloc(&mem, size);
+    if (!obj) return NULL;
+    memset(obj, 0, size);
+    memcpy(obj + mem_off, &mem, sizeof mem);
+    return obj;
+}
+
+void ppk__mem_delete(void *obj, size_t size, size_t mem_off) {
+    if (!obj) return;
+    ppk__mem mem;
+    memcpy(&mem, (uint8_t *)obj + mem_off, sizeof mem);
+    ppk__mem_free(&mem, obj, size);
+    assert(mem.bytes == 0); /* the object's other memory went first */
 }

@@ -57,6 +57,15 @@ uint8_t *ppk__bytes_alloc(const ppk_allocator *a, size_t n);
 /* Frees what ppk__bytes_alloc returned. */
 void ppk__bytes_release(uint8_t *data);
 
+/* An object that owns its ppk__mem, the object itself counted in it: `size` zeroed
+ * bytes from allocator `a` (NULL: the default), with a ppk__mem over `a` moved into the
+ * object at offset mem_off. NULL when out of memory. Freed with ppk__mem_delete. */
+void *ppk__mem_new(const ppk_allocator *a, size_t size, size_t mem_off);
+/* Frees an object made by ppk__mem_new (its other memory already freed). Accepts NULL. */
+void ppk__mem_delete(void *obj, size_t size, size_t mem_off);
+#define PPK_MEM_NEW(a, type, field) ((type *)ppk__mem_new((a), sizeof(type), offsetof(type, field)))
+#define PPK_MEM_DELETE(obj, type, field) ppk__mem_delete((obj), sizeof(type), offsetof(type, field))
+
 /* The default allocator's functions, for the callers that need a ppk_allocator. */
 void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in);
 

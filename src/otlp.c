@@ -295,16 +295,9 @@ int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res, const ppk_
     int rc = ppk__kv_check(res->attributes, "resource attributes", err, err_len);
     if (rc) return rc;
 
-    enc *e;
-    ppk__mem mem;
-    ppk_allocator al = {0};
-    if (a) al = *a;
-    if (!al.alloc != !al.free) return PPK_EINVAL;
-    ppk__mem_init(&mem, &al);
-    e = ppk__mem_alloc(&mem, sizeof *e);
+    if (a && !a->alloc != !a->free) return PPK_EINVAL;
+    enc *e = PPK_MEM_NEW(a, enc, mem);
     if (!e) return PPK_ENOMEM;
-    memset(e, 0, sizeof *e);
-    e->mem = mem;
     e->p = p;
     e->err = err;
     e->err_len = err_len;
@@ -336,7 +329,6 @@ int ppk_otlp_encode(const ppk_pprof *p, const ppk_otlp_resource *res, const ppk_
     ppk__dict_destroy(&e->attrs);
     ppk__dict_destroy(&e->groups);
     ppk__arena_destroy(&e->arena);
-    mem = e->mem;
-    ppk__mem_free(&mem, e, sizeof *e);
+    PPK_MEM_DELETE(e, enc, mem);
     return rc;
 }

@@ -135,12 +135,8 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
                 cfg_fit_room(vt->unit, cfg->max_string_len);
     }
 
-    ppk__mem mem;
-    ppk__mem_init(&mem, &cfg->allocator);
-    ppk_profile *p = ppk__mem_alloc(&mem, sizeof *p);
+    ppk_profile *p = PPK_MEM_NEW(&cfg->allocator, ppk_profile, mem);
     if (!p) return PPK_ENOMEM;
-    memset(p, 0, sizeof *p);
-    p->mem = mem;
     p->mem.limit = cfg->memory_limit; /* the profile struct itself is within it */
     ppk__mem_init(&p->aux, &cfg->allocator);
     ppk__arena_init(&p->arena, &p->mem, cfg->chunk_size, cfg->keep_bytes);
@@ -219,9 +215,7 @@ void ppk_profile_free(ppk_profile *p) {
     ppk__mem_free(&p->mem, p->stack_buf, 2 * p->max_frames * sizeof(uint32_t));
     ppk__mem_free(&p->mem, p->label_buf, p->max_labels * sizeof(uint32_t));
     assert(p->aux.bytes == 0);
-    ppk__mem mem = p->mem;
-    ppk__mem_free(&mem, p, sizeof *p);
-    assert(mem.bytes == 0);
+    PPK_MEM_DELETE(p, ppk_profile, mem);
 }
 
 /* ---- undo: what a failed call puts back ---------------------------------------- */

@@ -165,12 +165,8 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     if ((!cfg->out_dir.ptr && cfg->out_dir.len) || (!cfg->name.ptr && cfg->name.len))
         return PPK_ENULL;
 
-    ppk__mem mem;
-    ppk__mem_init(&mem, &cfg->profile.allocator);
-    ppk_recorder *r = ppk__mem_alloc(&mem, sizeof *r);
+    ppk_recorder *r = PPK_MEM_NEW(&cfg->profile.allocator, ppk_recorder, mem);
     if (!r) return PPK_ENOMEM;
-    memset(r, 0, sizeof *r);
-    r->mem = mem;
     r->codec = cfg->codec;
     r->level = cfg->level;
     r->period_ms = cfg->export_period_ms;
@@ -181,7 +177,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
     size_t n = cfg->shards ? cfg->shards : 1;
     r->shards = ppk__mem_alloc_array(&r->mem, n, sizeof *r->shards);
     if (!r->shards) {
-        ppk__mem_free(&mem, r, sizeof *r);
+        PPK_MEM_DELETE(r, ppk_recorder, mem);
         return PPK_ENOMEM;
     }
     memset(r->shards, 0, n * sizeof *r->shards);
@@ -209,8 +205,7 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
         free_shards(r);
         ppk__fdict_destroy(&r->fdict);
         if (!eps_rc) ppk__endpoints_destroy(&r->endpoints);
-        mem = r->mem;
-        ppk__mem_free(&mem, r, sizeof *r);
+        PPK_MEM_DELETE(r, ppk_recorder, mem);
         return rc;
     }
     r->fork = (ppk__forkable){NULL, PPK__FORK_RECORDER, fork_prepare, fork_parent, fork_child};
@@ -359,6 +354,5 @@ void ppk_recorder_free(ppk_recorder *r) {
     ppk__fdict_destroy(&r->fdict);
     ppk__endpoints_destroy(&r->endpoints);
     ppk__pb_destroy(&r->pb);
-    ppk__mem mem = r->mem;
-    ppk__mem_free(&mem, r, sizeof *r);
+    PPK_MEM_DELETE(r, ppk_recorder, mem);
 }

@@ -22,16 +22,12 @@ int ppk_sample_create(ppk_recorder *r, ppk_sample **out) {
     ppk_profile_config cfgv = r->shards[0].active->cfg;
     pthread_mutex_unlock(&r->shards[0].lock);
     const ppk_profile_config *cfg = &cfgv;
-    ppk__mem mem;
-    ppk__mem_init(&mem, &cfg->allocator);
-    ppk_sample *s = ppk__mem_alloc(&mem, sizeof *s);
+    ppk_sample *s = PPK_MEM_NEW(&cfg->allocator, ppk_sample, mem);
     if (!s) return PPK_ENOMEM;
-    memset(s, 0, sizeof *s);
-    s->mem = mem;
     s->keep_bytes = r->builder_keep_bytes;
     if (ppk__sbuf_init(&s->sb, &s->mem, cfg->max_string_len, cfg->max_frames, cfg->max_labels,
                        cfg->n_sample_types)) {
-        ppk__mem_free(&mem, s, sizeof *s);
+        PPK_MEM_DELETE(s, ppk_sample, mem);
         return PPK_ENOMEM;
     }
     s->sb.max_bytes = r->builder_max_bytes;
@@ -66,8 +62,7 @@ void ppk_sample_free(ppk_sample *s) {
         pthread_mutex_unlock(&r->lock);
     }
     ppk__sbuf_destroy(&s->sb);
-    ppk__mem mem = s->mem;
-    ppk__mem_free(&mem, s, sizeof *s);
+    PPK_MEM_DELETE(s, ppk_sample, mem);
 }
 
 /* PPK_ECLOSED once the recorder is gone, PPK_ESTATE unless a sample is (or is not)

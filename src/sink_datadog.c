@@ -231,8 +231,7 @@ static void dd_free(void *ctx) {
     ppk__upload_str_free(&d->mem, d->tags);
     ppk__upload_str_free(&d->mem, d->family);
     ppk__upload_str_free(&d->mem, d->profiler_version);
-    ppk__mem mem = d->mem;
-    ppk__mem_free(&mem, d, sizeof *d);
+    PPK_MEM_DELETE(d, dd_ctx, mem);
 }
 
 typedef struct ep_state {
@@ -482,12 +481,8 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
     int rc = ppk__upload_nulls(cfg, dd_strs, sizeof dd_strs / sizeof *dd_strs, err, err_len);
     if (!rc) rc = ppk__upload_check_config(&cfg->upload, err, err_len);
     if (rc) return rc;
-    ppk__mem mem;
-    ppk__mem_init(&mem, &cfg->upload.allocator);
-    dd_ctx *d = ppk__mem_alloc(&mem, sizeof *d);
+    dd_ctx *d = PPK_MEM_NEW(&cfg->upload.allocator, dd_ctx, mem);
     if (!d) return PPK_ENOMEM;
-    memset(d, 0, sizeof *d);
-    d->mem = mem;
 
     char *service = NULL, *env = NULL, *version = NULL, *host = NULL, *rid = NULL,
          *family = NULL, *language = NULL, *pname = NULL, *key = NULL;

@@ -124,10 +124,9 @@ static int file_write(void *opaque, const ppk_export *e) {
 
 static void file_destroy(void *opaque) {
     file_sink *fs = opaque;
-    ppk__mem mem = fs->mem;
-    ppk__mem_free(&mem, fs->dir, fs->dir_len + 1);
-    ppk__mem_free(&mem, fs->name, fs->name_len + 1);
-    ppk__mem_free(&mem, fs, sizeof *fs);
+    ppk__mem_free(&fs->mem, fs->dir, fs->dir_len + 1);
+    ppk__mem_free(&fs->mem, fs->name, fs->name_len + 1);
+    PPK_MEM_DELETE(fs, file_sink, mem);
 }
 
 static char *dup_str(ppk__mem *m, ppk_str s) {
@@ -149,11 +148,8 @@ int ppk__sink_file(const ppk_allocator *a, ppk_str dir, ppk_str name, ppk_sink *
     if (!dir.len || !name.len || memchr(dir.ptr, 0, dir.len) || memchr(name.ptr, 0, name.len) ||
         memchr(name.ptr, '/', name.len))
         return PPK_EINVAL;
-    ppk__mem mem;
-    ppk__mem_init(&mem, a);
-    file_sink *fs = ppk__mem_alloc(&mem, sizeof *fs);
+    file_sink *fs = PPK_MEM_NEW(a, file_sink, mem);
     if (!fs) return PPK_ENOMEM;
-    fs->mem = mem;
     fs->dir_len = dir.len;
     fs->name_len = name.len;
     fs->dir = dup_str(&fs->mem, dir);

@@ -40,8 +40,7 @@ static void ot_free(void *ctx) {
     if (!o) return;
     ppk__upload_str_free(&o->mem, o->url);
     for (int i = 0; i < N_STRS; i++) ppk__upload_str_free(&o->mem, o->strs[i]);
-    ppk__mem mem = o->mem;
-    ppk__mem_free(&mem, o, sizeof *o);
+    PPK_MEM_DELETE(o, ot_ctx, mem);
 }
 
 /* The uploader's counting allocator as a ppk_allocator, for the reader and encoder. */
@@ -330,12 +329,8 @@ int ppk_sink_otlp(const ppk_otlp_config *cfg, ppk_sink *out, char *err, size_t e
     if (cfg->gzip != 0 && cfg->gzip != 1)
         return ppk__upload_err(err, err_len, "gzip: %d is not 0 or 1", cfg->gzip);
 
-    ppk__mem mem;
-    ppk__mem_init(&mem, &cfg->upload.allocator);
-    ot_ctx *o = ppk__mem_alloc(&mem, sizeof *o);
+    ot_ctx *o = PPK_MEM_NEW(&cfg->upload.allocator, ot_ctx, mem);
     if (!o) return PPK_ENOMEM;
-    memset(o, 0, sizeof *o);
-    o->mem = mem;
     o->gzip = cfg->gzip;
     if ((rc = ot_url(o, cfg, err, err_len)) ||
         (rc = ot_resource(o, &cfg->resource, err, err_len))) {

@@ -35,8 +35,7 @@ static void py_free(void *ctx) {
     ppk__upload_str_free(&p->mem, p->spy_enc);
     ppk__upload_str_free(&p->mem, p->user);
     ppk__upload_str_free(&p->mem, p->password);
-    ppk__mem mem = p->mem;
-    ppk__mem_free(&mem, p, sizeof *p);
+    PPK_MEM_DELETE(p, py_ctx, mem);
 }
 
 static int py_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
@@ -210,12 +209,8 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
         return ppk__upload_err(err, err_len, "sample_rate: %lld is not in 1..1e9",
                                (long long)cfg->sample_rate);
 
-    ppk__mem mem;
-    ppk__mem_init(&mem, &cfg->upload.allocator);
-    py_ctx *p = ppk__mem_alloc(&mem, sizeof *p);
+    py_ctx *p = PPK_MEM_NEW(&cfg->upload.allocator, py_ctx, mem);
     if (!p) return PPK_ENOMEM;
-    memset(p, 0, sizeof *p);
-    p->mem = mem;
     p->sample_rate = cfg->sample_rate ? cfg->sample_rate : 100;
     char *tenant = NULL, *spy = NULL;
     while (server.len && server.ptr[server.len - 1] == '/') server.len--;
