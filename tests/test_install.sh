@@ -49,15 +49,17 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2046
 cc "$BUILD_DIR/readme_example.c" $(pkg-config --cflags --libs pprofkit) -o "$WORK/ex_pc"
 run "pkg-config, shared" "$WORK/ex_pc"
-LD_LIBRARY_PATH="$libdir" ldd "$WORK/ex_pc" | grep -q "$libdir/libpprofkit.so" ||
-    fail "ex_pc does not load the moved libpprofkit.so"
+# (ldd's output kept first: grep -q ending a pipeline early fails it under pipefail)
+libs=$(LD_LIBRARY_PATH="$libdir" ldd "$WORK/ex_pc")
+[[ $libs == *"$libdir/libpprofkit.so"* ]] || fail "ex_pc does not load the moved libpprofkit.so"
 # The archive, with its dependencies (Requires.private) as shared libraries: Debian ships
 # no static libcurl stack.
 # shellcheck disable=SC2046
 cc "$BUILD_DIR/readme_example.c" $(pkg-config --cflags pprofkit) "$libdir/libpprofkit.a" \
     $(pkg-config --libs $(pkg-config --print-requires-private pprofkit)) -lm -pthread \
     -o "$WORK/ex_static"
-ldd "$WORK/ex_static" | grep -q libpprofkit && fail "ex_static loads libpprofkit.so"
+libs=$(ldd "$WORK/ex_static")
+[[ $libs != *libpprofkit* ]] || fail "ex_static loads libpprofkit.so"
 run "pkg-config, the archive" "$WORK/ex_static"
 
 echo "== find_package(pprofkit CONFIG)"
