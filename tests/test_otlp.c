@@ -160,6 +160,27 @@ static void export_three(ppk_sink sink, const char *dir) {
     ppk_recorder_free(r);
 }
 
+/* One export (round `round` of record()) through an OTLP sink made from c; the sink's
+ * statistics once it is idle. When x is given, *gap_ms gets the time between the
+ * receiver's first two requests (-1 if there were fewer). */
+static ppk_upload_stats export_one(const ppk_otlp_config *c, int round, rx *x, int64_t *gap_ms) {
+    ppk_upload_stats st;
+    memset(&st, 0, sizeof st);
+    ppk_sink s = otlp_sink(c);
+    ppk_recorder *r = make_recorder(NULL);
+    if (!r) return st;
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+    record(r, round);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    int64_t t0 = 0;
+    if (x && rx_wait_got(x, 1, 20000) == 1) t0 = now_ms();
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    if (x) *gap_ms = rx_wait_got(x, 2, 0) == 2 ? now_ms() - t0 : -1;
+    st = stats_of(&s);
+    ppk_recorder_free(r);
+    return st;
+}
+
 /* ---- the checked uploads ------------------------------------------------------------- */
 
 static void test_upload_gzip_headers_env(void) {
@@ -250,18 +271,10 @@ static void test_partial_success_counted(void) {
     ppk_otlp_config_init(&c);
     c.endpoint = ppk_cstr(url);
     c.resource.attributes = PPK_STR("service.name=attr-svc");
-    ppk_sink s = otlp_sink(&c);
-    ppk_recorder *r = make_recorder(NULL);
-    if (!r) return;
-    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
-    record(r, 0);
-    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
-    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
-    ppk_upload_stats st = stats_of(&s);
+    ppk_upload_stats st = export_one(&c, 0, NULL, NULL);
     CHECK_EQ_U64(st.sent, 1);
     CHECK_EQ_U64(st.partial_successes, 1);
     CHECK_EQ_U64(st.rejected_profiles, 2);
-    ppk_recorder_free(r);
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
@@ -346,18 +359,7 @@ static ppk_upload_stats status_run(int status, const char *retry_after, int64_t 
     ppk_otlp_config_init(&c);
     c.endpoint = ppk_cstr(url);
     c.upload.retry_backoff_ms = 50;
-    ppk_sink s = otlp_sink(&c);
-    ppk_recorder *r = make_recorder(NULL);
-    if (!r) return st;
-    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
-    record(r, 0);
-    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
-    int64_t t0 = 0;
-    if (rx_wait_got(&x, 1, 20000) == 1) t0 = now_ms();
-    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
-    *gap_ms = rx_wait_got(&x, 2, 0) == 2 ? now_ms() - t0 : -1;
-    st = stats_of(&s);
-    ppk_recorder_free(r);
+    st = export_one(&c, 0, &x, gap_ms);
     CHECK_EQ_INT(rx_finish(&x, 1, 20000), 0);
     return st;
 }
@@ -445,17 +447,9 @@ static void test_never_answers(void) {
     c.endpoint = ppk_cstr(url);
     c.upload.timeout_ms = 300;
     c.upload.retry_backoff_ms = 10;
-    ppk_sink s = otlp_sink(&c);
-    ppk_recorder *r = make_recorder(NULL);
-    if (!r) return;
-    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
-    record(r, 2);
-    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
-    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
-    ppk_upload_stats st = stats_of(&s);
+    ppk_upload_stats st = export_one(&c, 2, NULL, NULL);
     CHECK_EQ_U64(st.fail_timeout, 2);
     CHECK_EQ_U64(st.dropped_failed, 1);
-    ppk_recorder_free(r);
     CHECK_EQ_INT(rx_finish(&x, 1, 20000), 0);
 }
 
