@@ -88,27 +88,24 @@ static uint32_t intern_str(enc *e, ppk__dict *d, ppk_str s) {
 
 static uint32_t str_ix(enc *e, ppk_str s) { return intern_str(e, &e->strs, s); }
 
-/* Interns `n` words as a key of dict d; returns id + 1 (0 for none); 0 on failure with
- * e->rc set. */
-static uint32_t intern_words(enc *e, ppk__dict *d, const void *w, size_t bytes,
-                             const char *what) {
-    uint32_t id = ppk__dict_intern(d, w, bytes, ppk__hash(w, bytes), 8, NULL);
+/* A record's id in d (its index where the table's zero value was interned first); 0 on
+ * failure with e->rc set. */
+static uint32_t intern_rec(enc *e, ppk__dict *d, const void *rec, size_t n, const char *what) {
+    uint32_t id = ppk__dict_intern(d, rec, n, ppk__hash(rec, n), 8, NULL);
     if (id == PPK_DICT_NONE) return ppk__otlp_fail(e, PPK_ENOMEM, "out of memory"), 0;
     if (id >= MAX_INDEX - 1) return ppk__otlp_fail(e, PPK_ETOOBIG, what), 0;
-    return id + 1;
+    return id;
+}
+
+/* A record's index in a table whose zero value is not interned: id + 1; 0 on failure. */
+static uint32_t intern_words(enc *e, ppk__dict *d, const void *w, size_t n, const char *what) {
+    uint32_t id = intern_rec(e, d, w, n, what);
+    return e->rc ? 0 : id + 1;
 }
 
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
-}
-
-/* A record's index in d; the zero value (all bytes 0) must be interned first. */
-static uint32_t intern_rec(enc *e, ppk__dict *d, const void *rec, size_t n, const char *what) {
-    uint32_t id = ppk__dict_intern(d, rec, n, ppk__hash(rec, n), 8, NULL);
-    if (id == PPK_DICT_NONE) return ppk__otlp_fail(e, PPK_ENOMEM, "out of memory"), 0;
-    if (id >= MAX_INDEX) return ppk__otlp_fail(e, PPK_ETOOBIG, what), 0;
-    return id;
 }
 
 /* Mappings, functions and locations (their records and indices), and the types. */

@@ -195,8 +195,10 @@ static int function(dec *d, const fld *outer) {
         if (f.num == 2) rc = ppk__rd_string(d, &M_FUNCTION, &f, &fn.name);
         else if (f.num == 3) rc = ppk__rd_string(d, &M_FUNCTION, &f, &fn.system_name);
         else if (f.num == 4) rc = ppk__rd_string(d, &M_FUNCTION, &f, &fn.filename);
-        else if (f.num == 1 && !(rc = ppk__rd_uint(d, &M_FUNCTION, &f, &v))) fn.id = v, id_at = f.at;
-        else if (f.num == 5 && !(rc = ppk__rd_uint(d, &M_FUNCTION, &f, &v))) fn.start_line = (int64_t)v;
+        else if (f.num == 1 && !(rc = ppk__rd_uint(d, &M_FUNCTION, &f, &v)))
+            fn.id = v, id_at = f.at;
+        else if (f.num == 5 && !(rc = ppk__rd_uint(d, &M_FUNCTION, &f, &v)))
+            fn.start_line = (int64_t)v;
     }
     if (rc || d->sweep != SW_TABLES) return rc;
     if ((rc = check_id(d, &M_FUNCTION, outer, fn.id, id_at))) return rc;
@@ -478,11 +480,12 @@ int ppk_pprof_read(const void *data, size_t len, const ppk_read_options *opt, pp
                              err, err_len);
     } else if (len >= 4 && in[0] == 0x28 && in[1] == 0xb5 && in[2] == 0x2f && in[3] == 0xfd) {
         r->pub.codec = PPK_CODEC_ZSTD;
-        rc = ppk__decompress(&r->mem, PPK_CODEC_ZSTD, in, len, o.max_decoded_bytes, &r->buf,
-                             err, err_len);
+        rc = ppk__decompress(&r->mem, PPK_CODEC_ZSTD, in, len, o.max_decoded_bytes, &r->buf, err,
+                             err_len);
     } else if (len > o.max_decoded_bytes) {
-        rc = ppk__rd_plain(&d, PPK_ETOOBIG, "the profile has %zu bytes, over max_decoded_bytes (%zu)",
-                   len, o.max_decoded_bytes);
+        rc = ppk__rd_plain(&d, PPK_ETOOBIG,
+                           "the profile has %zu bytes, over max_decoded_bytes (%zu)", len,
+                           o.max_decoded_bytes);
     } else {
         r->pub.codec = PPK_CODEC_NONE;
         r->buf.p = ppk__mem_alloc(&r->mem, len);

@@ -105,8 +105,8 @@ static inline int ppk__rd_varint(dec *d, size_t *pos, size_t end, uint64_t *v, c
     uint64_t x = 0;
     for (int i = 0; i < 10; i++) {
         if (p >= end)
-            return ppk__rd_fail(d, PPK_EFORMAT, m, num, *pos, "a varint runs past the end of the %s",
-                        m->name);
+            return ppk__rd_fail(d, PPK_EFORMAT, m, num, *pos,
+                                "a varint runs past the end of the %s", m->name);
         uint8_t b = d->b[p++];
         if (i == 9 && b > 1)
             return ppk__rd_fail(d, PPK_EFORMAT, m, num, *pos, "%s", b & 0x80 ?
@@ -163,15 +163,16 @@ static inline int ppk__rd_field(dec *d, size_t *pos, size_t end, const msgdesc *
 
 static inline int ppk__rd_want(dec *d, const msgdesc *m, const fld *f, uint32_t wt) {
     if (f->wt == wt) return 0;
-    return ppk__rd_fail(d, PPK_EFORMAT, m, f->num, f->at, "wire type %u, expected %u (%s)", f->wt, wt,
-                wt == WT_LEN ? "length-delimited" : "varint");
+    return ppk__rd_fail(d, PPK_EFORMAT, m, f->num, f->at, "wire type %u, expected %u (%s)", f->wt,
+                        wt, wt == WT_LEN ? "length-delimited" : "varint");
 }
 
 /* The integers of a repeated scalar field: packed (wire type 2) or one (wire type 0).
  * Calls fn for each, with its byte offset; fn NULL only counts them into *n. */
 typedef int (*ppk__rd_int_fn)(dec *d, void *ctx, uint64_t v, size_t at);
 
-static inline int ppk__rd_ints(dec *d, const msgdesc *m, const fld *f, ppk__rd_int_fn fn, void *ctx, size_t *n) {
+static inline int ppk__rd_ints(dec *d, const msgdesc *m, const fld *f, ppk__rd_int_fn fn, void *ctx,
+                               size_t *n) {
     if (f->wt == WT_VARINT) {
         (*n)++;
         return fn ? fn(d, ctx, f->v, f->at) : 0;
