@@ -3,7 +3,7 @@
 # build/ (RelWithDebInfo), in build/asan (ASan + UBSan, Debug) and in build/tsan
 # (ThreadSanitizer, Debug: the concurrency tests prove their claims race-free); builds
 # the benchmarks (bench/, not run: they measure, assert nothing about time) and the
-# libFuzzer targets with clang, each fuzzed for FUZZ_SECONDS (default 20) from its saved
+# libFuzzer targets with clang, each fuzzed for FUZZ_SECONDS (default 10) from its saved
 # corpus. With CI=true warnings are errors. The Python package is built and tested with every
 # interpreter tools/pythons.sh lists in build/, with Debian's python3 under ASan, and
 # not under TSan (an uninstrumented interpreter cannot host the TSan runtime). Every
@@ -77,7 +77,7 @@ fuzz() {
         cmake --build "$dir" -j2 --target fuzz_profile fuzz_builder fuzz_reader || return 1
     for t in profile builder reader; do
         rm -rf "$dir/corpus-$t" && cp -r "tests/corpus/fuzz_$t" "$dir/corpus-$t" &&
-            (cd "$dir" && "./fuzz_$t" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=4096 \
+            (cd "$dir" && "./fuzz_$t" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=4096 \
                  "corpus-$t" 2>&1 | tail -n 2) || return 1
     done
 }
