@@ -232,7 +232,8 @@ def _start(ns):
         codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
         wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
         version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
-        otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks, max_tasks_per_tick=ns.max_tasks_per_tick)
+        otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks,
+        max_tasks_per_tick=ns.max_tasks_per_tick)
 
     def on_stop(s):
         page = None
@@ -259,7 +260,8 @@ def _export_to_children(ns):
            "PPROFKIT_MAX_FRAMES": ns.max_frames, "PPROFKIT_SERVICE": ns.service,
            "PPROFKIT_ENV": ns.env, "PPROFKIT_VERSION": ns.version, "PPROFKIT_TAGS": ns.tags,
            "PPROFKIT_DATADOG": "1" if ns.datadog is True else ns.datadog,
-           "PPROFKIT_PYROSCOPE": ns.pyroscope, "PPROFKIT_OTLP": "1" if ns.otlp is True else ns.otlp,
+           "PPROFKIT_PYROSCOPE": ns.pyroscope,
+           "PPROFKIT_OTLP": "1" if ns.otlp is True else ns.otlp,
            "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
            "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",

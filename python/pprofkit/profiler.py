@@ -107,9 +107,14 @@ class Profiler:
                 self.uploads.append(self.recorder.add_pyroscope_sink(
                     **{k: v for k, v in kw.items() if v}))
             if otlp:
-                kw = {"service_name": service or os.environ.get("OTEL_SERVICE_NAME") or _program(),
+                attributes = _otlp_attributes(tags)
+                kw = {"service_name": service or os.environ.get("OTEL_SERVICE_NAME"),
                       "service_version": version, "environment": env,
-                      "resource_attributes": _otlp_attributes(tags)}
+                      "resource_attributes": attributes}
+                if not kw["service_name"] and not any(
+                        a.strip().startswith("service.name=")
+                        for a in (attributes or "").split(",")):
+                    kw["service_name"] = _program()  # OTel: the attribute, else a default
                 if isinstance(otlp, str):
                     kw["endpoint"] = otlp
                 self.uploads.append(self.recorder.add_otlp_sink(

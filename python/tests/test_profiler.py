@@ -722,8 +722,8 @@ class TestOtlp(ProfilerTest):
         run = self.cli(["work.py"], env={
             "PPROFKIT_OTLP": "1", "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT": rx.url + "/p",
             "OTEL_EXPORTER_OTLP_HEADERS": "api-key=k%201",
-            "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_SERVICE_NAME": "env-svc",
-            "OTEL_RESOURCE_ATTRIBUTES": "zone=a"})
+            "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+            "OTEL_RESOURCE_ATTRIBUTES": "service.name=env-svc,zone=a"})
         rc, _ = rx.finish()
         self.assertEqual(rc, 0, "the receiver found a bad or missing request")
         self.assertIn("otlp: 1 sent, 0 dropped", run.summary_lines()[0])
