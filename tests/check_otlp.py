@@ -10,9 +10,11 @@ from the encoder's code:
   - one ResourceProfiles with the resource attributes pprofkit sets, one ScopeProfiles
     named "pprofkit", one Profile per pprof sample type, in the pprof's order;
   - the dictionary: every table starts with its zero value, holds no duplicate, and every
-    index into it is in range; a stack never holds location index 0;
-  - samples: a unique identity (stack, attribute set, link) per Profile; either one value
-    and no timestamp, or as many values as timestamps;
+    index into it is in range (a stack may hold location 0, the zero Location: a frame
+    nothing is known of);
+  - samples: a unique identity (stack, attribute set, link) per Profile and shape (an
+    aggregate and a timestamped series may share one); either one value and no
+    timestamp, or as many values as timestamps;
   - conservation against the pprof of the same export: per sample type, values summed by
     (frames, labels) agree, and the timestamped (frames, labels, time, value) agree as
     multisets. A frame is a location's lines (function name, system name, file, line),
