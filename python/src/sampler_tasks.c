@@ -151,12 +151,16 @@ static void entry_remove(SamplerObject *sp, task_table *tt, tentry *e) {
 }
 
 /* The end of a scan of the task set: the entries of tasks that it and the scan before
- * did not meet are gone (a set that grew or shrank meanwhile moved its elements: a task
- * still in it can be missed by one scan, not by two). */
+ * did not meet, and whose task has been freed, are gone. A task still alive keeps its
+ * entry: a set that grows or shrinks under the scans moves its elements, so a live task
+ * can be missed by scans in a row, and its next visit must count the time since its
+ * last one (a new entry would count one tick). */
 static void end_cycle(SamplerObject *sp, task_table *tt) {
     for (size_t i = 0; tt->cycle_visits < tt->used && i < tt->cap; i++) {
         tentry *e = &tt->e[i];
-        if (e->task && e->task != TOMB && e->cycle + 1 < tt->cycle) entry_remove(sp, tt, e);
+        if (e->task && e->task != TOMB && e->cycle + 1 < tt->cycle &&
+            (!e->wr || !ppk_py_weak_target(e->wr)))
+            entry_remove(sp, tt, e);
     }
     tt->cycle++;
     tt->cycle_visits = 0;
