@@ -352,9 +352,6 @@ static void tag(ppk__ubuf *b, const char *key, const char *value) {
     ppk__ubuf_adds(b, value);
 }
 
-/* Cuts s at its first byte that is not part of valid UTF-8 or is a control character:
- * the process name (cut by the kernel at 15 bytes, maybe inside a character) and the
- * host name must not make a default configuration invalid. */
 /* Every string of the config, checked for NULL with a length before anything reads one
  * (the checks below index ptr up to len), whether or not the mode uses it. */
 static const ppk__upload_field dd_strs[] = {

@@ -141,7 +141,9 @@ int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid
                     char *err, size_t err_len);
 void ppk__upload_str_free(ppk__mem *m, char *s);
 
-/* Cuts s at its first control character or invalid UTF-8 sequence. */
+/* Cuts s at its first control character or invalid UTF-8 sequence: the process name
+ * (cut by the kernel at 15 bytes, maybe inside a character) and the host name must not
+ * make a default configuration invalid. */
 void ppk__upload_cut_to_text(char *s);
 /* The program's name (/proc/self/comm, cut at a comma; "pprofkit" when unknown). */
 void ppk__upload_comm(char *out, size_t n);
