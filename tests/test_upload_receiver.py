@@ -357,7 +357,10 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             seen += 1
             n = seen
-        print("GOT %d" % n, flush=True)
+            # One write under the lock: print() writes the text and the newline apart,
+            # so concurrent handlers could interleave them ("GOT 2GOT 3").
+            sys.stdout.write("GOT %d\n" % n)
+            sys.stdout.flush()
         if MODE == "hang":
             time.sleep(3600)
             return
