@@ -101,8 +101,8 @@ void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in) {
 
 void ppk__mem_init(ppk__mem *m, const ppk_allocator *a) {
     ppk__fill_allocator(&m->a, a);
-    m->bytes = 0;
-    m->peak = 0;
+    atomic_init(&m->bytes, 0);
+    atomic_init(&m->peak, 0);
     m->limit = SIZE_MAX;
     m->over_ok = 0;
     m->limited = 0;
@@ -110,14 +110,27 @@ void ppk__mem_init(ppk__mem *m, const ppk_allocator *a) {
 
 void *ppk__mem_alloc(ppk__mem *m, size_t size) {
     if (size == 0) size = 1;
-    if (!m->over_ok && (m->bytes > m->limit || size > m->limit - m->bytes)) {
-        m->limited = 1;
+    /* The bytes are counted before the allocator is asked, so that concurrent users
+     * cannot pass the limit together; a failure gives them back. */
+    size_t now = atomic_load_explicit(&m->bytes, memory_order_relaxed);
+    do {
+        if (!m->over_ok && (now > m->limit || size > m->limit - now)) {
+            m->limited = 1;
+            return NULL;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&m->bytes, &now, now + size,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    void *p = m->a.alloc(m->a.opaque, size);
+    if (!p) {
+        atomic_fetch_sub_explicit(&m->bytes, size, memory_order_relaxed);
         return NULL;
     }
-    void *p = m->a.alloc(m->a.opaque, size);
-    if (!p) return NULL;
-    m->bytes += size;
-    if (m->bytes > m->peak) m->peak = m->bytes;
+    now += size;
+    size_t peak = atomic_load_explicit(&m->peak, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(&m->peak, &peak, now,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
     return p;
 }
 
@@ -129,7 +142,7 @@ void *ppk__mem_alloc_array(ppk__mem *m, size_t n, size_t size) {
 void ppk__mem_free(ppk__mem *m, void *ptr, size_t size) {
     if (!ptr) return;
     if (size == 0) size = 1;
-    m->bytes -= size;
+    atomic_fetch_sub_explicit(&m->bytes, size, memory_order_relaxed);
     m->a.free(m->a.opaque, ptr, size);
 }
 
@@ -167,6 +180,11 @@ void *ppk__mem_new(const ppk_allocator *a, size_t size, size_t mem_off) {
     memcpy(obj + mem_off, &mem, sizeof mem);
     return obj;
 }
+
+static void *mem_alloc_cb(void *m, size_t size) { return ppk__mem_alloc(m, size); }
+static void mem_free_cb(void *m, void *ptr, size_t size) { ppk__mem_free(m, ptr, size); }
+
+ppk_allocator ppk__mem_allocator(ppk__mem *m) { return (ppk_allocator){mem_alloc_cb, mem_free_cb, m}; }
 
 void ppk__mem_delete(void *obj, size_t size, size_t mem_off) {
     if (!obj) return;

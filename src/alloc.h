@@ -6,7 +6,12 @@
  * held now and at the peak. Frees pass the size back, so the count is exact. A limit
  * turns the count into a budget: an allocation that would pass it fails, and `limited`
  * tells the caller that the budget, not the system, said no (see profile.c for what it
- * does then). A ppk__mem is used by one thread at a time (its owner's lock decides).
+ * does then).
+ *
+ * The byte counts are atomic, so one ppk__mem may serve several threads at once: an
+ * upload sink's is used by the exporting thread (queueing a copy) and by its uploader
+ * thread (building a request). The budget (`limit`, `over_ok`, `limited`) is for a
+ * ppk__mem with one owner at a time, a window's: only that owner sets them.
  *
  * The default allocator takes blocks of 128 KiB and more (arena chunks, big tables)
  * straight from mmap, so that freeing them returns them to the operating system at once
@@ -16,6 +21,7 @@
 #ifndef PPK_ALLOC_H
 #define PPK_ALLOC_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,8 +29,8 @@
 
 typedef struct ppk__mem {
     ppk_allocator a; /* always filled: the defaults replace a NULL alloc */
-    size_t bytes;    /* held now */
-    size_t peak;     /* most ever held */
+    _Atomic size_t bytes; /* held now */
+    _Atomic size_t peak;  /* most ever held */
     size_t limit;    /* an allocation that would pass it is refused (SIZE_MAX: none) */
     int over_ok;     /* while set, the limit is not enforced */
     int limited;     /* set when an allocation is refused for the limit, not the allocator */
@@ -65,6 +71,10 @@ void *ppk__mem_new(const ppk_allocator *a, size_t size, size_t mem_off);
 void ppk__mem_delete(void *obj, size_t size, size_t mem_off);
 #define PPK_MEM_NEW(a, type, field) ((type *)ppk__mem_new((a), sizeof(type), offsetof(type, field)))
 #define PPK_MEM_DELETE(obj, type, field) ppk__mem_delete((obj), sizeof(type), offsetof(type, field))
+
+/* `m` as a ppk_allocator, for the functions that take one (the reader and the OTLP
+ * encoder on an uploader's thread): what they allocate is counted in `m`. */
+ppk_allocator ppk__mem_allocator(ppk__mem *m);
 
 /* The default allocator's functions, for the callers that need a ppk_allocator. */
 void ppk__fill_allocator(ppk_allocator *out, const ppk_allocator *in);

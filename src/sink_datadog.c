@@ -289,7 +289,7 @@ static int dd_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__
     ppk__ubuf_adds(url, d->url);
 
     ppk__ubuf ev;
-    ppk__ubuf_init(&ev, body->ua);
+    ppk__ubuf_init(&ev, body->mem);
     char start[48], end[48];
     rfc3339(start, sizeof start, job->start_ns);
     rfc3339(end, sizeof end, job->end_ns);
@@ -442,10 +442,8 @@ static int dd_tags(dd_ctx *d, const ppk_datadog_config *cfg, const char *service
                                   &d->profiler_version, err, err_len)))
             return rc;
     }
-    ppk__ua ua = {0};
-    ppk__fill_allocator(&ua.a, &cfg->upload.allocator);
     ppk__ubuf tags;
-    ppk__ubuf_init(&tags, &ua);
+    ppk__ubuf_init(&tags, &d->mem);
     tag(&tags, "service", service[0] ? service : comm);
     tag(&tags, "env", env);
     tag(&tags, "version", version);

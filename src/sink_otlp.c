@@ -43,14 +43,10 @@ static void ot_free(void *ctx) {
     PPK_MEM_DELETE(o, ot_ctx, mem);
 }
 
-/* The uploader's counting allocator as a ppk_allocator, for the reader and encoder. */
-static void *ua_alloc(void *ua, size_t n) { return ppk__ua_alloc(ua, n); }
-static void ua_free(void *ua, void *p, size_t n) { ppk__ua_free(ua, p, n); }
-
 static int ot_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
                     char *ctype, size_t ctype_len) {
     ot_ctx *o = ctx;
-    ppk_allocator a = {ua_alloc, ua_free, body->ua};
+    ppk_allocator a = ppk__mem_allocator(body->mem);
     ppk_read_options ro = {0};
     ro.allocator = a;
     ppk_pprof *p = NULL;

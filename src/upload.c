@@ -27,9 +27,9 @@
  * anew and the thread is started again by the next write. If the wait timed out, the
  * handle is mid-transfer on a socket shared with the parent: the child abandons it.
  *
- * Statistics are kept under `lock`. Memory comes from the user's allocator through a
- * ppk__ua, whose byte counts are atomic because the exporting and the uploader threads
- * allocate concurrently.
+ * Statistics are kept under `lock`. Memory comes from the user's allocator through the
+ * uploader's ppk__mem, whose byte counts are atomic: the exporting and the uploader
+ * threads allocate concurrently.
  */
 #include "sync.h"
 #include "uploader.h"
@@ -66,9 +66,9 @@ static int init_sync(ppk__uploader *u) {
 
 static void job_free(ppk__uploader *u, ppk__upload_job *j) {
     if (!j) return;
-    ppk__ua_free(&u->ua, j->data, j->len);
-    if (j->extra) ppk__ua_free(&u->ua, j->extra, j->extra_len + 1);
-    ppk__ua_free(&u->ua, j, sizeof *j);
+    ppk__mem_free(&u->mem, j->data, j->len);
+    if (j->extra) ppk__mem_free(&u->mem, j->extra, j->extra_len + 1);
+    ppk__mem_free(&u->mem, j, sizeof *j);
 }
 
 /* Frees every queued job (the caller holds the lock or is alone); returns how many. */
@@ -165,7 +165,7 @@ static void fork_child(ppk__forkable *f) {
 
 static int upload_write(void *opaque, const ppk_export *e) {
     ppk__uploader *u = opaque;
-    ppk__upload_job *job = ppk__ua_alloc(&u->ua, sizeof *job);
+    ppk__upload_job *job = ppk__mem_alloc(&u->mem, sizeof *job);
     int rc = 0;
     if (job) {
         memset(job, 0, sizeof *job);
@@ -173,7 +173,7 @@ static int upload_write(void *opaque, const ppk_export *e) {
         job->start_ns = e->start_ns;
         job->end_ns = e->end_ns;
         job->seq = e->seq;
-        job->data = ppk__ua_alloc(&u->ua, e->data.len);
+        job->data = ppk__mem_alloc(&u->mem, e->data.len);
         if (!job->data) {
             rc = PPK_ENOMEM;
         } else {
@@ -182,13 +182,13 @@ static int upload_write(void *opaque, const ppk_export *e) {
         }
         if (!rc && u->ops.prepare) {
             ppk__ubuf extra;
-            ppk__ubuf_init(&extra, &u->ua);
+            ppk__ubuf_init(&extra, &u->mem);
             rc = u->ops.prepare(u->ctx, e, &extra);
             ppk__ubuf_nul(&extra);
             if (!rc && extra.failed) rc = PPK_ENOMEM;
             if (!rc && extra.len) {
                 /* Keep exactly len + 1 bytes, so the job's size is known. */
-                job->extra = ppk__ua_alloc(&u->ua, extra.len + 1);
+                job->extra = ppk__mem_alloc(&u->mem, extra.len + 1);
                 if (job->extra) {
                     memcpy(job->extra, extra.p, extra.len + 1);
                     job->extra_len = extra.len;
@@ -332,14 +332,13 @@ static void upload_destroy(void *opaque) {
     if (u->curl) curl_easy_cleanup(u->curl);
     if (u->ops.free) u->ops.free(u->ctx);
     for (size_t i = 0; i < u->n_headers; i++)
-        ppk__ua_free(&u->ua, u->headers[i], strlen(u->headers[i]) + 1);
-    ppk__ua_free(&u->ua, u->headers, u->n_headers * sizeof *u->headers);
-    ppk__ua_free(&u->ua, u->ring, u->cfg.queue_len * sizeof *u->ring);
+        ppk__mem_free(&u->mem, u->headers[i], strlen(u->headers[i]) + 1);
+    ppk__mem_free(&u->mem, u->headers, u->n_headers * sizeof *u->headers);
+    ppk__mem_free(&u->mem, u->ring, u->cfg.queue_len * sizeof *u->ring);
     pthread_cond_destroy(&u->wake);
     pthread_cond_destroy(&u->idle);
     pthread_mutex_destroy(&u->lock);
-    ppk__ua ua = {.a = u->ua.a};
-    ppk__ua_free(&ua, u, sizeof *u);
+    PPK_MEM_DELETE(u, ppk__uploader, mem);
 }
 
 int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops, void *ctx,
@@ -352,27 +351,21 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         ops->free(ctx);
         return rc;
     }
-    ppk__ua ua0 = {0};
-    ppk__fill_allocator(&ua0.a, &cfg->allocator);
-    ppk__uploader *u = ppk__ua_alloc(&ua0, sizeof *u);
+    ppk__uploader *u = PPK_MEM_NEW(&cfg->allocator, ppk__uploader, mem);
     if (!u) {
         ops->free(ctx);
         return PPK_ENOMEM;
     }
-    memset(u, 0, sizeof *u);
     u->sock = -1;
-    u->ua.a = ua0.a;
-    atomic_store(&u->ua.bytes, sizeof *u);
-    atomic_store(&u->ua.peak, sizeof *u);
     u->cfg = *cfg;
     u->ops = *ops;
     u->ctx = ctx;
-    u->ring = ppk__ua_alloc(&u->ua, cfg->queue_len * sizeof *u->ring);
-    u->headers = ppk__ua_alloc(&u->ua, (n_headers ? n_headers : 1) * sizeof *u->headers);
+    u->ring = ppk__mem_alloc(&u->mem, cfg->queue_len * sizeof *u->ring);
+    u->headers = ppk__mem_alloc(&u->mem, (n_headers ? n_headers : 1) * sizeof *u->headers);
     rc = u->ring && u->headers ? 0 : PPK_ENOMEM;
     for (size_t i = 0; !rc && i < n_headers; i++) {
         size_t n = strlen(headers[i]) + 1;
-        u->headers[i] = ppk__ua_alloc(&u->ua, n);
+        u->headers[i] = ppk__mem_alloc(&u->mem, n);
         if (!u->headers[i]) {
             rc = PPK_ENOMEM;
             break;
@@ -383,16 +376,16 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
     if (!rc) rc = init_sync(u);
     if (rc) {
         for (size_t i = 0; i < u->n_headers; i++)
-            ppk__ua_free(&u->ua, u->headers[i], strlen(u->headers[i]) + 1);
+            ppk__mem_free(&u->mem, u->headers[i], strlen(u->headers[i]) + 1);
         if (u->headers)
-            ppk__ua_free(&u->ua, u->headers, (n_headers ? n_headers : 1) * sizeof *u->headers);
-        ppk__ua_free(&u->ua, u->ring, cfg->queue_len * sizeof *u->ring);
+            ppk__mem_free(&u->mem, u->headers, (n_headers ? n_headers : 1) * sizeof *u->headers);
+        ppk__mem_free(&u->mem, u->ring, cfg->queue_len * sizeof *u->ring);
         ops->free(ctx);
-        ppk__ua_free(&ua0, u, sizeof *u);
+        PPK_MEM_DELETE(u, ppk__uploader, mem);
         return rc;
     }
     if (!n_headers) {
-        ppk__ua_free(&u->ua, u->headers, sizeof *u->headers);
+        ppk__mem_free(&u->mem, u->headers, sizeof *u->headers);
         u->headers = NULL;
     }
     u->fork = (ppk__forkable){NULL, PPK__FORK_UPLOADER, fork_prepare, fork_parent, fork_child};
@@ -417,8 +410,8 @@ int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st) {
     pthread_mutex_lock(&u->lock);
     *st = u->st;
     st->queue_len = u->count;
-    st->memory_bytes = atomic_load(&u->ua.bytes);
-    st->memory_peak_bytes = atomic_load(&u->ua.peak);
+    st->memory_bytes = atomic_load(&u->mem.bytes);
+    st->memory_peak_bytes = atomic_load(&u->mem.peak);
     pthread_mutex_unlock(&u->lock);
     return 0;
 }

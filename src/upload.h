@@ -14,31 +14,21 @@
 #define PPK_UPLOAD_H
 
 #include <curl/curl.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc.h"
 #include "pprofkit.h"
-
-/* A thread-safe view of the user's allocator that counts the bytes it holds. */
-typedef struct ppk__ua {
-    ppk_allocator a;
-    _Atomic size_t bytes;
-    _Atomic size_t peak;
-} ppk__ua;
-
-void *ppk__ua_alloc(ppk__ua *ua, size_t n);
-void ppk__ua_free(ppk__ua *ua, void *p, size_t n);
 
 /* A growable byte buffer; any append failure is sticky (`failed`) and checked once. */
 typedef struct ppk__ubuf {
-    ppk__ua *ua;
+    ppk__mem *mem;
     char *p;
     size_t len, cap;
     int failed;
 } ppk__ubuf;
 
-void ppk__ubuf_init(ppk__ubuf *b, ppk__ua *ua);
+void ppk__ubuf_init(ppk__ubuf *b, ppk__mem *mem);
 void ppk__ubuf_free(ppk__ubuf *b);
 void ppk__ubuf_add(ppk__ubuf *b, const void *p, size_t n);
 void ppk__ubuf_adds(ppk__ubuf *b, const char *s);
@@ -136,7 +126,6 @@ int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, cha
  * no byte of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
  * len + 1, stored in *out_len). 0, PPK_ENULL, PPK_EINVAL (message names `what`),
  * PPK_ENOMEM. */
-#include "alloc.h"
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len);
 void ppk__upload_str_free(ppk__mem *m, char *s);

@@ -188,7 +188,7 @@ static outcome transfer(ppk__uploader *u, const ppk__ubuf *url, const ppk__ubuf 
                         struct curl_slist *hdrs) {
     outcome o = {0};
     ppk__ubuf answer;
-    ppk__ubuf_init(&answer, &u->ua);
+    ppk__ubuf_init(&answer, &u->mem);
     o.cc = perform(u, url->p, body, hdrs, u->ops.answer ? &answer : NULL, &o.status,
                    &o.retry_after_ms);
     o.partial = o.cc == CURLE_OK && o.status >= 200 && o.status < 300 && u->ops.answer &&
@@ -237,8 +237,8 @@ static int count_outcome(ppk__uploader *u, const outcome *o, size_t body_len, in
 /* Sends one job: build, transfer, at most one retry. Called without the lock. */
 void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
     ppk__ubuf url, body;
-    ppk__ubuf_init(&url, &u->ua);
-    ppk__ubuf_init(&body, &u->ua);
+    ppk__ubuf_init(&url, &u->mem);
+    ppk__ubuf_init(&body, &u->mem);
     struct curl_slist *hdrs = NULL;
     int rc = build_request(u, job, &url, &body, &hdrs);
     if (rc || !u->curl) {

@@ -1,7 +1,6 @@
 /*
  * upload_util.c - what the upload sinks share besides the uploader (upload.h): the
- * counted, thread-safe view of the user's allocator (ppk__ua), the growable byte buffer,
- * and the configuration helpers (messages, environment variables, checked string
+ * growable byte buffer, and the configuration helpers (messages, environment variables, checked string
  * copies, the program's name, the upload config's defaults and rules).
  */
 #include "upload.h"
@@ -14,31 +13,13 @@
 
 /* ---- memory ------------------------------------------------------------------------ */
 
-void *ppk__ua_alloc(ppk__ua *ua, size_t n) {
-    if (!n) n = 1;
-    void *p = ua->a.alloc(ua->a.opaque, n);
-    if (!p) return NULL;
-    size_t now = atomic_fetch_add(&ua->bytes, n) + n;
-    size_t peak = atomic_load(&ua->peak);
-    while (now > peak && !atomic_compare_exchange_weak(&ua->peak, &peak, now)) {
-    }
-    return p;
-}
-
-void ppk__ua_free(ppk__ua *ua, void *p, size_t n) {
-    if (!p) return;
-    if (!n) n = 1;
-    atomic_fetch_sub(&ua->bytes, n);
-    ua->a.free(ua->a.opaque, p, n);
-}
-
-void ppk__ubuf_init(ppk__ubuf *b, ppk__ua *ua) {
+void ppk__ubuf_init(ppk__ubuf *b, ppk__mem *mem) {
     memset(b, 0, sizeof *b);
-    b->ua = ua;
+    b->mem = mem;
 }
 
 void ppk__ubuf_free(ppk__ubuf *b) {
-    ppk__ua_free(b->ua, b->p, b->cap);
+    ppk__mem_free(b->mem, b->p, b->cap);
     b->p = NULL;
     b->len = b->cap = 0;
 }
@@ -53,13 +34,13 @@ static int reserve(ppk__ubuf *b, size_t extra) {
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = ppk__ua_alloc(b->ua, cap);
+    char *p = ppk__mem_alloc(b->mem, cap);
     if (!p) {
         b->failed = 1;
         return -1;
     }
     if (b->len) memcpy(p, b->p, b->len);
-    ppk__ua_free(b->ua, b->p, b->cap);
+    ppk__mem_free(b->mem, b->p, b->cap);
     b->p = p;
     b->cap = cap;
     return 0;

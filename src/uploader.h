@@ -25,7 +25,7 @@ enum { PPK__ABORT_NONE = 0, PPK__ABORT_FORK = 1, PPK__ABORT_SHUTDOWN = 2 };
 /* One upload sink: its configuration, its queue, its thread and curl handle, its
  * statistics; one of the process-wide list that the fork handlers walk. */
 typedef struct ppk__uploader {
-    ppk__ua ua;
+    ppk__mem mem; /* every allocation of the sink; shared by the exporting and uploader threads */
     ppk_upload_config cfg;
     ppk__upload_ops ops;
     void *ctx;
