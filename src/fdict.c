@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "dict.h"
-#include "sbuf.h"
 #include "sync.h"
 #include "utf8.h"
 

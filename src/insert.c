@@ -2,7 +2,8 @@
  * insert.c - adding a sample to a window: record caches, interning, aggregation, and
  * what happens when the window's memory budget is reached.
  *
- * A sample arrives as the hashed records of a ppk__sbuf. Each frame record is looked up
+ * A sample arrives as records (record.h). A known stack is found whole in the stack
+ * cache (stack_cache.h); otherwise each frame record is looked up
  * in the window's frame cache (one probe and one compare when known); an unknown one is
  * decoded and interned field by field: strings, mapping, function, location (a frame
  * pushed by function id takes its strings from the recorder's dictionary, fdict.h, and
@@ -134,7 +135,7 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
     ppk_frame f;
     ppk_mapping m;
     uint64_t fid;
-    ppk__sbuf_read_frame(rec, &f, &m, &fid);
+    ppk__record_read_frame(rec, &f, &m, &fid);
     int rc;
     if (fid) {
         /* The function's strings are the dictionary's while its lock is held. */
@@ -149,69 +150,6 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
     return rc ? rc
               : cache(p, &p->frame_recs, &p->frame_loc, &p->frame_loc_cap, rec, len, hash,
                       *loc, rid);
-}
-
-/* The stack of a sample whose frame records are all in the stack cache (compared byte
- * for byte), or PPK_DICT_NONE. */
-static uint32_t cached_stack(const ppk_profile *p, const ppk__sbuf *sb) {
-    if (!p->sc_slots) return PPK_DICT_NONE;
-    uint64_t hash = sb->stack_hash;
-    const ppk__stack_slot *s = &p->sc_slots[hash & p->sc_mask];
-    while (s->recs && s->hash != hash)
-        s = &p->sc_slots[(size_t)(s - p->sc_slots + 1) & p->sc_mask];
-    const uint32_t *recs = s->recs;
-    if (!recs || recs[0] != sb->n_frames) return PPK_DICT_NONE;
-    for (size_t i = 0; i < sb->n_frames; i++) {
-        uint32_t len;
-        const uint8_t *rec = ppk__dict_key(&p->frame_recs, recs[2 + i], &len);
-        if (len != sb->frames[i].len || memcmp(rec, sb->buf + sb->frames[i].off, len))
-            return PPK_DICT_NONE;
-    }
-    return recs[1];
-}
-
-/* The slot for `hash`: the one holding it, or the empty one where it would go. */
-static ppk__stack_slot *sc_slot(ppk__stack_slot *slots, uint32_t mask, uint64_t hash) {
-    size_t i = hash & mask;
-    while (slots[i].recs && slots[i].hash != hash) i = (i + 1) & mask;
-    return &slots[i];
-}
-
-/* Room for one more stack in the cache: 0, or nonzero (not cached). */
-static int sc_room(ppk_profile *p) {
-    size_t slots = ppk__sc_slot_count(p);
-    if (((size_t)p->sc_n + 1) * 4 <= slots * 3) return 0;
-    size_t ns = slots ? 2 * slots : 32;
-    ppk__stack_slot *fresh = ppk__mem_alloc_array(&p->mem, ns, sizeof *fresh);
-    if (!fresh) return PPK_ENOMEM;
-    memset(fresh, 0, ns * sizeof *fresh);
-    for (size_t i = 0; i < slots; i++)
-        if (p->sc_slots[i].recs)
-            *sc_slot(fresh, (uint32_t)(ns - 1), p->sc_slots[i].hash) = p->sc_slots[i];
-    ppk__mem_free(&p->mem, p->sc_slots, slots * sizeof *fresh);
-    p->sc_slots = fresh;
-    p->sc_mask = (uint32_t)(ns - 1);
-    return 0;
-}
-
-/* Puts the sample's stack in the stack cache, its frame_recs ids in rec_buf. A cache:
- * over budget, out of memory or when the hash is taken, it is simply not cached. */
-static void cache_stack(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack) {
-    size_t n = sb->n_frames;
-    if (!sc_room(p)) {
-        ppk__stack_slot *s = sc_slot(p->sc_slots, p->sc_mask, sb->stack_hash);
-        uint32_t *recs = s->recs ? NULL : ppk__arena_alloc(&p->arena, (n + 2) * sizeof *recs, 4);
-        if (recs) {
-            recs[0] = (uint32_t)n;
-            recs[1] = stack;
-            memcpy(recs + 2, p->rec_buf, n * sizeof *recs);
-            s->hash = sb->stack_hash;
-            s->recs = recs;
-            p->sc_n++;
-            return;
-        }
-    }
-    p->mem.limited = 0;
 }
 
 /* The one-frame stack "[pprofkit: memory limit]", made once per window past budget. */
@@ -234,26 +172,26 @@ static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
 
 /* The sample's stack: from the stack cache, or frame by frame. *cacheable tells whether
  * it may be put in the cache (every frame record cached, nothing omitted). */
-static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb, uint32_t *stack,
+static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r, uint32_t *stack,
                     int *cacheable) {
-    size_t n = sb->n_frames;
+    size_t n = r->n_frames;
     *cacheable = 0;
-    if (n && !sb->omitted) {
-        *stack = cached_stack(p, sb);
+    if (n && !r->omitted) {
+        *stack = ppk__stack_cache_find(&p->sc, &p->frame_recs, r);
         if (*stack != PPK_DICT_NONE) return 0;
     }
-    int all = n && !sb->omitted, rc = 0;
+    int all = n && !r->omitted, rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
-        rc = frame_rec_loc(p, dg, sb->buf + sb->frames[i].off, sb->frames[i].len,
+        rc = frame_rec_loc(p, dg, r->buf + r->frames[i].off, r->frames[i].len,
                            &p->stack_buf[i], &p->rec_buf[i]);
         all &= p->rec_buf[i] != PPK_DICT_NONE;
     }
-    if (!rc && sb->omitted) {
+    if (!rc && r->omitted) {
         char name[64];
         ppk_frame f;
         memset(&f, 0, sizeof f);
         f.name.ptr = name;
-        f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", sb->omitted);
+        f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", r->omitted);
         rc = frame_id(p, dg, &f, &p->stack_buf[n++]);
     }
     if (!rc) rc = rec_id(p, &p->stacks, p->stack_buf, n * sizeof(uint32_t), 4, stack);
@@ -297,7 +235,7 @@ static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
         return 0;
     }
     ppk_label l;
-    ppk__sbuf_read_label(rec, &l);
+    ppk__record_read_label(rec, &l);
     int is_new = 0;
     int rc = label_id(p, dg, &l, out, &is_new);
     if (rc || is_new) return rc;
@@ -312,13 +250,13 @@ static int placeholder_key(const ppk_profile *p, uint32_t id) {
            ppk__label_get(p, id).key == p->ids.placeholder;
 }
 
-static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb,
+static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
                         uint32_t *set) {
     uint32_t *b = p->label_buf;
     size_t n = 0;
     int placeholder_seen = 0;
-    for (size_t i = 0; i < sb->n_labels; i++) {
-        int rc = label_rec_id(p, dg, sb->buf + sb->labels[i].off, &sb->labels[i], &b[n]);
+    for (size_t i = 0; i < r->n_labels; i++) {
+        int rc = label_rec_id(p, dg, r->buf + r->labels[i].off, &r->labels[i], &b[n]);
         if (rc && rc != LIMIT) return rc;
         /* Keys are distinct, but two new ones past the budget both become the
          * placeholder: the second is left out, so no key appears twice. */
@@ -366,7 +304,7 @@ static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id)
 }
 
 /* Keeps a timestamped sample on its own: 0, LIMIT or PPK_ENOMEM. */
-static int keep_timestamped(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack, uint32_t set) {
+static int keep_timestamped(ppk_profile *p, const ppk__recs *r, uint32_t stack, uint32_t set) {
     size_t nt = p->n_types;
     if (!p->ids.end_ts_key && ppk__profile_key(p, END_TS_KEY, sizeof END_TS_KEY - 1, &p->ids.end_ts_key))
         return PPK_ENOMEM;
@@ -381,20 +319,20 @@ static int keep_timestamped(ppk_profile *p, const ppk__sbuf *sb, uint32_t stack,
     ppk__ts_sample *t = &p->ts[p->ts_n];
     t->stack = stack;
     t->label_set = set;
-    t->timestamp_ns = sb->timestamp_ns;
-    memcpy(&p->ts_values[p->ts_n * nt], sb->values, nt * sizeof(int64_t));
+    t->timestamp_ns = r->timestamp_ns;
+    memcpy(&p->ts_values[p->ts_n * nt], r->values, nt * sizeof(int64_t));
     p->ts_n++;
     return 0;
 }
 
-static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb) {
+static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
     uint32_t stack, set, id;
     int rc, cacheable;
-    if ((rc = stack_id(p, dg, sb, &stack, &cacheable)) || (rc = label_set_id(p, dg, sb, &set)))
+    if ((rc = stack_id(p, dg, r, &stack, &cacheable)) || (rc = label_set_id(p, dg, r, &set)))
         return rc;
     uint32_t resolved = stack;
-    if (sb->timestamp_ns) {
-        rc = keep_timestamped(p, sb, stack, set);
+    if (r->timestamp_ns) {
+        rc = keep_timestamped(p, r, stack, set);
         if (rc != LIMIT) return rc;
         dg->timestamps_dropped++; /* aggregated instead */
     }
@@ -417,12 +355,16 @@ static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__sbuf *sb) {
     /* Nothing below can fail: the values are added only once the sample exists. */
     int64_t *v = &p->values[(size_t)id * p->n_types];
     for (size_t i = 0; i < p->n_types; i++)
-        v[i] = ppk__sat_add(v[i], sb->values[i], &dg->values_saturated);
-    if (cacheable) cache_stack(p, sb, resolved);
+        v[i] = ppk__sat_add(v[i], r->values[i], &dg->values_saturated);
+    /* Not cached (no room, the hash taken): the next sample of this stack resolves it
+     * frame by frame. */
+    if (cacheable && ppk__stack_cache_put(&p->sc, &p->mem, &p->arena, r->stack_hash, p->rec_buf,
+                                          r->n_frames, resolved))
+        p->mem.limited = 0;
     return 0;
 }
 
-int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
+int ppk__profile_add_recs(ppk_profile *p, const ppk__recs *r) {
     ppk__undo u;
     ppk__undo_save(p, &u);
     ppk__degraded dg;
@@ -430,53 +372,16 @@ int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb) {
     /* Written only when they change: with several threads the window's lines move
      * between cores at every write. */
     if (p->mem.limited) p->mem.limited = 0;
-    int rc = insert(p, &dg, sb);
+    int rc = insert(p, &dg, r);
     if (rc) {
         ppk__undo_restore(p, &u);
         return rc;
     }
     p->samples_added++;
-    dg.stacks_truncated = sb->omitted != 0;
-    dg.strings_utf8_repaired = sb->fit.repaired;
-    dg.strings_truncated = sb->fit.truncated;
+    dg.stacks_truncated = r->omitted != 0;
+    dg.strings_utf8_repaired = r->fit.repaired;
+    dg.strings_truncated = r->fit.truncated;
     static const ppk__degraded none;
     if (memcmp(&dg, &none, sizeof dg) != 0) ppk__degraded_add(&p->deg, &dg);
     return 0;
-}
-
-/* ppk_profile_add's sample buffer keeps this much between calls. */
-#define ADD_KEEP_BYTES (64 * 1024)
-
-int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
-    if (!p || !s) return PPK_EINVAL;
-    if (s->n_values > p->n_types) return PPK_EVALUES;
-    if ((s->n_values && !s->values) || (s->n_frames && !s->frames) ||
-        (s->n_labels && !s->labels))
-        return PPK_ENULL;
-    if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
-    if (s->timestamp_ns < 0) return PPK_EINVAL;
-    if (!p->sbuf) {
-        /* Outside the window's budget, like the encoder's buffer: it is not the
-         * window's content. */
-        ppk__sbuf *sb = ppk__mem_alloc(&p->aux, sizeof *sb);
-        if (!sb) return PPK_ENOMEM;
-        if (ppk__sbuf_init(sb, &p->aux, p->strings.max_len, p->max_frames, p->max_labels,
-                           p->n_types)) {
-            ppk__mem_free(&p->aux, sb, sizeof *sb);
-            return PPK_ENOMEM;
-        }
-        p->sbuf = sb;
-    }
-    ppk__sbuf *sb = p->sbuf;
-    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
-    int rc = 0;
-    for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
-    for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
-    if (!rc) {
-        if (s->n_values) memcpy(sb->values, s->values, s->n_values * sizeof(int64_t));
-        sb->timestamp_ns = s->timestamp_ns;
-        ppk__sbuf_seal(sb);
-        rc = ppk__profile_add_sbuf(p, sb);
-    }
-    return rc;
 }

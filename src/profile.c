@@ -1,13 +1,14 @@
 /*
- * profile.c - one aggregation window: creating it, adding samples, endpoints, upscaling
- * rules, reset and statistics. The record layout is described in profile.h; encoding
- * is in pprof.c.
+ * profile.c - one aggregation window: creating it, ppk_profile_add, undo, reset,
+ * endpoints, upscaling rules and statistics. The window's tables are described in
+ * profile.h; inserting a sample is insert.c; encoding is pprof.c.
  *
- * Adding a sample validates everything first (no change on bad input), then interns
- * strings, mappings, functions, locations, the stack, the labels and the label set, and
- * finally adds the values. When memory runs out halfway, every table is truncated back
- * to the counts it had before the call and the arena is rolled back to its mark, so a
- * failed call leaves the window exactly as it was (G7).
+ * ppk_profile_add checks the sample and builds it as records with a builder of the
+ * window's own (sbuf.h), which validates and copies every frame and label (no change
+ * on bad input); insert.c then adds the records. When memory runs out halfway, every
+ * table is truncated back to the counts it had before the call and the arena is rolled
+ * back to its mark (the undo below), so a failed call leaves the window exactly as it
+ * was (G7).
  *
  * Not thread safe: the caller (or the recorder) serializes calls on one profile.
  */
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sbuf.h"
 #include "utf8.h"
 
 #define PPK_GROW(m, arr, cap, used, need)                                                  \
@@ -201,7 +203,7 @@ void ppk_profile_free(ppk_profile *p) {
     }
     ppk__mem_free(&p->mem, p->frame_loc, p->frame_loc_cap * sizeof *p->frame_loc);
     ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
-    ppk__mem_free(&p->mem, p->sc_slots, ppk__sc_slot_count(p) * sizeof *p->sc_slots);
+    ppk__stack_cache_destroy(&p->sc, &p->mem);
     ppk__pb_destroy(&p->pb);
     ppk__arena_destroy(&p->arena);
     free_rules(p);
@@ -216,6 +218,46 @@ void ppk_profile_free(ppk_profile *p) {
     ppk__mem_free(&p->mem, p->label_buf, p->max_labels * sizeof(uint32_t));
     assert(p->aux.bytes == 0);
     PPK_MEM_DELETE(p, ppk_profile, mem);
+}
+
+/* ---- adding a sample ------------------------------------------------------------ */
+
+/* ppk_profile_add's sample buffer keeps this much between calls. */
+#define ADD_KEEP_BYTES (64 * 1024)
+
+int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
+    if (!p || !s) return PPK_EINVAL;
+    if (s->n_values > p->n_types) return PPK_EVALUES;
+    if ((s->n_values && !s->values) || (s->n_frames && !s->frames) ||
+        (s->n_labels && !s->labels))
+        return PPK_ENULL;
+    if (s->n_labels > p->max_labels) return PPK_ETOOMANY;
+    if (s->timestamp_ns < 0) return PPK_EINVAL;
+    if (!p->sbuf) {
+        /* Outside the window's budget, like the encoder's buffer: it is not the
+         * window's content. */
+        ppk__sbuf *sb = ppk__mem_alloc(&p->aux, sizeof *sb);
+        if (!sb) return PPK_ENOMEM;
+        if (ppk__sbuf_init(sb, &p->aux, p->strings.max_len, p->max_frames, p->max_labels,
+                           p->n_types)) {
+            ppk__mem_free(&p->aux, sb, sizeof *sb);
+            return PPK_ENOMEM;
+        }
+        p->sbuf = sb;
+    }
+    ppk__sbuf *sb = p->sbuf;
+    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
+    for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
+    if (!rc) {
+        if (s->n_values) memcpy(sb->values, s->values, s->n_values * sizeof(int64_t));
+        sb->timestamp_ns = s->timestamp_ns;
+        ppk__recs r;
+        ppk__sbuf_seal(sb, &r);
+        rc = ppk__profile_add_recs(p, &r);
+    }
+    return rc;
 }
 
 /* ---- undo: what a failed call puts back ---------------------------------------- */
@@ -279,20 +321,6 @@ static void shrink(ppk__mem *m, void **arr, size_t *cap, size_t used, size_t siz
     *cap = want;
 }
 
-/* Empties the stack cache; slots over four times what `used` stacks need go back. */
-static void sc_shrink(ppk_profile *p, size_t used) {
-    size_t want = 32;
-    while (want * 3 < 2 * used * 4) want *= 2; /* room for twice as many */
-    if (ppk__sc_slot_count(p) > 4 * want) {
-        ppk__mem_free(&p->mem, p->sc_slots, ppk__sc_slot_count(p) * sizeof *p->sc_slots);
-        p->sc_slots = NULL;
-        p->sc_mask = 0;
-    } else if (p->sc_slots) {
-        memset(p->sc_slots, 0, ppk__sc_slot_count(p) * sizeof *p->sc_slots);
-    }
-    p->sc_n = 0;
-}
-
 void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     if (!p) return;
     ppk__dict *t[N_TABLES];
@@ -301,14 +329,14 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
      * arrays that grew for a burst shrink back (G4), each within the budget or not now. */
     ppk__arena_reset(&p->arena);
     size_t samples = p->samples.n, frames = p->frame_recs.n, labels = p->label_recs.n;
-    size_t stacks = p->sc_n;
+    size_t stacks = p->sc.n;
     size_t endpoints = p->endpoints.n, counts = p->endpoint_names.n;
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
     ppk__dict_shrink(&p->strings.d);
     shrink(&p->mem, (void **)&p->values, &p->values_cap, samples, p->n_types * sizeof(int64_t));
     shrink(&p->mem, (void **)&p->frame_loc, &p->frame_loc_cap, frames, sizeof *p->frame_loc);
     shrink(&p->mem, (void **)&p->label_of, &p->label_of_cap, labels, sizeof *p->label_of);
-    sc_shrink(p, stacks);
+    ppk__stack_cache_reset(&p->sc, &p->mem, stacks);
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
     shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
            p->n_types * sizeof(int64_t));

@@ -6,8 +6,8 @@
  * ppk__dict tables whose keys are fixed-layout records (no padding left undefined):
  * strings -> mappings, functions -> locations -> stacks (arrays of location ids);
  * labels -> label sets (sorted arrays of label ids); (stack, label set) -> aggregated
- * sample, whose values live in `values`. Samples arrive as the hashed records of a
- * ppk__sbuf (sbuf.h), looked up first in caches keyed by those records. Timestamped samples are kept one by one in
+ * sample, whose values live in `values`. Samples arrive as records (record.h), looked
+ * up first in caches keyed by those records. Timestamped samples are kept one by one in
  * `ts`. Ids inside records are the dict ids (0-based); pprof ids are those + 1, and 0
  * means "none" in the few records where a reference is optional (stored as id + 1).
  * All record bytes live in the window's arena; the tables and arrays are allocated
@@ -24,8 +24,11 @@
 #include "arena.h"
 #include "dict.h"
 #include "pb.h"
-#include "sbuf.h"
+#include "record.h"
+#include "stack_cache.h"
 #include "strtab.h"
+
+struct ppk__sbuf;
 
 /* The string that replaces new strings once the budget is reached, and the name of
  * the one frame of the overflow stack (PPK_DEGRADATIONS's texts name it). */
@@ -97,13 +100,6 @@ typedef struct ppk__sample_rec {
     uint32_t label_set;
 } ppk__sample_rec;
 
-/* A stack cache slot: a sample's stack_hash (sbuf.h) and, in the arena, the stack's
- * frame count, its stack id and its frames' frame_recs ids; recs NULL: empty. */
-typedef struct ppk__stack_slot {
-    uint64_t hash;
-    const uint32_t *recs; /* [0] n, [1] stack, [2..] n frame_recs ids */
-} ppk__stack_slot;
-
 typedef struct ppk__ts_sample {
     uint32_t stack;
     uint32_t label_set;
@@ -131,19 +127,14 @@ struct ppk_profile {
     ppk__dict mappings, functions, locations, stacks, labels, label_sets, samples;
     ppk__dict endpoints;      /* uint64 local root span id -> endpoint string id */
     ppk__dict endpoint_names; /* endpoint name -> index into endpoint_counts */
-    /* Caches keyed by the records of sbuf.h, hashed at push: a known frame record gives
+    /* Caches keyed by records (record.h), hashed at push: a known frame record gives
      * its location at the cost of one lookup, a known label record its label. */
     ppk__dict frame_recs, label_recs;
     uint32_t *frame_loc;      /* by frame_recs id: location id */
     size_t frame_loc_cap;
     uint32_t *label_of;       /* by label_recs id: labels id */
     size_t label_of_cap;
-    /* The stack cache: a sample's stack_hash (sbuf.h) gives, after a byte compare of
-     * every frame record with the cached one, its stack without a lookup per frame.
-     * A hash shared by two stacks caches only the first. */
-    ppk__stack_slot *sc_slots; /* open addressing, linear probing, <= 3/4 full */
-    uint32_t sc_mask;          /* slots - 1; 0 when no slots */
-    uint32_t sc_n;             /* stacks cached */
+    ppk__stack_cache sc;      /* a known stack without a lookup per frame */
 
     int64_t *values;          /* n_types per aggregated sample */
     size_t values_cap;        /* in samples */
@@ -185,7 +176,7 @@ struct ppk_profile {
     ppk__mem aux;
     ppk__pb pb;               /* the encoder's buffer, reused */
     size_t pb_used;           /* what the window's last encode needed of it */
-    ppk__sbuf *sbuf;          /* ppk_profile_add's sample, made on first use */
+    struct ppk__sbuf *sbuf;   /* ppk_profile_add's sample builder, made on first use */
 };
 
 /* Label `id` of the window, decoded. */
@@ -212,11 +203,6 @@ typedef struct ppk__undo {
     size_t ts_n;
     ppk__ids ids;
 } ppk__undo;
-
-/* Slots of the stack cache. */
-static inline size_t ppk__sc_slot_count(const ppk_profile *p) {
-    return p->sc_slots ? (size_t)p->sc_mask + 1 : 0;
-}
 
 void ppk__undo_save(ppk_profile *p, ppk__undo *u);
 void ppk__undo_restore(ppk_profile *p, const ppk__undo *u);
@@ -246,8 +232,9 @@ int ppk__profile_encode_with(ppk_profile *p, ppk__pb *pb, const ppk_encode_optio
 int ppk__profile_encode_many(ppk_profile *const *ws, size_t n_ws, ppk__pb *pb,
                              const ppk_encode_options *opt, ppk_bytes *out);
 
-/* Adds the sample built in `sb`, sealed (see ppk_profile_add, whose checks the pushes made).
- * On PPK_ENOMEM the window is as it was; over budget, detail degrades (insert.c). */
-int ppk__profile_add_sbuf(ppk_profile *p, const ppk__sbuf *sb);
+/* Adds the sample `r` (built and sealed by a ppk__sbuf, whose pushes made
+ * ppk_profile_add's checks). On PPK_ENOMEM the window is as it was; over budget,
+ * detail degrades (insert.c). */
+int ppk__profile_add_recs(ppk_profile *p, const ppk__recs *r);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * The recorder's lock guards the list of builders, the sinks, the export state and the
  * statistics; each shard's lock guards its windows. A flush holds its builder's shard's
- * lock for one ppk__profile_add_sbuf(); an export takes each shard's lock briefly to
+ * lock for one ppk__profile_add_recs(); an export takes each shard's lock briefly to
  * swap its windows, and the recorder's lock, then each shard's, to hand the reset
  * windows back as spares. Order: the recorder's lock before any shard's, shards in
  * index order, the function dictionary's last.

@@ -166,7 +166,8 @@ int ppk_sample_flush(ppk_sample *s) {
     if (rc) return rc;
     ppk_recorder *r = atomic_load(&s->rec);
     s->begun = 0;
-    ppk__sbuf_seal(&s->sb); /* outside the lock */
+    ppk__recs recs;
+    ppk__sbuf_seal(&s->sb, &recs); /* outside the lock */
     if (atomic_load_explicit(&r->settle_pending, memory_order_relaxed)) {
         /* After a fork: the exporter thread, if it should run, starts again. */
         pthread_mutex_lock(&r->lock);
@@ -180,7 +181,7 @@ int ppk_sample_flush(ppk_sample *s) {
         rc = PPK_ECLOSED;
     } else {
         ppk__shard_settle_locked(sh);
-        rc = ppk__profile_add_sbuf(sh->active, &s->sb);
+        rc = ppk__profile_add_recs(sh->active, &recs);
         if (rc == 0)
             sh->flushed++;
         else if (rc == PPK_ESTALE)

@@ -274,73 +274,21 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     return 0;
 }
 
-void ppk__sbuf_seal(ppk__sbuf *sb) {
-    sb->stack_hash = 0;
+void ppk__sbuf_seal(const ppk__sbuf *sb, ppk__recs *out) {
+    out->buf = sb->buf;
+    out->frames = sb->frames;
+    out->n_frames = sb->n_frames;
+    out->omitted = sb->omitted;
+    out->labels = sb->labels;
+    out->n_labels = sb->n_labels;
+    out->values = sb->values;
+    out->timestamp_ns = sb->timestamp_ns;
+    out->fit = sb->fit;
+    out->stack_hash = 0;
     if (!sb->n_frames) return;
     const ppk__rec *last = &sb->frames[sb->n_frames - 1];
     size_t start = sb->frames[0].off, len = last->off + last->len - start;
     /* XXH3 uses its vector code only past 240 bytes. */
-    sb->stack_hash = len > 240 ? XXH3_64bits_dispatch(sb->buf + start, len)
-                               : ppk__hash(sb->buf + start, len);
-}
-
-void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m, uint64_t *id) {
-    ppk__frec h;
-    ppk__frec_ext x;
-    ppk__mrec mr;
-    memcpy(&h, rec, sizeof h);
-    const char *p = (const char *)rec + sizeof h;
-    memset(f, 0, sizeof *f);
-    *id = 0;
-    if (h.name_len == PPK__FREC_ID) {
-        memcpy(id, p, sizeof *id);
-        f->line = h.line;
-        f->address = h.address;
-        return;
-    }
-    memset(&x, 0, sizeof x);
-    int full = (h.name_len & PPK__FREC_FULL) != 0;
-    if (full) {
-        memcpy(&x, p, sizeof x);
-        p += sizeof x;
-        if (x.has_mapping) {
-            memcpy(&mr, p, sizeof mr);
-            p += sizeof mr;
-        }
-    }
-    uint32_t name_len = h.name_len & ~PPK__FREC_FULL;
-    f->name = (ppk_str){p, name_len};
-    p += name_len;
-    f->filename = (ppk_str){p, h.filename_len};
-    p += h.filename_len;
-    f->line = h.line;
-    f->address = h.address;
-    if (!full) return;
-    f->system_name = (ppk_str){p, x.system_name_len};
-    p += x.system_name_len;
-    f->start_line = x.start_line;
-    if (x.has_mapping) {
-        memset(m, 0, sizeof *m);
-        m->memory_start = mr.memory_start;
-        m->memory_limit = mr.memory_limit;
-        m->file_offset = mr.file_offset;
-        m->filename = (ppk_str){p, mr.filename_len};
-        p += mr.filename_len;
-        m->build_id = (ppk_str){p, mr.build_id_len};
-        f->mapping = m;
-    }
-}
-
-void ppk__sbuf_read_label(const uint8_t *rec, ppk_label *l) {
-    ppk__lrec h;
-    memcpy(&h, rec, sizeof h);
-    const char *key = (const char *)rec + sizeof h;
-    memset(l, 0, sizeof *l);
-    l->key = (ppk_str){key, h.key_len};
-    l->is_num = (int)h.is_num;
-    l->num = h.num;
-    if (h.is_num)
-        l->num_unit = (ppk_str){key + h.key_len, h.value_len};
-    else
-        l->str = (ppk_str){key + h.key_len, h.value_len};
+    out->stack_hash = len > 240 ? XXH3_64bits_dispatch(sb->buf + start, len)
+                                : ppk__hash(sb->buf + start, len);
 }

@@ -5,24 +5,13 @@
  * or label is validated, its strings copied (repaired and cut to max_string_len as the
  * string table would), and serialized into one record whose 64-bit hash is computed
  * right away, outside any lock. At flush the window looks each record up by that hash
- * (profile.c); only records it has never seen are decoded and interned field by field.
+ * (insert.c); only records it has never seen are decoded and interned field by field.
  * Nothing here points into a window, and nothing in a window points here (G2).
  *
  * Frame records are not hashed one by one at push: ppk__sbuf_seal() hashes the span of
  * buffer they occupy once, at flush (`stack_hash`), and the window finds a known stack
- * by that hash (insert.c); a record's own hash is computed only when its stack is new.
- * So that the span hashes the same for the same records, the padding between records
- * is zeroed.
- *
- * A frame record is a ppk__frec header, then the name and the filename; a frame with
- * a system name, a start line or a mapping has the PPK__FREC_FULL bit in name_len and
- * a ppk__frec_ext (and a ppk__mrec when mapped) after the header, and its system name,
- * mapping filename and build id after the filename. A label record is a ppk__lrec
- * header, then the key and the value (or the unit). A frame pushed by function id
- * (fdict.h) is a ppk__frec whose name_len is PPK__FREC_ID and filename_len 0, then the
- * 8-byte id: 32 bytes whatever the function's strings. Records start 8-byte aligned in
- * `buf`; they are read with memcpy. Kept small: a record is hashed at push and compared
- * at every lookup.
+ * by that hash (stack_cache.h); a record's own hash is computed only when its stack is
+ * new. The record layouts are record.h's.
  *
  * One thread at a time. A failed push leaves the buffer as it was.
  */
@@ -37,42 +26,9 @@
 #endif
 
 #include "alloc.h"
-#include "utf8.h"
 #include "pprofkit.h"
-
-#define PPK__FREC_FULL 0x80000000u
-/* name_len of a frame record by function id (strings are shorter: max_string_len is
- * at most 2^24). */
-#define PPK__FREC_ID 0x40000000u
-#define PPK__FREC_ID_BYTES (sizeof(ppk__frec) + sizeof(uint64_t))
-
-typedef struct ppk__frec {
-    uint32_t name_len; /* | PPK__FREC_FULL */
-    uint32_t filename_len;
-    int64_t line;
-    uint64_t address;
-} ppk__frec;
-
-typedef struct ppk__frec_ext {
-    uint32_t system_name_len, has_mapping;
-    int64_t start_line;
-} ppk__frec_ext;
-
-typedef struct ppk__mrec {
-    uint64_t memory_start, memory_limit, file_offset;
-    uint32_t filename_len, build_id_len;
-} ppk__mrec;
-
-typedef struct ppk__lrec {
-    uint32_t key_len, value_len, is_num, pad_;
-    int64_t num;
-} ppk__lrec;
-
-typedef struct ppk__rec {
-    size_t off; /* in buf */
-    size_t len;
-    uint64_t hash; /* labels only: set at push */
-} ppk__rec;
+#include "record.h"
+#include "utf8.h"
 
 typedef struct ppk__sbuf {
     ppk__mem *mem;
@@ -89,7 +45,6 @@ typedef struct ppk__sbuf {
     int64_t values[PPK_MAX_SAMPLE_TYPES];
     int64_t timestamp_ns;
     ppk__fit_counts fit; /* string repairs in this sample */
-    uint64_t stack_hash; /* set by ppk__sbuf_seal() */
 } ppk__sbuf;
 
 /* Limits as in ppk_profile_config. 0 or PPK_ENOMEM. */
@@ -196,16 +151,8 @@ static inline int ppk__sbuf_push_id(ppk__sbuf *sb, uint64_t id, uint64_t address
  * PPK_ENOMEM. */
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);
 
-/* Once the sample is complete: computes stack_hash, the hash of the bytes from the
- * first frame record to the end of the last one (label records pushed in between
- * included). */
-void ppk__sbuf_seal(ppk__sbuf *sb);
-
-/* Decodes a frame record into views of its strings (valid while the record is). A
- * record by function id gives only its line and address, and its id in *id (0 for the
- * others). */
-void ppk__sbuf_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m, uint64_t *id);
-/* Decodes a label record likewise. */
-void ppk__sbuf_read_label(const uint8_t *rec, ppk_label *l);
+/* Once the sample is complete: the sample as records, for a window (record.h), its
+ * stack_hash computed here, outside any lock. *out is valid until the next change. */
+void ppk__sbuf_seal(const ppk__sbuf *sb, ppk__recs *out);
 
 #endif

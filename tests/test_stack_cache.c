@@ -1,6 +1,6 @@
 /*
- * test_stack_cache.c - a window's stack cache (src/insert.c, profile.h): a sample's
- * stack found by the hash of its frame records, then compared byte for byte.
+ * test_stack_cache.c - a window's stack cache (src/stack_cache.h): a sample's stack
+ * found by the hash of its frame records, then compared byte for byte.
  *
  * The hash is only a hint: two samples with different frames but the same stack_hash
  * (forced here, since a real 64-bit collision cannot be made on purpose) must still get
@@ -34,9 +34,18 @@ typedef struct fr {
     int64_t line;
 } fr;
 
-/* Builds a sample of n frames in sb (a label after frame `label_after`, or none if it
- * is n or more), one value of 1, sealed. */
-static void build(ppk__sbuf *sb, const fr *f, size_t n, size_t label_after) {
+/* A window and a builder's buffer with the same max_frames; `r` the last sample built. */
+typedef struct fx {
+    ppk_profile *p;
+    ppk__mem mem;
+    ppk__sbuf sb;
+    ppk__recs r;
+} fx;
+
+/* Builds a sample of n frames in x's builder (a label after frame `label_after`, or
+ * none if it is n or more), one value of 1, sealed into x->r. */
+static void build(fx *x, const fr *f, size_t n, size_t label_after) {
+    ppk__sbuf *sb = &x->sb;
     ppk__sbuf_clear(sb, SIZE_MAX);
     for (size_t i = 0; i < n; i++) {
         CHECK_EQ_INT(ppk__sbuf_push_simple_frame(sb, cstr(f[i].name),
@@ -51,7 +60,7 @@ static void build(ppk__sbuf *sb, const fr *f, size_t n, size_t label_after) {
         }
     }
     sb->values[0] = 1;
-    ppk__sbuf_seal(sb);
+    ppk__sbuf_seal(sb, &x->r);
 }
 
 static uint64_t stacks(ppk_profile *p) {
@@ -59,13 +68,6 @@ static uint64_t stacks(ppk_profile *p) {
     ppk_profile_stats_get(p, &s);
     return s.stacks;
 }
-
-/* A window and a builder's buffer with the same max_frames. */
-typedef struct fx {
-    ppk_profile *p;
-    ppk__mem mem;
-    ppk__sbuf sb;
-} fx;
 
 static void fx_init(fx *f, size_t max_frames) {
     f->p = make_profile(max_frames);
@@ -87,30 +89,30 @@ static void test_forced_collision_is_not_merged(void) {
     fx_init(&f, 64);
     ppk_profile *p = f.p;
 
-    build(&f.sb, A, 3, 3);
-    uint64_t hash_a = f.sb.stack_hash;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f, A, 3, 3);
+    uint64_t hash_a = f.r.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 1);
-    CHECK_EQ_U64(p->sc_n, 1); /* cached */
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    CHECK_EQ_U64(p->sc.n, 1); /* cached */
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 1);
-    CHECK_EQ_U64(p->sc_n, 1);
+    CHECK_EQ_U64(p->sc.n, 1);
 
-    build(&f.sb, B, 3, 3);
-    CHECK(f.sb.stack_hash != hash_a);
-    f.sb.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f, B, 3, 3);
+    CHECK(f.r.stack_hash != hash_a);
+    f.r.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 2);
     /* Fewer frames under the same hash: a third stack. */
-    build(&f.sb, A, 2, 2);
-    f.sb.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f, A, 2, 2);
+    f.r.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 3);
     /* The hash stays A's: A still hits, and B with its own hash is its own stack. */
-    build(&f.sb, A, 3, 3);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
-    build(&f.sb, B, 3, 3);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f, A, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    build(&f, B, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 3);
 
     ppk_profile_stats s;
@@ -128,24 +130,24 @@ static void test_hash_is_stable(void) {
     fx_init(&f, 64);
     ppk_profile *p = f.p;
 
-    build(&f.sb, A, 3, 3);
-    uint64_t h1 = f.sb.stack_hash;
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f, A, 3, 3);
+    uint64_t h1 = f.r.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     /* Fill the buffer with other bytes, then build A again in it. */
     ppk__sbuf_clear(&f.sb, SIZE_MAX);
     memset(f.sb.buf, 0xA5, f.sb.cap);
-    build(&f.sb, A, 3, 3);
-    CHECK_EQ_U64(f.sb.stack_hash, h1);
+    build(&f, A, 3, 3);
+    CHECK_EQ_U64(f.r.stack_hash, h1);
     /* A label after the first frame: another hash, the same stack. */
-    build(&f.sb, A, 3, 0);
-    CHECK(f.sb.stack_hash != h1);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    build(&f, A, 3, 0);
+    CHECK(f.r.stack_hash != h1);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 1);
 
     ppk_profile_reset(p, 0);
-    CHECK_EQ_U64(p->sc_n, 0);
-    build(&f.sb, B, 3, 3);
-    CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+    CHECK_EQ_U64(p->sc.n, 0);
+    build(&f, B, 3, 3);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     CHECK_EQ_U64(stacks(p), 1);
 
     fx_done(&f);
@@ -157,12 +159,12 @@ static void test_omitted_frames_not_cached(void) {
     fx_init(&f, 2);
     ppk_profile *p = f.p;
     for (int i = 0; i < 3; i++) {
-        build(&f.sb, A, 3, 3);
-        CHECK(f.sb.omitted != 0);
-        CHECK_EQ_INT(ppk__profile_add_sbuf(p, &f.sb), 0);
+        build(&f, A, 3, 3);
+        CHECK(f.r.omitted != 0);
+        CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
     }
     CHECK_EQ_U64(stacks(p), 1);
-    CHECK_EQ_U64(p->sc_n, 0);
+    CHECK_EQ_U64(p->sc.n, 0);
     fx_done(&f);
 }
 

@@ -1,0 +1,59 @@
+/*
+ * stack_cache.h - a window's cache from a sample's frame records to its stack id.
+ *
+ * A sample's frames arrive as records with one hash over all of them (stack_hash,
+ * record.h). The cache maps that hash to the stack id and to the frame-record ids
+ * (the window's frame_recs dict) the stack was made from; a hit is confirmed by
+ * comparing each frame record byte for byte with the cached one, so the hash is only
+ * a hint: two stacks that share a hash never get each other's id (the second is simply
+ * not cached). A known stack then costs one probe and n compares instead of n lookups.
+ *
+ * Open addressing with linear probing, at most 3/4 full; the entries' ids live in the
+ * window's arena, so they go with it at reset. Nothing is ever required to be cached:
+ * out of memory or over budget, a stack is just not put in. Single-threaded, like the
+ * window.
+ */
+#ifndef PPK_STACK_CACHE_H
+#define PPK_STACK_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "arena.h"
+#include "dict.h"
+#include "record.h"
+
+typedef struct ppk__stack_slot {
+    uint64_t hash;
+    const uint32_t *recs; /* [0] n, [1] stack, [2..] n frame_recs ids; NULL: empty */
+} ppk__stack_slot;
+
+typedef struct ppk__stack_cache {
+    ppk__stack_slot *slots;
+    uint32_t mask; /* slots - 1; 0 when no slots */
+    uint32_t n;    /* stacks cached */
+} ppk__stack_cache;
+
+static inline size_t ppk__stack_cache_slots(const ppk__stack_cache *c) {
+    return c->slots ? (size_t)c->mask + 1 : 0;
+}
+
+/* The stack of sample `r` if it is cached: every frame record equal to the cached
+ * record of the same position in `frame_recs`. Else PPK_DICT_NONE. */
+uint32_t ppk__stack_cache_find(const ppk__stack_cache *c, const ppk__dict *frame_recs,
+                               const ppk__recs *r);
+
+/* Caches `stack` for the sample with stack_hash `hash` made of frame records `rec_ids`
+ * (n of them): 0, or nonzero when it was not cached (no memory, over budget, the hash
+ * taken by another stack). */
+int ppk__stack_cache_put(ppk__stack_cache *c, ppk__mem *mem, ppk__arena *arena, uint64_t hash,
+                         const uint32_t *rec_ids, size_t n, uint32_t stack);
+
+/* Empties the cache (its entries' arena is being reset); keeps the slots unless they
+ * are over four times what `used` stacks need. */
+void ppk__stack_cache_reset(ppk__stack_cache *c, ppk__mem *mem, size_t used);
+
+void ppk__stack_cache_destroy(ppk__stack_cache *c, ppk__mem *mem);
+
+#endif
