@@ -5,27 +5,6 @@
 
 #include <string.h>
 
-/* The slot for `hash`: the one holding it, or the empty one where it would go. */
-static ppk__stack_slot *slot_of(ppk__stack_slot *slots, uint32_t mask, uint64_t hash) {
-    size_t i = hash & mask;
-    while (slots[i].recs && slots[i].hash != hash) i = (i + 1) & mask;
-    return &slots[i];
-}
-
-uint32_t ppk__stack_cache_find(const ppk__stack_cache *c, const ppk__dict *frame_recs,
-                               const ppk__recs *r) {
-    if (!c->slots) return PPK_DICT_NONE;
-    const uint32_t *recs = slot_of(c->slots, c->mask, r->stack_hash)->recs;
-    if (!recs || recs[0] != r->n_frames) return PPK_DICT_NONE;
-    for (size_t i = 0; i < r->n_frames; i++) {
-        uint32_t len;
-        const uint8_t *rec = ppk__dict_key(frame_recs, recs[2 + i], &len);
-        if (len != r->frames[i].len || memcmp(rec, r->buf + r->frames[i].off, len))
-            return PPK_DICT_NONE;
-    }
-    return recs[1];
-}
-
 /* Room for one more stack: 0 or PPK_ENOMEM. */
 static int room(ppk__stack_cache *c, ppk__mem *mem) {
     size_t slots = ppk__stack_cache_slots(c);
@@ -35,7 +14,7 @@ static int room(ppk__stack_cache *c, ppk__mem *mem) {
     if (!fresh) return PPK_ENOMEM;
     memset(fresh, 0, ns * sizeof *fresh);
     for (size_t i = 0; i < slots; i++)
-        if (c->slots[i].recs) *slot_of(fresh, (uint32_t)(ns - 1), c->slots[i].hash) = c->slots[i];
+        if (c->slots[i].recs) *ppk__stack_slot_of(fresh, (uint32_t)(ns - 1), c->slots[i].hash) = c->slots[i];
     ppk__mem_free(mem, c->slots, slots * sizeof *fresh);
     c->slots = fresh;
     c->mask = (uint32_t)(ns - 1);
@@ -45,7 +24,7 @@ static int room(ppk__stack_cache *c, ppk__mem *mem) {
 int ppk__stack_cache_put(ppk__stack_cache *c, ppk__mem *mem, ppk__arena *arena, uint64_t hash,
                          const uint32_t *rec_ids, size_t n, uint32_t stack) {
     if (room(c, mem)) return PPK_ENOMEM;
-    ppk__stack_slot *s = slot_of(c->slots, c->mask, hash);
+    ppk__stack_slot *s = ppk__stack_slot_of(c->slots, c->mask, hash);
     if (s->recs) return PPK_EINVAL; /* another stack with this hash */
     uint32_t *recs = ppk__arena_alloc(arena, (n + 2) * sizeof *recs, 4);
     if (!recs) return PPK_ENOMEM;

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "arena.h"
@@ -39,10 +40,30 @@ static inline size_t ppk__stack_cache_slots(const ppk__stack_cache *c) {
     return c->slots ? (size_t)c->mask + 1 : 0;
 }
 
+/* The slot for `hash`: the one holding it, or the empty one where it would go. */
+static inline ppk__stack_slot *ppk__stack_slot_of(ppk__stack_slot *slots, uint32_t mask,
+                                                  uint64_t hash) {
+    size_t i = hash & mask;
+    while (slots[i].recs && slots[i].hash != hash) i = (i + 1) & mask;
+    return &slots[i];
+}
+
 /* The stack of sample `r` if it is cached: every frame record equal to the cached
- * record of the same position in `frame_recs`. Else PPK_DICT_NONE. */
-uint32_t ppk__stack_cache_find(const ppk__stack_cache *c, const ppk__dict *frame_recs,
-                               const ppk__recs *r);
+ * record of the same position in `frame_recs`. Else PPK_DICT_NONE. Inline: it runs at
+ * every flush, under the shard's lock. */
+static inline uint32_t ppk__stack_cache_find(const ppk__stack_cache *c,
+                                             const ppk__dict *frame_recs, const ppk__recs *r) {
+    if (!c->slots) return PPK_DICT_NONE;
+    const uint32_t *recs = ppk__stack_slot_of(c->slots, c->mask, r->stack_hash)->recs;
+    if (!recs || recs[0] != r->n_frames) return PPK_DICT_NONE;
+    for (size_t i = 0; i < r->n_frames; i++) {
+        uint32_t len;
+        const uint8_t *rec = ppk__dict_key(frame_recs, recs[2 + i], &len);
+        if (len != r->frames[i].len || memcmp(rec, r->buf + r->frames[i].off, len))
+            return PPK_DICT_NONE;
+    }
+    return recs[1];
+}
 
 /* Caches `stack` for the sample with stack_hash `hash` made of frame records `rec_ids`
  * (n of them): 0, or nonzero when it was not cached (no memory, over budget, the hash
