@@ -180,6 +180,33 @@ int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t e
     return 0;
 }
 
+/* The series name, app{k=v,...} without empty items, percent-encoded; NULL when out of
+ * memory. */
+static char *series_name(ppk__mem *m, ppk_str app, ppk_str tags) {
+    size_t n = app.len + tags.len + 3;
+    char *name = ppk__mem_alloc(m, n);
+    if (!name) return NULL;
+    memcpy(name, app.ptr, app.len);
+    size_t k = app.len;
+    name[k++] = '{';
+    int first = 1;
+    for (size_t i = 0; i < tags.len;) {
+        size_t b = i;
+        while (i < tags.len && tags.ptr[i] != ',') i++;
+        if (i > b) {
+            if (!first) name[k++] = ',';
+            memcpy(name + k, tags.ptr + b, i - b);
+            k += i - b;
+            first = 0;
+        }
+        if (i < tags.len) i++;
+    }
+    name[k++] = '}';
+    char *enc = pct(m, name, k);
+    ppk__mem_free(m, name, n);
+    return enc;
+}
+
 int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err,
                        size_t err_len) {
     if (err && err_len) err[0] = 0;
@@ -227,32 +254,10 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
                                &p->password, err, err_len))))
         goto fail;
 
-    /* app{k=v,...} without empty items, then percent-encoded. */
-    size_t n = cfg->application_name.len + cfg->tags.len + 3;
-    char *name = ppk__mem_alloc(&p->mem, n);
-    if (!name) goto nomem;
-    size_t k = 0;
-    memcpy(name, cfg->application_name.ptr, cfg->application_name.len);
-    k = cfg->application_name.len;
-    name[k++] = '{';
-    int first = 1;
-    for (size_t i = 0; i < cfg->tags.len;) {
-        size_t b = i;
-        while (i < cfg->tags.len && cfg->tags.ptr[i] != ',') i++;
-        if (i > b) {
-            if (!first) name[k++] = ',';
-            memcpy(name + k, cfg->tags.ptr + b, i - b);
-            k += i - b;
-            first = 0;
-        }
-        if (i < cfg->tags.len) i++;
-    }
-    name[k++] = '}';
-    p->name_enc = pct(&p->mem, name, k);
-    ppk__mem_free(&p->mem, name, n);
+    if (!(p->name_enc = series_name(&p->mem, cfg->application_name, cfg->tags))) goto nomem;
     const char *spy_name = spy[0] ? spy : "pprofkit";
     p->spy_enc = pct(&p->mem, spy_name, strlen(spy_name));
-    if (!p->name_enc || !p->spy_enc) goto nomem;
+    if (!p->spy_enc) goto nomem;
 
     char h_agent[64], h_tenant[320];
     snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);

@@ -234,6 +234,50 @@ static int count_outcome(ppk__uploader *u, const outcome *o, size_t body_len, in
     return 0;
 }
 
+/* What follows a transfer that ended with `o`, the lock held: 1 to send again (after a
+ * fork ended it, or after the backoff that follows a first retryable failure), 0 when
+ * the job is finished with (its outcome counted). */
+static int next_step(ppk__uploader *u, const outcome *o, size_t body_len, int *attempt,
+                     int *fork_aborts) {
+    /* Ended by an abort: through the progress callback, or by its socket shut down (a
+     * transport error then). */
+    int aborted = o->cc == CURLE_ABORTED_BY_CALLBACK ? u->cb_reason
+                  : o->cc != CURLE_OK               ? u->interrupted
+                                                    : PPK__ABORT_NONE;
+    if (aborted == PPK__ABORT_FORK && !u->cancel) {
+        /* Aborted so that fork() finds no transfer in flight: send it again, unless forks
+         * keep aborting it. */
+        if (++*fork_aborts > PPK__MAX_FORK_RESTARTS) {
+            u->st.fail_other++;
+            u->st.dropped_failed++;
+            return 0;
+        }
+        u->st.fork_restarts++;
+        while (u->fork_pending) pthread_cond_wait(&u->wake, &u->lock);
+        return 1;
+    }
+    if (aborted && u->cancel) {
+        u->st.dropped_shutdown++;
+        return 0;
+    }
+    int retryable;
+    if (count_outcome(u, o, body_len, &retryable)) return 0;
+    if (retryable && *attempt == 0 && !u->cancel) {
+        *attempt = 1;
+        *fork_aborts = 0; /* "in a row": a failure of its own came between */
+        u->st.retries++;
+        struct timespec dl;
+        ppk__upload_deadline_in(&dl, o->retry_after_ms > u->cfg.retry_backoff_ms
+                                         ? o->retry_after_ms
+                                         : u->cfg.retry_backoff_ms);
+        while (!u->cancel && pthread_cond_timedwait(&u->wake, &u->lock, &dl) != ETIMEDOUT) {
+        }
+        return 1; /* a cancel is seen at the top of the send loop */
+    }
+    u->st.dropped_failed++;
+    return 0;
+}
+
 /* Sends one job: build, transfer, at most one retry. Called without the lock. */
 void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
     ppk__ubuf url, body;
@@ -268,51 +312,9 @@ void ppk__upload_send_job(ppk__uploader *u, ppk__upload_job *job) {
         pthread_mutex_lock(&u->lock);
         u->in_transfer = 0;
         pthread_cond_broadcast(&u->idle);
-        /* Ended by an abort: through the progress callback, or by its socket shut down
-         * (a transport error then). */
-        int aborted = o.cc == CURLE_ABORTED_BY_CALLBACK ? u->cb_reason
-                      : o.cc != CURLE_OK               ? u->interrupted
-                                                       : PPK__ABORT_NONE;
-        if (aborted == PPK__ABORT_FORK && !u->cancel) {
-            /* Aborted so that fork() finds no transfer in flight: send it again, unless
-             * forks keep aborting it. */
-            if (++fork_aborts > PPK__MAX_FORK_RESTARTS) {
-                u->st.fail_other++;
-                u->st.dropped_failed++;
-                pthread_mutex_unlock(&u->lock);
-                break;
-            }
-            u->st.fork_restarts++;
-            while (u->fork_pending) pthread_cond_wait(&u->wake, &u->lock);
-            pthread_mutex_unlock(&u->lock);
-            continue;
-        }
-        if (aborted && u->cancel) {
-            u->st.dropped_shutdown++;
-            pthread_mutex_unlock(&u->lock);
-            break;
-        }
-        int retryable;
-        if (count_outcome(u, &o, body.len, &retryable)) {
-            pthread_mutex_unlock(&u->lock);
-            break;
-        }
-        if (retryable && attempt == 0 && !u->cancel) {
-            attempt = 1;
-            fork_aborts = 0; /* "in a row": a failure of its own came between */
-            u->st.retries++;
-            struct timespec dl;
-            ppk__upload_deadline_in(&dl, o.retry_after_ms > u->cfg.retry_backoff_ms
-                                             ? o.retry_after_ms
-                                             : u->cfg.retry_backoff_ms);
-            while (!u->cancel && pthread_cond_timedwait(&u->wake, &u->lock, &dl) != ETIMEDOUT) {
-            }
-            pthread_mutex_unlock(&u->lock);
-            continue; /* a cancel is seen at the top of the loop */
-        }
-        u->st.dropped_failed++;
+        int again = next_step(u, &o, body.len, &attempt, &fork_aborts);
         pthread_mutex_unlock(&u->lock);
-        break;
+        if (!again) break;
     }
 out:
     curl_slist_free_all(hdrs);
