@@ -21,7 +21,10 @@
  * Case 3, fork during encoding: producers flush while a thread exports back to back
  * (most of its time in encoding and compressing, with no lock held); 40 forks land at
  * random points of that; each child's exports must work and hold exactly its samples
- * (the encoder's buffer an export was using is the parent's).
+ * (the encoder's buffer an export was using is the parent's), and the parent's exports
+ * hold every sample it flushed, once.
+ *
+ * The producers and the conservation check are tests/conserve.h's.
  *
  * Every case runs twice: with one shard, and with the recorder in three shards (the
  * producers' builders spread over them, every shard's lock taken at fork).
@@ -46,6 +49,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "conserve.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
 
@@ -171,177 +175,16 @@ static void config(ppk_recorder_config *cfg, ppk_codec codec) {
 /* ---------------------------------------------------------------------------------- */
 /* producers and the conservation check                                               */
 
-typedef struct producer {
-    thread th;
-    ppk_recorder *r;
-    int t;
-    atomic_int *stop;
-    long n;           /* samples attempted */
-    long accepted;
-    int64_t sums[2];
-    uint8_t *ok;      /* ok[k]: flush of k returned 0 */
-    long errors;
-} producer;
-
-static void value_of(int t, long k, int64_t v[2]) {
-    v[0] = 1;
-    v[1] = (k % 13) + 100 * t;
+/* Producers (tests/conserve.h) on threads of our own stacks (spawn). */
+static void start_producers(cv_producer *prod, thread *th, int n, ppk_recorder *r,
+                            atomic_int *stop) {
+    cv_prepare(prod, n, r, 2, MAX_PER_THREAD, stop, 1);
+    for (int t = 0; t < n; t++) CHECK_EQ_INT(spawn(&th[t], cv_produce, &prod[t]), 0);
 }
 
-static void *produce(void *arg) {
-    producer *p = arg;
-    ppk_sample *s = NULL;
-    if (ppk_sample_create(p->r, &s) != 0) {
-        p->errors++;
-        return NULL;
-    }
-    char task[48];
-    for (long k = 0; k < MAX_PER_THREAD && !atomic_load(p->stop); k++) {
-        int64_t v[2];
-        value_of(p->t, k, v);
-        p->errors += ppk_sample_start(s) != 0;
-        sched_yield();
-        p->errors += ppk_sample_push_frame(s, k % 2 ? PPK_STR("odd") : PPK_STR("even"),
-                                           PPK_STR("p.py"), 1, 0) != 0;
-        sched_yield();
-        p->errors += ppk_sample_push_frame(s, PPK_STR("main"), PPK_STR("p.py"), 2, 0) != 0;
-        p->errors += ppk_sample_push_label_num(s, PPK_STR("thread id"), p->t, PPK_STR("")) != 0;
-        int n = snprintf(task, sizeof task, "task-%d-%ld", p->t, k);
-        sched_yield();
-        p->errors += ppk_sample_push_label_str(s, PPK_STR("task name"),
-                                               (ppk_str){task, (size_t)n}) != 0;
-        p->errors += ppk_sample_set_values(s, v, 2) != 0;
-        sched_yield();
-        if (ppk_sample_flush(s) == 0) {
-            p->ok[k] = 1;
-            p->accepted++;
-            p->sums[0] += v[0];
-            p->sums[1] += v[1];
-        }
-        p->n = k + 1;
-    }
-    ppk_sample_free(s);
-    return NULL;
-}
-
-static void start_producers(producer *prod, int n, ppk_recorder *r, atomic_int *stop) {
-    for (int t = 0; t < n; t++) {
-        memset(&prod[t], 0, sizeof prod[t]);
-        prod[t].r = r;
-        prod[t].t = t;
-        prod[t].stop = stop;
-        prod[t].ok = calloc(MAX_PER_THREAD, 1);
-        CHECK_EQ_INT(spawn(&prod[t].th, produce, &prod[t]), 0);
-    }
-}
-
-static void join_producers(producer *prod, int n) {
-    for (int t = 0; t < n; t++) {
-        join(&prod[t].th, NULL);
-        CHECK_EQ_INT(prod[t].errors, 0);
-        CHECK(prod[t].accepted > 0);
-    }
-}
-
-/* A growing list of encoded exports. */
-typedef struct blobs {
-    pthread_mutex_t mu;
-    uint8_t **data;
-    size_t *len;
-    size_t n, cap;
-} blobs;
-
-static void blobs_add(blobs *b, const uint8_t *data, size_t len) {
-    pthread_mutex_lock(&b->mu);
-    if (b->n == b->cap) {
-        b->cap = b->cap ? b->cap * 2 : 64;
-        b->data = realloc(b->data, b->cap * sizeof *b->data);
-        b->len = realloc(b->len, b->cap * sizeof *b->len);
-        if (!b->data || !b->len) abort();
-    }
-    b->data[b->n] = malloc(len ? len : 1);
-    if (len) memcpy(b->data[b->n], data, len);
-    b->len[b->n] = len;
-    b->n++;
-    pthread_mutex_unlock(&b->mu);
-}
-
-static void blobs_free(blobs *b) {
-    for (size_t i = 0; i < b->n; i++) free(b->data[i]);
-    free(b->data);
-    free(b->len);
-    b->data = NULL;
-    b->len = NULL;
-    b->n = b->cap = 0;
-}
-
-/*
- * Checks that the exports hold every accepted sample of the producers exactly once, with
- * its values, and no other sample except those whose task name starts with `extra`
- * (counted into *n_extra).
- */
-static void check_conserved(const blobs *b, const producer *prod, int n_prod,
-                            const char *extra, long *n_extra) {
-    uint8_t *seen[PRODUCERS];
-    int64_t sums[PRODUCERS][2];
-    memset(sums, 0, sizeof sums);
-    for (int t = 0; t < n_prod; t++) seen[t] = calloc(MAX_PER_THREAD, 1);
-    long dups = 0, foreign = 0, malformed = 0;
-    *n_extra = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        pr_profile pp;
-        if (pr_parse(b->data[i], b->len[i], &pp) != 0) {
-            malformed++;
-            continue;
-        }
-        for (size_t j = 0; j < pp.nsamples; j++) {
-            const pr_sample *s = &pp.samples[j];
-            pr_str task = pr_label_str(&pp, s, "task name");
-            char name[64] = "";
-            if (task.ptr && task.len < sizeof name) {
-                memcpy(name, task.ptr, task.len);
-                name[task.len] = 0;
-            }
-            int t = -1;
-            long k = -1;
-            if (extra && !strncmp(name, extra, strlen(extra))) {
-                (*n_extra)++;
-                continue;
-            }
-            if (sscanf(name, "task-%d-%ld", &t, &k) != 2 || t < 0 || t >= n_prod || k < 0 ||
-                k >= MAX_PER_THREAD || pr_label_num(&pp, s, "thread id", -1) != t) {
-                if (!foreign++) fprintf(stderr, "unexpected sample \"%s\"\n", name);
-                continue;
-            }
-            if (seen[t][k]++) {
-                if (!dups++) fprintf(stderr, "%s exported twice\n", name);
-                continue;
-            }
-            int64_t v[2];
-            value_of(t, k, v);
-            if ((s->val[0] != v[0] || s->val[1] != v[1]) && !foreign++)
-                fprintf(stderr, "%s: wrong values\n", name);
-            sums[t][0] += s->val[0];
-            sums[t][1] += s->val[1];
-        }
-        pr_free(&pp);
-    }
-    CHECK_EQ_INT(malformed, 0);
-    CHECK_EQ_INT(foreign, 0);
-    CHECK_EQ_INT(dups, 0);
-    long missing = 0, refused_exported = 0;
-    for (int t = 0; t < n_prod; t++) {
-        for (long k = 0; k < MAX_PER_THREAD; k++) {
-            if (prod[t].ok[k] && !seen[t][k] && !missing++)
-                fprintf(stderr, "task-%d-%ld flushed and in no export\n", t, k);
-            if (!prod[t].ok[k] && seen[t][k]) refused_exported++;
-        }
-        CHECK_EQ_INT(sums[t][0], prod[t].sums[0]);
-        CHECK_EQ_INT(sums[t][1], prod[t].sums[1]);
-        free(seen[t]);
-    }
-    CHECK_EQ_INT(missing, 0);
-    CHECK_EQ_INT(refused_exported, 0);
+static long join_producers(cv_producer *prod, thread *th, int n) {
+    for (int t = 0; t < n; t++) join(&th[t], NULL);
+    return cv_accepted(prod, n);
 }
 
 /* Waits for `pid` until the deadline; kills it then. @return its status, or -1. */
@@ -380,12 +223,12 @@ typedef struct gate {
     int block;   /* the next write blocks until released */
     int blocked; /* a write is blocked now */
     int released;
-    blobs *out;
+    cv_exports *out;
 } gate;
 
 static int gate_write(void *opaque, const ppk_export *e) {
     gate *g = opaque;
-    blobs_add(g->out, e->data.data, e->data.len);
+    cv_add(g->out, e->data.data, e->data.len);
     pthread_mutex_lock(&g->mu);
     if (g->block) {
         g->block = 0;
@@ -489,9 +332,8 @@ static int child_case1(ppk_recorder *r, ppk_sample *half) {
 }
 
 static void test_fork_during_export(void) {
-    blobs got;
-    memset(&got, 0, sizeof got);
-    pthread_mutex_init(&got.mu, NULL);
+    cv_exports got;
+    cv_exports_init(&got);
     gate g;
     memset(&g, 0, sizeof g);
     pthread_mutex_init(&g.mu, NULL);
@@ -508,8 +350,9 @@ static void test_fork_during_export(void) {
 
     atomic_int stop;
     atomic_init(&stop, 0);
-    producer prod[PRODUCERS];
-    start_producers(prod, PRODUCERS, r, &stop);
+    cv_producer prod[PRODUCERS];
+    thread th[PRODUCERS];
+    start_producers(prod, th, PRODUCERS, r, &stop);
     sleep_ms(30);
 
     /* An export that blocks in the sink. */
@@ -553,12 +396,11 @@ static void test_fork_during_export(void) {
         CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
     }
     atomic_store(&stop, 1);
-    join_producers(prod, PRODUCERS);
+    long accepted = join_producers(prod, th, PRODUCERS);
     CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
 
-    long extra = 0, accepted = 0;
-    check_conserved(&got, prod, PRODUCERS, NULL, &extra);
-    for (int t = 0; t < PRODUCERS; t++) accepted += prod[t].accepted;
+    cv_result res;
+    cv_check(&got, prod, PRODUCERS, &(cv_opts){NULL, 1, 0}, &res);
     ppk_recorder_stats st;
     ppk_recorder_stats_get(r, &st);
     CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
@@ -567,9 +409,8 @@ static void test_fork_during_export(void) {
     printf("  parent: %ld samples in %zu exports, conserved across the fork\n", accepted, got.n);
 
     ppk_recorder_free(r);
-    for (int t = 0; t < PRODUCERS; t++) free(prod[t].ok);
-    blobs_free(&got);
-    pthread_mutex_destroy(&got.mu);
+    cv_free(prod, PRODUCERS);
+    cv_exports_free(&got);
     pthread_mutex_destroy(&g.mu);
     pthread_cond_destroy(&g.cv);
 }
@@ -578,7 +419,7 @@ static void test_fork_during_export(void) {
 /* case 2: fork while the background exporter runs                                    */
 
 /* Reads every DIR/NAME.PID.*.pb.gz file into `b`. @return how many. */
-static int read_files(const char *dir, const char *name, long pid, blobs *b) {
+static int read_files(const char *dir, const char *name, long pid, cv_exports *b) {
     char prefix[128];
     int np = snprintf(prefix, sizeof prefix, "%s.%ld.", name, pid);
     DIR *d = opendir(dir);
@@ -599,7 +440,7 @@ static int read_files(const char *dir, const char *name, long pid, blobs *b) {
         uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
         size_t got = fread(buf, 1, (size_t)len, f);
         fclose(f);
-        if (got == (size_t)len) blobs_add(b, buf, (size_t)len);
+        if (got == (size_t)len) cv_add(b, buf, (size_t)len);
         free(buf);
         n++;
     }
@@ -615,15 +456,15 @@ static int child_case2(ppk_recorder *r, const char *dir) {
     child_flush(&c);
     CHECK_EQ_INT(c.ok, 200);
     /* The exporter thread runs again in the child: a file of ours appears. */
-    blobs b;
-    memset(&b, 0, sizeof b);
-    pthread_mutex_init(&b.mu, NULL);
+    cv_exports b;
+    cv_exports_init(&b);
     double end = now_s() + 10.0 * SLOW;
     int n = 0;
     while ((n = read_files(dir, "fk", me, &b)) == 0 && now_s() < end) sleep_ms(10);
     CHECK(n > 0);
     if (n == 0) fprintf(stderr, "child: no file fk.%ld.* appeared in %s\n", me, dir);
-    blobs_free(&b);
+    cv_exports_free(&b);
+    cv_exports_init(&b);
     ppk_recorder_stop(r);
     /* Once stopped, its files hold exactly the child's samples. */
     n = read_files(dir, "fk", me, &b);
@@ -646,7 +487,7 @@ static int child_case2(ppk_recorder *r, const char *dir) {
     CHECK_EQ_INT(total, 200);
     CHECK_EQ_INT(foreign, 0);
     CHECK_EQ_INT(sum, 200 * 1000 + 199 * 200 / 2);
-    blobs_free(&b);
+    cv_exports_free(&b);
     ppk_recorder_stats st;
     ppk_recorder_stats_get(r, &st);
     CHECK_EQ_U64(st.samples_flushed - st.samples_exported, 0);
@@ -674,8 +515,9 @@ static void test_fork_background_exporter(void) {
     CHECK_EQ_INT(ppk_recorder_start(r), 0);
     atomic_int stop;
     atomic_init(&stop, 0);
-    producer prod[PRODUCERS];
-    start_producers(prod, 2, r, &stop);
+    cv_producer prod[PRODUCERS];
+    thread th[PRODUCERS];
+    start_producers(prod, th, 2, r, &stop);
     sleep_ms(70); /* a few exports */
 
     fflush(NULL);
@@ -686,28 +528,26 @@ static void test_fork_background_exporter(void) {
     sleep_ms(100);
     check_child_status(wait_child(pid, 60.0 * SLOW));
     atomic_store(&stop, 1);
-    join_producers(prod, 2);
+    long accepted = join_producers(prod, th, 2);
     ppk_recorder_stop(r);
     ppk_recorder_stats st;
     ppk_recorder_stats_get(r, &st);
 
-    blobs b;
-    memset(&b, 0, sizeof b);
-    pthread_mutex_init(&b.mu, NULL);
+    cv_exports b;
+    cv_exports_init(&b);
     int n = read_files(dir, "fk", (long)getpid(), &b);
     CHECK(n >= 3);
     CHECK_EQ_U64((uint64_t)n, st.windows_exported);
-    long extra = 0, accepted = 0;
-    check_conserved(&b, prod, 2, NULL, &extra);
-    for (int t = 0; t < 2; t++) accepted += prod[t].accepted;
+    cv_result res;
+    cv_check(&b, prod, 2, &(cv_opts){NULL, 0, 0}, &res); /* files in directory order */
     CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
     CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
     CHECK_EQ_U64(st.sink_failures, 0);
     printf("  parent: %ld samples in %d files; the child's exporter wrote its own files\n",
            accepted, n);
-    blobs_free(&b);
+    cv_exports_free(&b);
     ppk_recorder_free(r);
-    for (int t = 0; t < 2; t++) free(prod[t].ok);
+    cv_free(prod, 2);
     /* No temporary file left by either process. */
     DIR *d = opendir(dir);
     if (d) {
@@ -732,16 +572,17 @@ typedef struct looper {
     thread th;
     ppk_recorder *r;
     atomic_int *stop;
-    long exports, failures;
+    cv_exports *got;
+    long failures;
 } looper;
 
-/* Exports to the caller, over and over: most of the time is spent encoding. */
+/* Exports to the caller, over and over (most of the time is spent encoding), each kept. */
 static void *export_loop(void *arg) {
     looper *l = arg;
     while (!atomic_load(l->stop)) {
         ppk_export e;
         if (ppk_recorder_export(l->r, &e) == 0)
-            l->exports++;
+            cv_add(l->got, e.data.data, e.data.len);
         else
             l->failures++;
         ppk_export_free(&e);
@@ -781,12 +622,16 @@ static void test_fork_during_encode(void) {
     if (!r) return;
     atomic_int stop;
     atomic_init(&stop, 0);
-    producer prod[PRODUCERS];
-    start_producers(prod, PRODUCERS, r, &stop);
+    cv_producer prod[PRODUCERS];
+    thread th[PRODUCERS];
+    start_producers(prod, th, PRODUCERS, r, &stop);
+    cv_exports got;
+    cv_exports_init(&got);
     looper l;
     memset(&l, 0, sizeof l);
     l.r = r;
     l.stop = &stop;
+    l.got = &got;
     CHECK_EQ_INT(spawn(&l.th, export_loop, &l), 0);
     int forks = 0;
     for (; forks < 40; forks++) {
@@ -799,11 +644,26 @@ static void test_fork_during_encode(void) {
     }
     atomic_store(&stop, 1);
     join(&l.th, NULL);
-    join_producers(prod, PRODUCERS);
-    CHECK(l.exports > 0);
+    long accepted = join_producers(prod, th, PRODUCERS);
+    CHECK(got.n > 0);
     CHECK_EQ_INT(l.failures, 0);
-    printf("  %d forks during %ld exports\n", forks, l.exports);
-    for (int t = 0; t < PRODUCERS; t++) free(prod[t].ok);
+    /* The parent's samples, across 40 forks in the middle of its exports: each in
+     * exactly one export. */
+    ppk_export e;
+    CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    cv_add(&got, e.data.data, e.data.len);
+    ppk_export_free(&e);
+    cv_result res;
+    cv_check(&got, prod, PRODUCERS, &(cv_opts){NULL, 1, 0}, &res);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
+    CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
+    CHECK_EQ_U64(st.windows_exported, got.n);
+    printf("  %d forks during %zu exports; the parent's %ld samples conserved\n", forks, got.n,
+           accepted);
+    cv_free(prod, PRODUCERS);
+    cv_exports_free(&got);
     ppk_recorder_free(r);
 }
 
