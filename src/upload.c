@@ -149,6 +149,10 @@ static void fork_child(ppk__forkable *f) {
     job_free(u, u->current);
     u->current = NULL;
     drop_queue(u);
+    /* What else is counted was the parent's uploader thread's at the fork: a request in
+     * the making (its URL, body, answer). Its copy here is out of reach (the thread's
+     * locals are gone) and never freed; it is not this process's to count. */
+    atomic_store(&u->mem.bytes, u->base_bytes);
     u->thread_running = 0;
     u->fork_pending = 0;
     /* A shutdown in progress in the parent (its callers are not in this process) is
@@ -388,6 +392,7 @@ int ppk__upload_create(const ppk_upload_config *cfg, const ppk__upload_ops *ops,
         ppk__mem_free(&u->mem, u->headers, sizeof *u->headers);
         u->headers = NULL;
     }
+    u->base_bytes = atomic_load(&u->mem.bytes);
     u->fork = (ppk__forkable){NULL, PPK__FORK_UPLOADER, fork_prepare, fork_parent, fork_child};
     ppk__fork_add(&u->fork);
     out->write = upload_write;

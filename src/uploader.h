@@ -26,6 +26,7 @@ enum { PPK__ABORT_NONE = 0, PPK__ABORT_FORK = 1, PPK__ABORT_SHUTDOWN = 2 };
  * statistics; one of the process-wide list that the fork handlers walk. */
 typedef struct ppk__uploader {
     ppk__mem mem; /* every allocation of the sink; shared by the exporting and uploader threads */
+    size_t base_bytes; /* mem.bytes once made: the uploader's own structures */
     ppk_upload_config cfg;
     ppk__upload_ops ops;
     void *ctx;
