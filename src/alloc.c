@@ -184,7 +184,9 @@ void *ppk__mem_new(const ppk_allocator *a, size_t size, size_t mem_off) {
 static void *mem_alloc_cb(void *m, size_t size) { return ppk__mem_alloc(m, size); }
 static void mem_free_cb(void *m, void *ptr, size_t size) { ppk__mem_free(m, ptr, size); }
 
-ppk_allocator ppk__mem_allocator(ppk__mem *m) { return (ppk_allocator){mem_alloc_cb, mem_free_cb, m}; }
+ppk_allocator ppk__mem_allocator(ppk__mem *m) {
+    return (ppk_allocator){mem_alloc_cb, mem_free_cb, m};
+}
 
 void ppk__mem_delete(void *obj, size_t size, size_t mem_off) {
     if (!obj) return;

@@ -306,7 +306,8 @@ static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id)
 /* Keeps a timestamped sample on its own: 0, LIMIT or PPK_ENOMEM. */
 static int keep_timestamped(ppk_profile *p, const ppk__recs *r, uint32_t stack, uint32_t set) {
     size_t nt = p->n_types;
-    if (!p->ids.end_ts_key && ppk__profile_key(p, END_TS_KEY, sizeof END_TS_KEY - 1, &p->ids.end_ts_key))
+    if (!p->ids.end_ts_key &&
+        ppk__profile_key(p, END_TS_KEY, sizeof END_TS_KEY - 1, &p->ids.end_ts_key))
         return PPK_ENOMEM;
     void *ts = p->ts, *tv = p->ts_values;
     int fail = ppk__grow(&p->mem, &ts, &p->ts_cap, p->ts_n, p->ts_n + 1, sizeof *p->ts);

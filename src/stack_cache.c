@@ -14,7 +14,8 @@ static int room(ppk__stack_cache *c, ppk__mem *mem) {
     if (!fresh) return PPK_ENOMEM;
     memset(fresh, 0, ns * sizeof *fresh);
     for (size_t i = 0; i < slots; i++)
-        if (c->slots[i].recs) *ppk__stack_slot_of(fresh, (uint32_t)(ns - 1), c->slots[i].hash) = c->slots[i];
+        if (c->slots[i].recs)
+            *ppk__stack_slot_of(fresh, (uint32_t)(ns - 1), c->slots[i].hash) = c->slots[i];
     ppk__mem_free(mem, c->slots, slots * sizeof *fresh);
     c->slots = fresh;
     c->mask = (uint32_t)(ns - 1);

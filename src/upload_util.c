@@ -1,7 +1,7 @@
 /*
  * upload_util.c - what the upload sinks share besides the uploader (upload.h): the
- * growable byte buffer, and the configuration helpers (messages, environment variables, checked string
- * copies, the program's name, the upload config's defaults and rules).
+ * growable byte buffer, and the configuration helpers (messages, environment variables,
+ * checked string copies, the program's name, the upload config's defaults and rules).
  */
 #include "upload.h"
 #include "utf8.h"
