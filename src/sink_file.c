@@ -31,6 +31,10 @@ typedef struct file_sink {
     char *dir;  /* NUL-terminated copies */
     char *name;
     size_t dir_len, name_len;
+    /* Room for the temporary and the final path, made with the sink: a write allocates
+     * nothing, so a fork in the middle of one leaves the child nothing to account for. */
+    char *paths;
+    size_t path_room; /* of each of the two */
 } file_sink;
 
 static const char *extension(ppk_codec c) {
@@ -81,10 +85,8 @@ static int rename_noreplace(const char *from, const char *to) {
 
 static int file_write(void *opaque, const ppk_export *e) {
     file_sink *fs = opaque;
-    size_t n = fs->dir_len + fs->name_len + 128;
-    char *path = ppk__mem_alloc(&fs->mem, 2 * n);
-    if (!path) return PPK_ENOMEM;
-    char *tmp = path + n;
+    size_t n = fs->path_room;
+    char *path = fs->paths, *tmp = path + n;
     long pid = (long)getpid();
     int fd = -1;
     for (int i = 0; fd < 0 && i < NAME_TRIES; i++) {
@@ -118,7 +120,6 @@ static int file_write(void *opaque, const ppk_export *e) {
             close(dfd);
         }
     }
-    ppk__mem_free(&fs->mem, path, 2 * n);
     return rc;
 }
 
@@ -126,6 +127,7 @@ static void file_destroy(void *opaque) {
     file_sink *fs = opaque;
     ppk__mem_free(&fs->mem, fs->dir, fs->dir_len + 1);
     ppk__mem_free(&fs->mem, fs->name, fs->name_len + 1);
+    ppk__mem_free(&fs->mem, fs->paths, 2 * fs->path_room);
     PPK_MEM_DELETE(fs, file_sink, mem);
 }
 
@@ -154,7 +156,10 @@ int ppk__sink_file(const ppk_allocator *a, ppk_str dir, ppk_str name, ppk_sink *
     fs->name_len = name.len;
     fs->dir = dup_str(&fs->mem, dir);
     fs->name = dup_str(&fs->mem, name);
-    if (!fs->dir || !fs->name) {
+    /* "DIR/.NAME.PID.SEQ.tmp", "DIR/NAME.PID.SEQ-K.EXT": the numbers take at most 64. */
+    fs->path_room = dir.len + name.len + 128;
+    fs->paths = ppk__mem_alloc(&fs->mem, 2 * fs->path_room);
+    if (!fs->dir || !fs->name || !fs->paths) {
         file_destroy(fs);
         return PPK_ENOMEM;
     }
