@@ -178,6 +178,52 @@ static int finalizing(void) {
 #endif
 }
 
+/* How long the main thread waits, without the GIL, for the sampler to take it. */
+#define HANDOFF_WAIT_NS 10000000
+
+/* Runs in the main thread, with the GIL (Py_AddPendingCall), while the sampler waits for
+ * the GIL: hands it over. CPython asks a holder to drop the GIL only after a waiter has
+ * waited a whole switch interval without any switch; an event loop that releases it for
+ * a moment every few ms (polling between short task steps) takes it back each time
+ * before the waiting sampler runs, and restarts that wait: the sampler could wait for
+ * seconds, its ticks lost, and a task that ended meanwhile lose the time since its
+ * last tick. Here the main thread lets the GIL go until the sampler holds it (or
+ * HANDOFF_WAIT_NS passed). Never raises. */
+static int yield_gil(void *unused) {
+    (void)unused;
+    SamplerObject *sp = main_sampler;
+    if (!sp) return 0;
+    pthread_mutex_lock(&sp->lock);
+    int wanted = sp->gil_wanted;
+    pthread_mutex_unlock(&sp->lock);
+    if (!wanted) return 0; /* the sampler had the GIL without it */
+    int64_t until = mono_ns() + HANDOFF_WAIT_NS;
+    struct timespec ts = {until / 1000000000, until % 1000000000};
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&sp->lock);
+    while (sp->gil_wanted)
+        if (pthread_cond_timedwait(&sp->handoff, &sp->lock, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&sp->lock);
+    Py_END_ALLOW_THREADS
+    return 0;
+}
+
+/* Takes the GIL for a pass, asking the main thread to hand it over (yield_gil). */
+static void take_gil(SamplerObject *sp) {
+    PyThreadState *main_ts = atomic_load(&sp->main_ts);
+    if (sp->main_ident && main_ts) {
+        pthread_mutex_lock(&sp->lock);
+        sp->gil_wanted = 1;
+        pthread_mutex_unlock(&sp->lock);
+        if (Py_AddPendingCall(yield_gil, NULL) == 0) ppk_py_wake_main(sp->interp, main_ts);
+    }
+    PyEval_RestoreThread(sp->ts);
+    pthread_mutex_lock(&sp->lock);
+    sp->gil_wanted = 0;
+    pthread_cond_broadcast(&sp->handoff);
+    pthread_mutex_unlock(&sp->lock);
+}
+
 /* How long the sampler waits for the main thread's answer before it takes the GIL. */
 #define ANSWER_WAIT_NS 1000000
 
@@ -288,7 +334,7 @@ static void *sampler_main(void *arg) {
         int64_t tp = mono_ns();
         ppk_py_prepare(sp);
         int64_t t0 = mono_ns();
-        PyEval_RestoreThread(sp->ts);
+        take_gil(sp);
         int64_t t1 = mono_ns();
         RecorderObject *r = sp->recorder;
         int open = r->rec && !r->closing;
@@ -348,6 +394,12 @@ static int init_sync(SamplerObject *sp) {
         pthread_mutex_destroy(&sp->lock);
         rc = 1;
     }
+    if (!rc && pthread_cond_init(&sp->handoff, &ca)) {
+        pthread_cond_destroy(&sp->wake);
+        pthread_mutex_destroy(&sp->lock);
+        rc = 1;
+    }
+    sp->gil_wanted = 0;
     pthread_condattr_destroy(&ca);
     return rc ? -1 : 0;
 }
@@ -651,6 +703,7 @@ static void Sampler_dealloc(SamplerObject *sp) {
     sampler_stop(sp);
     free_buffers(sp);
     pthread_cond_destroy(&sp->wake);
+    pthread_cond_destroy(&sp->handoff);
     pthread_mutex_destroy(&sp->lock);
     Py_XDECREF(sp->tags_thread);
     Py_XDECREF(sp->tags_task);

@@ -203,6 +203,10 @@ typedef struct SamplerObject {
     struct SamplerObject *next_live, *prev_live; /* started samplers (GIL) */
     pthread_mutex_t lock;
     pthread_cond_t wake; /* CLOCK_MONOTONIC */
+    /* The sampler waits for the GIL (under lock; `handoff` says when it has it): the
+     * main thread hands it over (yield_gil). */
+    int gil_wanted;
+    pthread_cond_t handoff; /* CLOCK_MONOTONIC */
     int stop;            /* under lock */
 
     /* The sampler thread's own state (its thread only, or under the GIL while it is

@@ -41,9 +41,9 @@ BAD_NAME = "bad\ufffd\ufffd\ufffdname"  # "bad\udcffname": the surrogate's 3 byt
 
 
 class TestAsyncioTasks(test_profiler.ProfilerTest):
-    def run_awaits(self, *options, seconds=1.5, ephemeral=200, idle=False):
+    def run_awaits(self, *options, seconds=1.5, ephemeral=200, idle=False, thread=False):
         run = self.cli(list(options) + ["awaits.py", str(seconds), str(ephemeral)] +
-                       (["idle"] if idle else []))
+                       (["idle"] if idle else []) + (["thread"] if thread else []))
         (me,) = run.json()
         self.check_summary(run)
         return run, me, load(run.files)
@@ -143,6 +143,15 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         st = me["sampler"]
         self.assertGreater(st["tasks_skipped"], 0, st)
         self.check_tasks(run, me, profiles, 28 / 5 + 1)
+
+    def test_loop_with_another_thread(self):
+        # The main thread is not alone: every tick the sampler takes the GIL, from a loop
+        # that lets it go only for moments between the spinner's 2 ms steps (CPython
+        # would leave the sampler waiting for seconds; the main thread hands the GIL
+        # over). The tasks that end while a wait goes on would lose the time since their
+        # last tick.
+        run, me, profiles = self.run_awaits(thread=True)
+        self.check_tasks(run, me, profiles, 1)
 
     def test_idle_loop(self):
         # Without the spinner the loop waits all along: most ticks find that its thread

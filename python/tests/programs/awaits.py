@@ -1,4 +1,5 @@
-"""asyncio tasks waiting in different ways, for test_tasks.py, for RUN (argv[1]) seconds:
+"""asyncio tasks waiting in different ways, for test_tasks.py, for RUN (argv[1]) seconds
+(further arguments: EPHEMERAL, then "idle" and/or "thread", below):
 
 - "sleeper": asyncio.sleep; "half-sleeper": the same, cancelled halfway through;
   "getter": asyncio.Queue.get; "spinner" (unless argv[3] is "idle"): CPU work in steps,
@@ -11,7 +12,10 @@
   a task that gets its parent long after its first sample;
 - a task whose name holds a lone surrogate ("bad\\udcffname", in asyncio.sleep);
 - EPHEMERAL (argv[2]) short tasks ("ephemeral-N"): each created, run to its end and kept
-  referenced (so that it stays in asyncio's task set, done) at the start.
+  referenced (so that it stays in asyncio's task set, done) at the start;
+- with "thread", a second Python thread that sleeps all along: the main thread is never
+  alone, so every tick the sampler takes the GIL from a loop that lets it go for
+  moments only (the spinner's steps).
 
 Every long task is created at once at the start and cancelled at the end. Prints one
 JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
@@ -22,13 +26,15 @@ their creation to after their cancellation), the sum of the ephemeral tasks' lif
 import asyncio
 import json
 import sys
+import threading
 import time
 
 import progutil
 
 RUN = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 EPHEMERAL = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-SPIN = sys.argv[3:4] != ["idle"]  # "idle": no spinner, the loop waits all along
+SPIN = "idle" not in sys.argv[3:]  # "idle": no spinner, the loop waits all along
+THREAD = "thread" in sys.argv[3:]
 HOUR = 3600
 LATE = 0.3
 
@@ -142,4 +148,6 @@ async def main():
     done.clear()
 
 
+if THREAD:
+    threading.Thread(target=time.sleep, args=(HOUR,), daemon=True, name="idle").start()
 asyncio.run(main())
