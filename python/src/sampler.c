@@ -193,6 +193,7 @@ static int yield_gil(void *unused) {
     (void)unused;
     SamplerObject *sp = main_sampler;
     if (!sp) return 0;
+    atomic_store(&sp->yield_pending, 0);
     pthread_mutex_lock(&sp->lock);
     int wanted = sp->gil_wanted;
     pthread_mutex_unlock(&sp->lock);
@@ -215,7 +216,15 @@ static void take_gil(SamplerObject *sp) {
         pthread_mutex_lock(&sp->lock);
         sp->gil_wanted = 1;
         pthread_mutex_unlock(&sp->lock);
-        if (Py_AddPendingCall(yield_gil, NULL) == 0) ppk_py_wake_main(sp->interp, main_ts);
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&sp->yield_pending, &expected, 1)) {
+            if (Py_AddPendingCall(yield_gil, NULL) == 0)
+                ppk_py_wake_main(sp->interp, main_ts);
+            else
+                atomic_store(&sp->yield_pending, 0); /* the queue is full */
+        } else {
+            ppk_py_wake_main(sp->interp, main_ts); /* one is queued: it is this tick's */
+        }
     }
     PyEval_RestoreThread(sp->ts);
     pthread_mutex_lock(&sp->lock);
@@ -400,6 +409,7 @@ static int init_sync(SamplerObject *sp) {
         rc = 1;
     }
     sp->gil_wanted = 0;
+    atomic_store(&sp->yield_pending, 0); /* (in a child, one may still be queued: harmless) */
     pthread_condattr_destroy(&ca);
     return rc ? -1 : 0;
 }

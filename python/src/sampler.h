@@ -204,9 +204,11 @@ typedef struct SamplerObject {
     pthread_mutex_t lock;
     pthread_cond_t wake; /* CLOCK_MONOTONIC */
     /* The sampler waits for the GIL (under lock; `handoff` says when it has it): the
-     * main thread hands it over (yield_gil). */
+     * main thread hands it over (yield_gil, pending while yield_pending: at most one
+     * is queued, so the main thread's callbacks always find room). */
     int gil_wanted;
     pthread_cond_t handoff; /* CLOCK_MONOTONIC */
+    atomic_int yield_pending;
     int stop;            /* under lock */
 
     /* The sampler thread's own state (its thread only, or under the GIL while it is
