@@ -41,7 +41,12 @@
  * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.) When
  * the main thread was the only Python thread at its previous answer, the sampler waits
  * up to ANSWER_WAIT_NS for this one and, still alone, skips phases 0 to 2 (skip_pass):
- * taking the GIL from a running main thread would only make it wait, twice.
+ * taking the GIL from a running main thread would only make it wait, twice. When the
+ * sampler does take the GIL, it also asks the main thread (a second pending call,
+ * yield_gil) to hand it over: an event loop that lets the GIL go only for moments
+ * would otherwise keep it from the sampler for seconds (take_gil explains why). Other
+ * threads that hold the GIL give it up at CPython's forced switch (every 5 ms), or later
+ * when many compete.
  *
  * During phase 2 the recorder counts the sampler as busy, so Recorder.close() waits for
  * it; a recorder closed under the sampler ends its thread (stop() still joins it).
