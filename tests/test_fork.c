@@ -187,6 +187,19 @@ static long join_producers(cv_producer *prod, thread *th, int n) {
     return cv_accepted(prod, n);
 }
 
+/* The parent's exports `got` (all of them, in order) hold every sample its producers
+ * flushed exactly once, and its statistics agree. */
+static void check_parent(ppk_recorder *r, const cv_exports *got, const cv_producer *prod,
+                         long accepted) {
+    cv_result res;
+    cv_check(got, prod, PRODUCERS, &(cv_opts){NULL, 1, 0}, &res);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
+    CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
+    CHECK_EQ_U64(st.windows_exported, got->n);
+}
+
 /* Waits for `pid` until the deadline; kills it then. @return its status, or -1. */
 static int wait_child(pid_t pid, double seconds) {
     double end = now_s() + seconds;
@@ -399,13 +412,7 @@ static void test_fork_during_export(void) {
     long accepted = join_producers(prod, th, PRODUCERS);
     CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
 
-    cv_result res;
-    cv_check(&got, prod, PRODUCERS, &(cv_opts){NULL, 1, 0}, &res);
-    ppk_recorder_stats st;
-    ppk_recorder_stats_get(r, &st);
-    CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
-    CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
-    CHECK_EQ_U64(st.windows_exported, got.n);
+    check_parent(r, &got, prod, accepted);
     printf("  parent: %ld samples in %zu exports, conserved across the fork\n", accepted, got.n);
 
     ppk_recorder_free(r);
@@ -653,13 +660,7 @@ static void test_fork_during_encode(void) {
     CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
     cv_add(&got, e.data.data, e.data.len);
     ppk_export_free(&e);
-    cv_result res;
-    cv_check(&got, prod, PRODUCERS, &(cv_opts){NULL, 1, 0}, &res);
-    ppk_recorder_stats st;
-    ppk_recorder_stats_get(r, &st);
-    CHECK_EQ_U64(st.samples_flushed, (uint64_t)accepted);
-    CHECK_EQ_U64(st.samples_exported, st.samples_flushed);
-    CHECK_EQ_U64(st.windows_exported, got.n);
+    check_parent(r, &got, prod, accepted);
     printf("  %d forks during %zu exports; the parent's %ld samples conserved\n", forks, got.n,
            accepted);
     cv_free(prod, PRODUCERS);
