@@ -44,7 +44,7 @@
  * taking the GIL from a running main thread would only make it wait, twice. When the
  * sampler does take the GIL, it also asks the main thread (a second pending call,
  * yield_gil) to hand it over: an event loop that lets the GIL go only for moments
- * would otherwise keep it from the sampler for seconds (take_gil explains why). Other
+ * would otherwise keep it from the sampler for seconds (yield_gil explains why). Other
  * threads that hold the GIL give it up at CPython's forced switch (every 5 ms), or later
  * when many compete.
  *
