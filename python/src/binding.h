@@ -127,5 +127,11 @@ void ppk_py_samplers_stop_all(void);
 /* internals.c: makes the main thread run its pending calls at its next bytecode
  * boundary if it holds the GIL (3.11, 3.12; nothing on 3.13, which does it itself). */
 void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts);
+/* internals.c: thread t's innermost complete frame (an opaque handle), or NULL; with the
+ * GIL held, and valid while it is. */
+const void *ppk_py_frame_first(PyThreadState *t);
+/* The code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti) of a frame;
+ * returns the next complete frame towards the root, or NULL. */
+const void *ppk_py_frame_step(const void *frame, PyCodeObject **code, int *lasti);
 
 #endif

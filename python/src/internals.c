@@ -1,25 +1,29 @@
 /*
- * internals.c - the one file of the extension that reads CPython's internal structures,
- * for 3.11 and 3.12 only (compiled against the very interpreter's headers, as every
- * file here is).
+ * internals.c - the one file of the extension that reads CPython's internal structures
+ * (compiled against the very interpreter's headers, as every file here is; what differs
+ * between 3.11, 3.12 and 3.13 is here, under version tests).
  *
- * The sampler asks the main thread to sample itself with Py_AddPendingCall. On 3.11 and
- * 3.12 that call sets the interpreter's eval breaker only when the calling thread is
- * the main thread, which the sampler's is not; the main thread then notices the request
- * only when it next takes the GIL, after it blocked, too late (sampler.c explains why
- * that matters). ppk_py_wake_main sets the eval breaker itself, and only while the main
- * thread holds the GIL: the main thread then runs the pending call at its next bytecode
- * boundary and recomputes the eval breaker as it does so. (Were the main thread to
- * release the GIL in between, the thread that takes it would find the breaker set with
- * nothing to do for it, and check it until the next forced switch recomputes it: a few
- * ms of slower bytecode dispatch, rarely.) CPython 3.13 wakes the interpreter itself.
+ * Frames: the sampler reads each thread's interpreter frames directly (below), because
+ * the public way, PyThreadState_GetFrame and PyFrame_GetBack, makes a frame object for
+ * every interpreter frame that has none: an allocation per frame of a thread that runs,
+ * at every tick, with the GIL held.
+ *
+ * Waking the main thread: the sampler asks the main thread to sample itself with
+ * Py_AddPendingCall. On 3.11 and 3.12 that call sets the interpreter's eval breaker
+ * only when the calling thread is the main thread, which the sampler's is not; the main
+ * thread then notices the request only when it next takes the GIL, after it blocked,
+ * too late (sampler.c explains why that matters). ppk_py_wake_main sets the eval breaker
+ * itself, and only while the main thread holds the GIL: the main thread then runs the
+ * pending call at its next bytecode boundary and recomputes the eval breaker as it does
+ * so. (Were the main thread to release the GIL in between, the thread that takes it
+ * would find the breaker set with nothing to do for it, and check it until the next
+ * forced switch recomputes it: a few ms of slower bytecode dispatch, rarely.) CPython
+ * 3.13 wakes the interpreter itself.
  */
-#include <patchlevel.h>
-#if PY_VERSION_HEX < 0x030D0000
 #define Py_BUILD_CORE 1 /* for the internal headers below */
-#endif
 #include "binding.h"
 
+#include "internal/pycore_frame.h"
 #if PY_VERSION_HEX < 0x030D0000
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
@@ -41,3 +45,36 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
     (void)main_ts;
 }
 #endif
+
+/* ---- frames ------------------------------------------------------------------------ */
+/* A thread's interpreter frames are a linked list from its current frame
+ * (tstate->cframe->current_frame on 3.11 and 3.12, tstate->current_frame on 3.13)
+ * through `previous`. Frames that are incomplete (a function still in its prologue, and
+ * on 3.12 and later the C-stack entry frames) are skipped, as PyThreadState_GetFrame and
+ * PyFrame_GetBack skip them; a frame's code is f_code (f_executable on 3.13, always a
+ * code object on a complete frame) and its instruction the one _PyInterpreterFrame_LASTI
+ * gives. Reading them creates no frame object. */
+
+static _PyInterpreterFrame *first_complete(_PyInterpreterFrame *f) {
+    while (f && _PyFrame_IsIncomplete(f)) f = f->previous;
+    return f;
+}
+
+const void *ppk_py_frame_first(PyThreadState *t) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return first_complete(t->current_frame);
+#else
+    return t->cframe ? first_complete(t->cframe->current_frame) : NULL;
+#endif
+}
+
+const void *ppk_py_frame_step(const void *frame, PyCodeObject **code, int *lasti) {
+    _PyInterpreterFrame *f = (_PyInterpreterFrame *)frame;
+#if PY_VERSION_HEX >= 0x030D0000
+    *code = (PyCodeObject *)f->f_executable;
+#else
+    *code = f->f_code;
+#endif
+    *lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
+    return first_complete(f->previous);
+}

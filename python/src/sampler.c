@@ -8,11 +8,12 @@
  *
  *   0. Without the GIL (ppk_py_prepare): each thread of the previous pass whose CPU
  *      clock has not moved since gets its previous frames copied into this pass.
- *   1. With the GIL: walk every thread state's frames with the public C API
- *      (PyInterpreterState_ThreadHead, PyThreadState_Next, PyThreadState_GetFrame,
- *      PyFrame_GetBack, PyFrame_GetCode, PyFrame_GetLineNumber) and note, per frame, the
- *      UTF-8 of the code's co_qualname and co_filename (PyUnicode_AsUTF8AndSize, cached
- *      in the str) and the line, holding a reference to each code object; per thread,
+ *   1. With the GIL: walk every thread state (PyInterpreterState_ThreadHead,
+ *      PyThreadState_Next) and its interpreter frames (read directly, internals.c: the
+ *      public PyFrame_GetBack would make a frame object for each) and note, per frame,
+ *      the UTF-8 of the code's co_qualname and co_filename (PyUnicode_AsUTF8AndSize,
+ *      cached in the str) and the line (PyCode_Addr2Line), through a cache keyed by
+ *      (code, instruction), holding a reference to each code object; per thread,
  *      its ident, native id, name, the asyncio task it is running and the labels of
  *      pprofkit.tag(). Nothing here runs Python code (which could let the GIL go
  *      mid-walk): attributes are read only through types whose attribute lookup is

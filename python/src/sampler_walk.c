@@ -2,18 +2,20 @@
  * sampler_walk.c - the Sampler's phase 1 (sampler.c explains the whole): reading the
  * interpreter with the GIL held, without running any Python code.
  *
- * Per thread: its frames (through a frame cache), its name (threading._active), the
- * asyncio task it is running (asyncio.tasks._current_tasks and each loop's _thread_id,
- * names that CPython 3.11 to 3.13 all have) and the labels of pprofkit.tag(). What the
- * gathered data points to (strings of code objects, names, tags) is kept alive by
- * references released at the next pass.
+ * Per thread: its frames (read from the interpreter's frames by internals.c, through a
+ * frame cache), its name (threading._active), the asyncio task it is running
+ * (asyncio.tasks._current_tasks and each loop's _thread_id, names that CPython 3.11 to
+ * 3.13 all have) and the labels of pprofkit.tag(). What the gathered data points to
+ * (strings of code objects, names, tags) is kept alive by references released at the
+ * next pass.
  *
- * The walk creates frame objects (PyThreadState_GetFrame and PyFrame_GetBack make one
- * for an interpreter frame that has none), and on CPython 3.11 creating a GC-tracked
- * object may run a collection there and then, with its finalizers: Python code, which
- * could let the GIL go and other threads change the frames and the thread list being
- * walked. The cyclic GC is therefore disabled during a walk (and enabled again if it
- * was; no other thread can run meanwhile); 3.12 and later only schedule collections.
+ * A pass creates objects: a task's coroutine frame is read through its frame object
+ * (cr_frame makes one if there is none), names through ints made for dict lookups. On
+ * CPython 3.11 creating a GC-tracked object may run a collection there and then, with
+ * its finalizers: Python code, which could let the GIL go and other threads change the
+ * frames and the thread list being walked. The cyclic GC is therefore disabled during a
+ * pass (and enabled again if it was; no other thread can run meanwhile); 3.12 and later
+ * only schedule collections.
  */
 #include "sampler.h"
 
@@ -183,34 +185,37 @@ size_t ppk_py_running_tasks(running_task *out, size_t max) {
     return n;
 }
 
-/* What frame f shows, from the cache or computed (and cached). -1: no memory. */
-int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
-    PyCodeObject *code = PyFrame_GetCode(f);
-    int lasti = PyFrame_GetLasti(f);
+/* What the frame at instruction offset `lasti` of `code` (borrowed) shows, from the
+ * cache or computed (and cached). -1: no memory. */
+static int code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *out) {
     uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
     gframe *e = &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
     if (e->code == code && e->lasti == lasti) {
-        Py_DECREF(code);
         *out = *e;
         return 0;
     }
     /* The evicted code is released at the next pass: strings gathered before in this
      * tick may point into it. The room is made first, so that a failure changes
      * nothing. */
-    if (e->code && vec_reserve(&sp->refs, 1)) {
-        Py_DECREF(code);
-        return -1;
-    }
+    if (e->code && vec_reserve(&sp->refs, 1)) return -1;
     if (e->code) {
         ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
         sp->fcache_evictions++;
     }
-    int line = PyFrame_GetLineNumber(f);
-    /* The entry takes the reference to code. */
+    int line = PyCode_Addr2Line(code, lasti);
+    /* The entry holds a reference to code. */
     *e = (gframe){ppk_py_utf8(code->co_qualname), ppk_py_utf8(code->co_filename), code->co_firstlineno,
-                  line > 0 ? line : 0, 0, code, lasti, (uint32_t)(e - sp->fcache)};
+                  line > 0 ? line : 0, 0, (PyCodeObject *)Py_NewRef(code), lasti,
+                  (uint32_t)(e - sp->fcache)};
     *out = *e;
     return 0;
+}
+
+int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
+    PyCodeObject *code = PyFrame_GetCode(f);
+    int rc = code_frame(sp, code, PyFrame_GetLasti(f), out);
+    Py_DECREF(code);
+    return rc;
 }
 
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b) {
@@ -264,19 +269,17 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     return 1;
 }
 
-/* Gathers thread t's frames, leaf first, into b. -1: no memory. */
+/* Gathers thread t's frames, leaf first, into b (internals.c reads them). -1: no
+ * memory. */
 static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t) {
     uint64_t evictions = sp->fcache_evictions;
-    for (PyFrameObject *f = PyThreadState_GetFrame(t); f;) {
+    for (const void *f = ppk_py_frame_first(t); f;) {
+        PyCodeObject *code;
+        int lasti;
+        f = ppk_py_frame_step(f, &code, &lasti);
         gframe *gf = vec_push(&b->frames);
-        if (!gf || ppk_py_frame_of(sp, f, gf)) {
-            Py_DECREF(f);
-            return -1;
-        }
+        if (!gf || code_frame(sp, code, lasti, gf)) return -1;
         gt->n_frames++;
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
     }
     /* Every entry still holds its code unless a deeper frame evicted one. */
     gt->held_since = sp->fcache_evictions == evictions ? evictions : NOT_HELD;

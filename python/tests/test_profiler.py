@@ -262,6 +262,30 @@ class TestThreads(ProfilerTest):
                   gil_wait / MS), file=sys.stderr)
 
 
+    def test_stack_shapes(self):
+        # The sampler reads interpreter frames itself; a thread blocked in a generator,
+        # in a function C code called back, in a coroutine driven by send(), 30
+        # recursions deep, or in a class body has, in the profile, exactly the stack
+        # that frame objects show (qualified names, files, lines, leaf first): no C
+        # entry frame, no frame of a function still in its prologue, nothing missing.
+        # The stacks do not change while the threads wait (the program reads them before
+        # and after), so every sample of a thread with that leaf must be that stack, and
+        # it must hold the wait's wall time (at least the waited time less an INTERVAL).
+        run = self.cli(["shapes.py", "0.5"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertEqual(me["before"], me["after"])
+        blocked = {name: [tuple(f) for f in st] for name, st in me["before"].items()}
+        wall = collections.Counter()
+        for p, stack, labels, values in samples_of(load(run.files)):
+            name = labels.get("thread name")
+            if name in blocked and stack and stack[0][0] == "Condition.wait":
+                self.assertEqual(stack, blocked[name], name)
+                wall[name] += values[p.index("wall-time")]
+        interval = longest_interval(me["rate"], me["sampler"])
+        for name in blocked:
+            self.assertGreater(wall[name], 500 * MS - interval, (name, dict(wall)))
+
     def test_idle_stack_reused(self):
         # A thread that has not run since its previous sample keeps its stack, copied
         # instead of walked (stacks_reused); once it runs, its new stack is sampled.
