@@ -7,7 +7,8 @@
  * deadlines; a tick has three phases:
  *
  *   0. Without the GIL (ppk_py_prepare): each thread of the previous pass whose CPU
- *      clock has not moved since gets its previous frames copied into this pass.
+ *      clock has not moved since gets its previous frames copied into this pass; the
+ *      others are running, and their clocks are read in phase 2.
  *   1. With the GIL: walk every thread state (PyInterpreterState_ThreadHead,
  *      PyThreadState_Next) and its interpreter frames (read directly, internals.c: the
  *      public PyFrame_GetBack would make a frame object for each) and note, per frame,
@@ -22,7 +23,8 @@
  *      A thread whose CPU clock (read here again) still has not moved takes its copy
  *      from phase 0 instead of being walked, and keeps its name (sampler_walk.c).
  *   2. Without the GIL: per thread, one sample pushed into the recorder (the library
- *      copies the strings; CPU time from the clock read in phase 1), and flushed.
+ *      copies the strings; CPU time from the clock read in phase 1, or here for a thread
+ *      phase 0 found running), and flushed.
  *      The references taken in phase 1 keep every string alive; they are released at
  *      the end of the next phase 1 (or at stop), with the GIL.
  *

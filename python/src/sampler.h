@@ -44,7 +44,8 @@ typedef struct gthread {
     size_t first_frame, n_frames;
     size_t first_label, n_labels;
     int64_t wall_ns;
-    int64_t cpu_now; /* its CPU clock at this tick (-1: none) */
+    int64_t cpu_now; /* its CPU clock at this tick (-1: none; CPU_LATER: see below) */
+    int64_t cpu_pre; /* with CPU_LATER: its clock in phase 0 */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
     uint64_t held_since; /* see tslot */
 } gthread;
@@ -72,12 +73,21 @@ typedef struct tslot {
     uint64_t held_since;
     PyObject *name_obj; /* its name then (borrowed: held until the end of the next pass) */
     const void *ts;     /* its thread state then (only prefetched) */
-    /* Set by phase 0 of this tick: where in SamplerObject.tick its frames were copied,
-     * its CPU clock not having moved by then (NO_COPY: not copied). */
+    /* cpu_ns was read in phase 2, after the frames were taken: the thread may have run
+     * in between, so an unchanged clock does not prove the frames unchanged. */
+    int cpu_late;
+    /* Set by phase 0 of this tick: its CPU clock then (-1: none), and where in
+     * SamplerObject.tick its frames were copied, the clock not having moved since they
+     * were taken (NO_COPY: not copied). */
+    int64_t pre_cpu;
     size_t pre_first;
 } tslot;
 
 #define NO_COPY SIZE_MAX
+/* gthread.cpu_now of a thread that phase 0 found running: its clock is read in phase 2,
+ * without the GIL (a thread's CPU clock costs a system call of 1-2 us here), since it
+ * will be walked anyway and its CPU time only needs a reading near its sample. */
+#define CPU_LATER (-2)
 
 #define NOT_HELD UINT64_MAX
 

@@ -50,7 +50,9 @@ static void prepare_slot(SamplerObject *sp, tslot *s) {
     s->pre_first = NO_COPY;
     size_t n = s->n_frames;
     int64_t cpu = n ? thread_cpu_ns(s->tid) : -1;
-    if (cpu < 0 || cpu != s->cpu_ns || vec_reserve(&sp->tick.frames, n)) return;
+    s->pre_cpu = cpu;
+    if (cpu < 0 || cpu != s->cpu_ns || s->cpu_late || vec_reserve(&sp->tick.frames, n))
+        return;
     s->pre_first = sp->tick.frames.n;
     memcpy(&AT(sp->tick.frames, gframe, s->pre_first), &AT(sp->prev.frames, gframe, s->first_frame),
            n * sizeof(gframe));
@@ -216,6 +218,8 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
         unsigned long native = gt->native_id ? gt->native_id : 1;
         tslot *prev = ppk_py_slot_find(sp->slots, sp->slot_cap, gt->ident, native);
         int64_t cpu_now = gt->cpu_now;
+        int late = cpu_now == CPU_LATER;
+        if (late && (cpu_now = thread_cpu_ns(gt->native_id)) < 0) cpu_now = gt->cpu_pre;
         int64_t cpu = 0;
         if (prev->native_id) {
             gt->wall_ns = now - prev->wall_ns;
@@ -236,6 +240,7 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .tid = gt->native_id,
                         .wall_ns = now,
                         .cpu_ns = cpu_now,
+                        .cpu_late = late,
                         .first_frame = gt->first_frame,
                         .n_frames = gt->n_frames,
                         .held_since = gt->held_since,

@@ -299,7 +299,12 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->ident = t->thread_id;
     gt->native_id = t->native_thread_id;
     gt->ts = t;
-    gt->cpu_now = thread_cpu_ns(gt->native_id);
+    if (prev && prev != &sp->main_prev && prev->pre_cpu >= 0 && prev->pre_cpu != prev->cpu_ns) {
+        gt->cpu_now = CPU_LATER;
+        gt->cpu_pre = prev->pre_cpu;
+    } else {
+        gt->cpu_now = thread_cpu_ns(gt->native_id);
+    }
     gt->first_frame = b->frames.n;
     gt->first_label = b->labels.n;
     int reused = reuse_frames(sp, b, gt, prev);
