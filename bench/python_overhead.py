@@ -21,8 +21,9 @@ work), of the whole process's wall time (start-up, import and the last export in
 and of CPU time (user + sys of the process tree).
 
 Part 2, the sampler itself (in this process, pprofkit.Profiler at 100 Hz with no files):
-N threads each 50 frames deep, idle (blocked in Event.wait) or busy (a pure-Python
-loop), for --sampler-seconds each, frames pushed by function id and (the next case) by
+N threads each 50 frames deep, idle (blocked in Event.wait), busy (a pure-Python
+loop) or yielding (the same loop letting the GIL go every ~20 us: running threads
+without the GIL convoy that busy ones make), for --sampler-seconds each, frames pushed by function id and (the next case) by
 their strings; from Sampler.stats(): ticks, GIL hold per tick (phase 1: mean, max), GIL
 wait per tick, phase 2 per tick (recording, without the GIL: tick - hold), the sampler
 thread's CPU time as % of one core.
@@ -324,7 +325,7 @@ def deep(depth, fn):
     return deep(depth - 1, fn)
 
 
-def sampler_case(threads, frames, busy, seconds, function_ids):
+def sampler_case(threads, frames, state, seconds, function_ids):
     import pprofkit
 
     stop = threading.Event()
@@ -338,12 +339,24 @@ def sampler_case(threads, frames, busy, seconds, function_ids):
                 x += i * i
         return x
 
+    def spin_yielding():
+        # Lets the GIL go every ~20 us: the sampler takes it at once (no convoy), and
+        # finds every thread's frames changed since the previous tick.
+        ready.wait()
+        x = 0
+        while not stop.is_set():
+            for i in range(300):
+                x += i * i
+            time.sleep(0)
+        return x
+
     def idle():
         ready.wait()
         stop.wait()
 
     # A thread's own frames: `frames` levels of deep() plus the threading bootstrap ones.
-    ts = [threading.Thread(target=deep, args=(frames, spin if busy else idle),
+    body = {"idle": idle, "busy": spin, "yielding": spin_yielding}[state]
+    ts = [threading.Thread(target=deep, args=(frames, body),
                            name="bench-%d" % i) for i in range(threads)]
     for t in ts:
         t.start()
@@ -360,7 +373,7 @@ def sampler_case(threads, frames, busy, seconds, function_ids):
     s = summary["sampler"]
     ticks = max(1, s["ticks"])
     return {
-        "threads": threads, "frames": frames, "state": "busy" if busy else "idle",
+        "threads": threads, "frames": frames, "state": state,
         "push": "id" if function_ids else "string",
         "seconds": round(dt, 2), "ticks": s["ticks"], "samples": s["samples"],
         "samples_flushed": summary["samples"],
@@ -378,8 +391,8 @@ def sampler_case(threads, frames, busy, seconds, function_ids):
 
 
 def sampler(a):
-    cases = [(1, 50, False), (1, 50, True), (4, 50, False), (4, 50, True),
-             (16, 50, False), (16, 50, True)]
+    cases = [(1, 50, "idle"), (1, 50, "busy"), (4, 50, "idle"), (4, 50, "busy"),
+             (16, 50, "idle"), (16, 50, "busy"), (16, 50, "yielding")]
     rows = []
     print()
     print("the sampler at 100 Hz, in process (Python %s), %.0f s a case; GIL hold, wait and "
@@ -387,9 +400,9 @@ def sampler(a):
     print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %8s %10s %5s" % (
         "thr", "frames", "state", "push", "ticks", "samples", "hold mean", "hold max",
         "wait mean", "wait max", "phase 0", "phase 2", "CPU %core", "late"))
-    for threads, frames, busy in cases:
+    for threads, frames, state in cases:
         for ids in (True, False):
-            r = sampler_case(threads, frames, busy, a.sampler_seconds, ids)
+            r = sampler_case(threads, frames, state, a.sampler_seconds, ids)
             r["python"] = platform.python_version()
             rows.append(r)
             print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %8.1f %10.3f %5d" % (

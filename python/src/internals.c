@@ -55,12 +55,25 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
  * code object on a complete frame) and its instruction the one _PyInterpreterFrame_LASTI
  * gives. Reading them creates no frame object. */
 
+/* How much of the top of a thread's frame stack ppk_py_frame_first prefetches. */
+#define PREFETCH_BYTES 32768
+
 static _PyInterpreterFrame *first_complete(_PyInterpreterFrame *f) {
     while (f && _PyFrame_IsIncomplete(f)) f = f->previous;
     return f;
 }
 
 const void *ppk_py_frame_first(PyThreadState *t) {
+    /* Most frames of a thread are in its data stack, below datastack_top, leaf last: a
+     * walk from the leaf chases `previous` through them, one cache miss after the other
+     * when the thread ran elsewhere since (a third of the walk's time with 16 running
+     * threads x 50 frames); asked for at once, the misses overlap. */
+    if (t->datastack_chunk) {
+        const char *lo = (const char *)t->datastack_chunk->data;
+        const char *top = (const char *)t->datastack_top;
+        if (top - lo > PREFETCH_BYTES) lo = top - PREFETCH_BYTES;
+        for (const char *p = top; p > lo; p -= 64) __builtin_prefetch(p - 1);
+    }
 #if PY_VERSION_HEX >= 0x030D0000
     return first_complete(t->current_frame);
 #else
