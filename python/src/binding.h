@@ -127,6 +127,9 @@ void ppk_py_samplers_stop_all(void);
 /* internals.c: makes the main thread run its pending calls at its next bytecode
  * boundary if it holds the GIL (3.11, 3.12; nothing on 3.13, which does it itself). */
 void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts);
+/* internals.c: how many times the GIL of interp changed holders so far (CPython counts
+ * a take by a thread other than the last holder); with or without the GIL. */
+unsigned long ppk_py_gil_takes(PyInterpreterState *interp);
 /* internals.c: thread t's innermost complete frame (an opaque handle), or NULL; with the
  * GIL held, and valid while it is. */
 const void *ppk_py_frame_first(PyThreadState *t);

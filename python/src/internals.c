@@ -24,16 +24,28 @@
 #include "binding.h"
 
 #include "internal/pycore_frame.h"
-#if PY_VERSION_HEX < 0x030D0000
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
 
-void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) {
+static struct _gil_runtime_state *gil_of(PyInterpreterState *interp) {
 #if PY_VERSION_HEX >= 0x030C0000
-    struct _gil_runtime_state *gil = interp->ceval.gil;
+    return interp->ceval.gil;
 #else
-    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+    (void)interp;
+    return &_PyRuntime.ceval.gil;
 #endif
+}
+
+unsigned long ppk_py_gil_takes(PyInterpreterState *interp) {
+    /* Written under the GIL's mutex at each change of holder; read here with or without
+     * the GIL. */
+    return __atomic_load_n(&gil_of(interp)->switch_number, __ATOMIC_RELAXED);
+}
+
+#if PY_VERSION_HEX < 0x030D0000
+
+void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) {
+    struct _gil_runtime_state *gil = gil_of(interp);
     if (!main_ts || !_Py_atomic_load_relaxed(&gil->locked) ||
         (const PyThreadState *)_Py_atomic_load_relaxed(&gil->last_holder) != main_ts)
         return;

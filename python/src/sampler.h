@@ -227,6 +227,11 @@ typedef struct SamplerObject {
     ppk_sample *builder;
     gbuf tick, prev; /* this pass's and the previous one's (recorded) */
     uint64_t pass_reused; /* threads of this pass whose frames were copied from prev */
+    /* The GIL's changes of holder (ppk_py_gil_takes) when phase 0 began, and whether
+     * there was at most one since: then no thread whose clock phase 0 found unmoved ran
+     * Python code since (ppk_py_gather_thread). */
+    unsigned long gil_takes_pre;
+    int gil_kept;
     uint64_t passes;      /* passes begun */
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;

@@ -63,6 +63,7 @@ static void prepare_slot(SamplerObject *sp, tslot *s) {
 }
 
 void ppk_py_prepare(SamplerObject *sp) {
+    sp->gil_takes_pre = ppk_py_gil_takes(sp->interp); /* before any clock */
     sp->tick.frames.n = 0;
     for (size_t i = 0; i < sp->slot_cap; i++)
         if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i]);

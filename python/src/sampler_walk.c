@@ -299,9 +299,19 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->ident = t->thread_id;
     gt->native_id = t->native_thread_id;
     gt->ts = t;
-    if (prev && prev != &sp->main_prev && prev->pre_cpu >= 0 && prev->pre_cpu != prev->cpu_ns) {
+    int other = prev && prev != &sp->main_prev;
+    if (other && prev->pre_cpu >= 0 && prev->pre_cpu != prev->cpu_ns) {
         gt->cpu_now = CPU_LATER;
         gt->cpu_pre = prev->pre_cpu;
+    } else if (other && prev->pre_first != NO_COPY && sp->gil_kept) {
+        /* Its clock had not moved when phase 0 read it: it had not taken the GIL since
+         * its frames were taken. To run Python code since, it would have had to take
+         * the GIL from another holder, a change of holder that CPython counts; at most
+         * one was counted since phase 0 began, and that one is this pass's own take or
+         * follows a holder that took the GIL after the previous pass (a thread whose
+         * clock moved, so not this one). So it has run no Python code since: reading
+         * its clock again would prove no more. */
+        gt->cpu_now = prev->pre_cpu;
     } else {
         gt->cpu_now = thread_cpu_ns(gt->native_id);
     }
@@ -392,6 +402,7 @@ int ppk_py_gather(SamplerObject *sp) {
     sp->tick.labels.n = sp->tick.threads.n = 0; /* frames: ppk_py_prepare */
     sp->pass_reused = 0;
     sp->passes++;
+    sp->gil_kept = ppk_py_gil_takes(sp->interp) - sp->gil_takes_pre <= 1;
     int gc = ppk_py_gc_pause();
     int rc = 0;
     PyObject *active = ppk_py_threads_by_ident();
