@@ -123,30 +123,9 @@ static int parse_value_type(PyObject *o, const char *what, ppk_value_type *vt,
     return 0;
 }
 
-static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"sample_types", "period", "period_type", "export_period_ms",
-                             "memory_limit", "chunk_size", "keep_bytes", "max_string_len",
-                             "max_frames", "max_labels", "shards", "out_dir", "name", "codec",
-                             "level", "builder_keep_bytes", "builder_max_bytes", NULL};
-    PyObject *types = NULL, *period = NULL, *period_type = NULL, *export_period = NULL,
-             *memory_limit = NULL, *chunk_size = NULL, *keep_bytes = NULL, *max_string = NULL,
-             *max_frames = NULL, *max_labels = NULL, *shards = NULL, *out_dir = NULL,
-             *name = NULL, *codec = NULL, *level = NULL, *bkeep = NULL, *bmax = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOOOOOOOOOOOOOOO", kwlist, &types,
-                                     &period, &period_type, &export_period, &memory_limit,
-                                     &chunk_size, &keep_bytes, &max_string, &max_frames,
-                                     &max_labels, &shards, &out_dir, &name, &codec, &level,
-                                     &bkeep, &bmax))
-        return NULL;
-
-    ppk_recorder_config cfg;
-    ppk_recorder_config_init(&cfg);
-    ppk_profile_config *pc = &cfg.profile;
-    PyObject *keeps = PyList_New(0);
-    if (!keeps) return NULL;
-    PyObject *norm_types = NULL;
-    RecorderObject *self = NULL;
-
+/* Recorder()'s sample types as a tuple of normalized (type, unit) pairs, set in pc.
+ * NULL with an exception. */
+static PyObject *parse_sample_types(PyObject *types, ppk_profile_config *pc, PyObject *keeps) {
     /* A tuple, not PySequence_Fast: parsing a pair may run Python code (its __iter__)
      * that changes a list given here. */
     PyObject *tseq = PySequence_Check(types) && !PyUnicode_Check(types)
@@ -159,71 +138,98 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds
             PyErr_SetString(PyExc_TypeError,
                             "sample_types must be a sequence of (type, unit) pairs");
         }
-        goto fail;
+        return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(tseq);
-    if (n < 1 || n > PPK_MAX_SAMPLE_TYPES) {
-        Py_DECREF(tseq);
+    Py_ssize_t n = PyTuple_GET_SIZE(tseq);
+    PyObject *norm_types = NULL;
+    if (n < 1 || n > PPK_MAX_SAMPLE_TYPES)
         PyErr_Format(PyExc_ValueError, "sample_types must have 1 to %d pairs, not %zd",
                      PPK_MAX_SAMPLE_TYPES, n);
-        goto fail;
-    }
-    norm_types = PyTuple_New(n);
-    if (!norm_types) {
-        Py_DECREF(tseq);
-        goto fail;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    else
+        norm_types = PyTuple_New(n);
+    for (Py_ssize_t i = 0; norm_types && i < n; i++) {
         PyObject *norm;
-        if (parse_value_type(PySequence_Fast_GET_ITEM(tseq, i), "a sample type",
-                             &pc->sample_types[i], keeps, &norm)) {
-            Py_DECREF(tseq);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(norm_types, i, norm); /* steals the reference from parse */
+        if (parse_value_type(PyTuple_GET_ITEM(tseq, i), "a sample type", &pc->sample_types[i],
+                             keeps, &norm))
+            Py_CLEAR(norm_types);
+        else
+            PyTuple_SET_ITEM(norm_types, i, norm); /* steals the reference from parse */
     }
     Py_DECREF(tseq);
-    pc->n_sample_types = (size_t)n;
+    if (norm_types) pc->n_sample_types = (size_t)n;
+    return norm_types;
+}
 
-    PyObject *norm_pt = NULL;
-    if (period_type && period_type != Py_None) {
-        if (parse_value_type(period_type, "period_type", &pc->period_type, keeps, &norm_pt))
-            goto fail;
-        Py_DECREF(norm_pt); /* `keeps` holds it */
+/* Recorder()'s keyword options, in kwlist's order after sample_types. */
+enum { O_PERIOD, O_PERIOD_TYPE, O_EXPORT_PERIOD, O_MEMORY_LIMIT, O_CHUNK_SIZE, O_KEEP_BYTES,
+       O_MAX_STRING, O_MAX_FRAMES, O_MAX_LABELS, O_SHARDS, O_OUT_DIR, O_NAME, O_CODEC, O_LEVEL,
+       O_BKEEP, O_BMAX, N_OPTIONS };
+
+/* The options (NULL: not given) into cfg; the strings cfg points to are kept alive by
+ * `keeps`. -1 with an exception. */
+static int parse_options(PyObject *const *o, ppk_recorder_config *cfg, PyObject *keeps) {
+    ppk_profile_config *pc = &cfg->profile;
+    if (o[O_PERIOD_TYPE] && o[O_PERIOD_TYPE] != Py_None) {
+        PyObject *norm;
+        if (parse_value_type(o[O_PERIOD_TYPE], "period_type", &pc->period_type, keeps, &norm))
+            return -1;
+        Py_DECREF(norm); /* `keeps` holds it */
     }
-    int64_t level64 = 0;
-    if (opt_i64(period, "period", &pc->period) ||
-        opt_i64(export_period, "export_period_ms", &cfg.export_period_ms) ||
-        opt_size(memory_limit, "memory_limit", &pc->memory_limit) ||
-        opt_size(chunk_size, "chunk_size", &pc->chunk_size) ||
-        opt_size(keep_bytes, "keep_bytes", &pc->keep_bytes) ||
-        opt_size(max_string, "max_string_len", &pc->max_string_len) ||
-        opt_size(max_frames, "max_frames", &pc->max_frames) ||
-        opt_size(max_labels, "max_labels", &pc->max_labels) ||
-        opt_size(shards, "shards", &cfg.shards) ||
-        opt_size(bkeep, "builder_keep_bytes", &cfg.builder_keep_bytes) ||
-        opt_size(bmax, "builder_max_bytes", &cfg.builder_max_bytes) ||
-        opt_i64(level, "level", &level64) || parse_codec(codec, &cfg.codec))
-        goto fail;
-    if (level64 < -1000 || level64 > 1000) {
+    int64_t level = 0;
+    if (opt_i64(o[O_PERIOD], "period", &pc->period) ||
+        opt_i64(o[O_EXPORT_PERIOD], "export_period_ms", &cfg->export_period_ms) ||
+        opt_size(o[O_MEMORY_LIMIT], "memory_limit", &pc->memory_limit) ||
+        opt_size(o[O_CHUNK_SIZE], "chunk_size", &pc->chunk_size) ||
+        opt_size(o[O_KEEP_BYTES], "keep_bytes", &pc->keep_bytes) ||
+        opt_size(o[O_MAX_STRING], "max_string_len", &pc->max_string_len) ||
+        opt_size(o[O_MAX_FRAMES], "max_frames", &pc->max_frames) ||
+        opt_size(o[O_MAX_LABELS], "max_labels", &pc->max_labels) ||
+        opt_size(o[O_SHARDS], "shards", &cfg->shards) ||
+        opt_size(o[O_BKEEP], "builder_keep_bytes", &cfg->builder_keep_bytes) ||
+        opt_size(o[O_BMAX], "builder_max_bytes", &cfg->builder_max_bytes) ||
+        opt_i64(o[O_LEVEL], "level", &level) || parse_codec(o[O_CODEC], &cfg->codec))
+        return -1;
+    if (level < -1000 || level > 1000) {
         PyErr_SetString(PyExc_ValueError, "level must be between -1000 and 1000");
-        goto fail;
+        return -1;
     }
-    cfg.level = (int)level64;
-    PyObject *strs[2] = {out_dir, name};
-    ppk_str *dests[2] = {&cfg.out_dir, &cfg.name};
+    cfg->level = (int)level;
+    static const char *const str_names[2] = {"out_dir", "name"};
+    PyObject *strs[2] = {o[O_OUT_DIR], o[O_NAME]};
+    ppk_str *dests[2] = {&cfg->out_dir, &cfg->name};
     for (int i = 0; i < 2; i++) {
         PyObject *keep;
-        if (ppk_py_str(strs[i] ? strs[i] : Py_None, kwlist[11 + i], 1, dests[i], &keep))
-            goto fail;
+        if (ppk_py_str(strs[i] ? strs[i] : Py_None, str_names[i], 1, dests[i], &keep))
+            return -1;
         int rc = keep ? PyList_Append(keeps, keep) : 0;
         Py_XDECREF(keep);
-        if (rc) goto fail;
+        if (rc) return -1;
     }
+    return 0;
+}
+
+static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"sample_types", "period", "period_type", "export_period_ms",
+                             "memory_limit", "chunk_size", "keep_bytes", "max_string_len",
+                             "max_frames", "max_labels", "shards", "out_dir", "name", "codec",
+                             "level", "builder_keep_bytes", "builder_max_bytes", NULL};
+    PyObject *types = NULL, *o[N_OPTIONS] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOOOOOOOOOOOOOOO", kwlist, &types,
+                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                                     &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
+                                     &o[15]))
+        return NULL;
+    ppk_recorder_config cfg;
+    ppk_recorder_config_init(&cfg);
+    PyObject *keeps = PyList_New(0);
+    if (!keeps) return NULL;
+    RecorderObject *self = NULL;
+    PyObject *norm_types = parse_sample_types(types, &cfg.profile, keeps);
+    if (!norm_types || parse_options(o, &cfg, keeps)) goto fail;
 
     self = (RecorderObject *)type->tp_alloc(type, 0);
     if (!self) goto fail;
-    self->n_values = (size_t)n;
+    self->n_values = cfg.profile.n_sample_types;
     self->codec = cfg.codec;
     self->has_sinks = cfg.out_dir.len > 0;
     self->sample_types = norm_types;

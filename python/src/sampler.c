@@ -295,107 +295,135 @@ static void skip_pass(SamplerObject *sp) {
     pthread_mutex_unlock(&sp->lock);
 }
 
+/* Sleeps until the next deadline (a period apart on average, each drawn uniformly from
+ * half to one and a half periods: a program that does something every period, a loop
+ * with a 10 ms sleep, is then not always caught at the same point of it). 1 when the
+ * sampler should stop instead. */
+static int sleep_until_next(SamplerObject *sp, int64_t *deadline, uint64_t *rng) {
+    *rng = *rng * 6364136223846793005u + 1442695040888963407u;
+    *deadline += sp->period_ns / 2 + (int64_t)((*rng >> 33) % (uint64_t)sp->period_ns);
+    pthread_mutex_lock(&sp->lock);
+    while (!sp->stop) {
+        struct timespec ts = {*deadline / 1000000000, *deadline % 1000000000};
+        if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
+    }
+    int stop = sp->stop;
+    pthread_mutex_unlock(&sp->lock);
+    return stop || finalizing();
+}
+
+/* Asks the main thread to sample itself, unless the last request is still pending (it
+ * has run no bytecode since: the pass samples it). 1 when its answer makes this tick's
+ * pass needless (done: skip_pass). */
+static int ask_main(SamplerObject *sp) {
+    int st = atomic_load(&sp->main_state);
+    sp->main_requested_now = 0;
+    if ((st != MAIN_IDLE && st != MAIN_DONE) || !sp->main_ident) return 0;
+    pthread_mutex_lock(&sp->lock);
+    /* The previous request answered: the main thread was alone then. */
+    int alone = sp->main_seq && sp->main_answered == sp->main_seq && sp->main_others == 0;
+    sp->main_seq++;
+    sp->cb_tasks = alone && sp->tasks ? TASKS_ASKED : TASKS_NONE;
+    pthread_mutex_unlock(&sp->lock);
+    atomic_store(&sp->main_state, MAIN_REQUESTED);
+    if (Py_AddPendingCall(main_callback, NULL) != 0) {
+        atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
+        pthread_mutex_lock(&sp->lock);
+        sp->cb_tasks = TASKS_NONE;
+        pthread_mutex_unlock(&sp->lock);
+        return 0;
+    }
+    sp->main_requested_now = 1;
+    ppk_py_wake_main(sp->interp, atomic_load(&sp->main_ts));
+    /* The main thread was the only one at its previous sample: if it answers soon and
+     * still is, there is nothing else to sample, and taking the GIL would only make it
+     * wait (a forced switch, twice). */
+    if (alone && wait_alone(sp, &sp->tasks_by_cb)) {
+        skip_pass(sp);
+        return 1;
+    }
+    return 0;
+}
+
+/* When a pass's steps began and ended (CLOCK_MONOTONIC). */
+typedef struct pass_times {
+    int64_t prepare, wait, hold, release, end;
+} pass_times;
+
+/* Adds a pass to the statistics. */
+static void count_pass(SamplerObject *sp, int ok, size_t held, const rec_counts *c,
+                       const pass_times *t) {
+    struct timespec own;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+    pthread_mutex_lock(&sp->lock);
+    sp->st.ticks++;
+    sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
+    sp->st.stacks_reused += ok ? sp->pass_reused : 0;
+    sp->st.refs_held = held;
+    add_counts(sp, c);
+    uint64_t wait = (uint64_t)(t->hold - t->wait), hold = (uint64_t)(t->release - t->hold);
+    sp->st.gil_wait_ns_total += wait;
+    if (wait > sp->st.gil_wait_ns_max) sp->st.gil_wait_ns_max = wait;
+    sp->st.gil_hold_ns_total += hold;
+    if (hold > sp->st.gil_hold_ns_max) sp->st.gil_hold_ns_max = hold;
+    sp->st.tick_ns_total += (uint64_t)(t->end - t->hold);
+    sp->st.prepare_ns_total += (uint64_t)(t->wait - t->prepare);
+    sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
+    pthread_mutex_unlock(&sp->lock);
+}
+
+/* The pass: phases 0, 1 (with the GIL) and 2. 0, or -1 when the recorder was closed
+ * under the sampler (it stops). */
+static int run_pass(SamplerObject *sp, pass_times *t) {
+    pthread_mutex_lock(&sp->lock);
+    sp->passless = 0;
+    pthread_mutex_unlock(&sp->lock);
+    t->prepare = mono_ns();
+    ppk_py_prepare(sp);
+    t->wait = mono_ns();
+    take_gil(sp);
+    t->hold = mono_ns();
+    RecorderObject *r = sp->recorder;
+    int open = r->rec && !r->closing;
+    int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
+    if (ok)
+        atomic_fetch_add(&r->busy, 1);
+    else if (open)
+        ppk_py_forget_frames(sp);
+    size_t held = sp->refs.n + sp->old_refs.n;
+    t->release = mono_ns();
+    PyEval_SaveThread();
+    if (!open) {
+        drop_cb_hold(sp);
+        return -1;
+    }
+    rec_counts c = {0};
+    if (ok) {
+        ppk_py_record_all(sp, t->hold, &c);
+        atomic_fetch_sub(&r->busy, 1);
+    }
+    drop_cb_hold(sp);
+    t->end = mono_ns();
+    count_pass(sp, ok, held, &c, t);
+    return 0;
+}
+
 static void *sampler_main(void *arg) {
     SamplerObject *sp = arg;
     int64_t deadline = mono_ns();
     uint64_t rng = (uint64_t)deadline ^ (uint64_t)(uintptr_t)sp;
-    for (;;) {
-        /* Deadlines are a period apart on average, each drawn uniformly from half to
-         * one and a half periods: a program that does something every period (a loop
-         * with a 10 ms sleep) is then not always caught at the same point of it. */
-        rng = rng * 6364136223846793005u + 1442695040888963407u;
-        deadline += sp->period_ns / 2 + (int64_t)((rng >> 33) % (uint64_t)sp->period_ns);
-        pthread_mutex_lock(&sp->lock);
-        while (!sp->stop) {
-            struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
-            if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
-        }
-        int stop = sp->stop;
-        pthread_mutex_unlock(&sp->lock);
-        if (stop || finalizing()) break;
-
-        /* Ask the main thread to sample itself, unless the last request is still
-         * pending (it has run no bytecode since: the pass below samples it). */
-        int st = atomic_load(&sp->main_state);
-        sp->main_requested_now = 0;
-        if ((st == MAIN_IDLE || st == MAIN_DONE) && sp->main_ident) {
-            pthread_mutex_lock(&sp->lock);
-            /* The previous request answered: the main thread was alone then. */
-            int alone = sp->main_seq && sp->main_answered == sp->main_seq &&
-                        sp->main_others == 0;
-            sp->main_seq++;
-            sp->cb_tasks = alone && sp->tasks ? TASKS_ASKED : TASKS_NONE;
-            pthread_mutex_unlock(&sp->lock);
-            atomic_store(&sp->main_state, MAIN_REQUESTED);
-            if (Py_AddPendingCall(main_callback, NULL) == 0) {
-                sp->main_requested_now = 1;
-                ppk_py_wake_main(sp->interp, atomic_load(&sp->main_ts));
-                /* The main thread was the only one at its previous sample: if it
-                 * answers soon and still is, there is nothing else to sample, and
-                 * taking the GIL would only make it wait (a forced switch, twice). */
-                if (alone && wait_alone(sp, &sp->tasks_by_cb)) {
-                    skip_pass(sp);
-                    continue;
-                }
-            } else {
-                atomic_store(&sp->main_state, MAIN_IDLE); /* the queue is full */
-                pthread_mutex_lock(&sp->lock);
-                sp->cb_tasks = TASKS_NONE;
-                pthread_mutex_unlock(&sp->lock);
-            }
-        }
-
-        pthread_mutex_lock(&sp->lock);
-        sp->passless = 0;
-        pthread_mutex_unlock(&sp->lock);
-        int64_t tp = mono_ns();
-        ppk_py_prepare(sp);
-        int64_t t0 = mono_ns();
-        take_gil(sp);
-        int64_t t1 = mono_ns();
-        RecorderObject *r = sp->recorder;
-        int open = r->rec && !r->closing;
-        int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
-        if (ok) atomic_fetch_add(&r->busy, 1);
-        else if (open) ppk_py_forget_frames(sp);
-        size_t held = sp->refs.n + sp->old_refs.n;
-        int64_t t2 = mono_ns();
-        PyEval_SaveThread();
-        if (!open) {
-            drop_cb_hold(sp);
-            break; /* the recorder was closed under the sampler */
-        }
-        rec_counts c = {0};
-        if (ok) {
-            ppk_py_record_all(sp, t1, &c);
-            atomic_fetch_sub(&r->busy, 1);
-        }
-        drop_cb_hold(sp);
-        int64_t t3 = mono_ns();
-
-        struct timespec own;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
-        pthread_mutex_lock(&sp->lock);
-        sp->st.ticks++;
-        sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
-        sp->st.stacks_reused += ok ? sp->pass_reused : 0;
-        sp->st.refs_held = held;
-        add_counts(sp, &c);
-        uint64_t wait = (uint64_t)(t1 - t0), hold = (uint64_t)(t2 - t1);
-        sp->st.gil_wait_ns_total += wait;
-        if (wait > sp->st.gil_wait_ns_max) sp->st.gil_wait_ns_max = wait;
-        sp->st.gil_hold_ns_total += hold;
-        if (hold > sp->st.gil_hold_ns_max) sp->st.gil_hold_ns_max = hold;
-        sp->st.tick_ns_total += (uint64_t)(t3 - t1);
-        sp->st.prepare_ns_total += (uint64_t)(t0 - tp);
-        sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
-        if (t3 > deadline + sp->period_ns) {
+    while (!sleep_until_next(sp, &deadline, &rng)) {
+        if (ask_main(sp)) continue;
+        pass_times t;
+        if (run_pass(sp, &t)) break;
+        if (t.end > deadline + sp->period_ns) {
             /* Late by more than a period (a long GIL wait): skip the missed ticks
              * rather than sampling in a burst; the wall time covers the gap. */
+            pthread_mutex_lock(&sp->lock);
             sp->st.ticks_late++;
-            deadline = t3;
+            pthread_mutex_unlock(&sp->lock);
+            deadline = t.end;
         }
-        pthread_mutex_unlock(&sp->lock);
     }
     return NULL;
 }
