@@ -391,6 +391,8 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
     else if (open)
         ppk_py_forget_frames(sp);
     size_t held = sp->refs.n + sp->old_refs.n;
+    sp->gil_takes_released = ppk_py_gil_takes(sp->interp);
+    sp->released_valid = ok;
     t->release = mono_ns();
     PyEval_SaveThread();
     if (!open) {

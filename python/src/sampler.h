@@ -46,6 +46,8 @@ typedef struct gthread {
     int64_t wall_ns;
     int64_t cpu_now; /* its CPU clock at this tick (-1: none; CPU_LATER: see below) */
     int64_t cpu_pre; /* with CPU_LATER: its clock in phase 0 */
+    int reused;      /* its frames are phase 0's copy */
+    unsigned unread; /* see tslot */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
     uint64_t held_since; /* see tslot */
 } gthread;
@@ -76,11 +78,16 @@ typedef struct tslot {
     /* cpu_ns was read in phase 2, after the frames were taken: the thread may have run
      * in between, so an unchanged clock does not prove the frames unchanged. */
     int cpu_late;
+    /* Its frames were a copy (it had not run), and its clock reading then was assumed
+     * rather than read on this many ticks in a row (CLOCK_SKIPS at most). */
+    int reused;
+    unsigned unread;
     /* Set by phase 0 of this tick: its CPU clock then (-1: none), and where in
      * SamplerObject.tick its frames were copied, the clock not having moved since they
      * were taken (NO_COPY: not copied). */
     int64_t pre_cpu;
     size_t pre_first;
+    int pre_assumed; /* pre_cpu is cpu_ns, not read (ppk_py_prepare) */
 } tslot;
 
 #define NO_COPY SIZE_MAX
@@ -88,6 +95,9 @@ typedef struct tslot {
  * without the GIL (a thread's CPU clock costs a system call of 1-2 us here), since it
  * will be walked anyway and its CPU time only needs a reading near its sample. */
 #define CPU_LATER (-2)
+/* Ticks in a row at most on which phase 0 takes an idle thread's clock as unchanged
+ * without reading it (ppk_py_prepare). */
+#define CLOCK_SKIPS 3
 
 #define NOT_HELD UINT64_MAX
 
@@ -232,6 +242,11 @@ typedef struct SamplerObject {
      * Python code since (ppk_py_gather_thread). */
     unsigned long gil_takes_pre;
     int gil_kept;
+    /* The same count when the previous pass let the GIL go (valid: that pass was the
+     * previous tick's, and completed): equal at phase 0, no thread has run Python code
+     * since that pass. */
+    unsigned long gil_takes_released;
+    int released_valid;
     uint64_t passes;      /* passes begun */
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;

@@ -45,11 +45,18 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
     return 0;
 }
 
-/* Phase 0 for one thread's slot. */
-static void prepare_slot(SamplerObject *sp, tslot *s) {
+/* Phase 0 for one thread's slot; `quiet`: no thread has run Python code since the
+ * previous pass. */
+static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
     s->pre_first = NO_COPY;
     size_t n = s->n_frames;
-    int64_t cpu = n ? thread_cpu_ns(s->tid) : -1;
+    /* A thread found idle at the previous pass, when nothing ran Python code since:
+     * its stack cannot have changed, and its CPU time since, if any (a C call that
+     * computes without the GIL), is counted at its next reading, at most CLOCK_SKIPS
+     * ticks later, while its stack is still that one unless it took the GIL since. */
+    s->pre_assumed = quiet && s->reused && s->unread < CLOCK_SKIPS && s->cpu_ns >= 0 &&
+                     s != &sp->main_prev;
+    int64_t cpu = s->pre_assumed ? s->cpu_ns : n ? thread_cpu_ns(s->tid) : -1;
     s->pre_cpu = cpu;
     if (cpu < 0 || cpu != s->cpu_ns || s->cpu_late || vec_reserve(&sp->tick.frames, n))
         return;
@@ -64,10 +71,12 @@ static void prepare_slot(SamplerObject *sp, tslot *s) {
 
 void ppk_py_prepare(SamplerObject *sp) {
     sp->gil_takes_pre = ppk_py_gil_takes(sp->interp); /* before any clock */
+    int quiet = sp->released_valid && sp->gil_takes_pre == sp->gil_takes_released;
+    sp->released_valid = 0;
     sp->tick.frames.n = 0;
     for (size_t i = 0; i < sp->slot_cap; i++)
-        if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i]);
-    if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev);
+        if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i], quiet);
+    if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev, quiet);
 }
 
 /* ---- Phase 2: recording, without the GIL ------------------------------------------- */
@@ -242,6 +251,8 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .wall_ns = now,
                         .cpu_ns = cpu_now,
                         .cpu_late = late,
+                        .reused = gt->reused,
+                        .unread = gt->unread,
                         .first_frame = gt->first_frame,
                         .n_frames = gt->n_frames,
                         .held_since = gt->held_since,

@@ -304,6 +304,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         gt->cpu_now = CPU_LATER;
         gt->cpu_pre = prev->pre_cpu;
     } else if (other && prev->pre_first != NO_COPY && sp->gil_kept) {
+        gt->unread = prev->pre_assumed ? prev->unread + 1 : 0;
         /* Its clock had not moved when phase 0 read it: it had not taken the GIL since
          * its frames were taken. To run Python code since, it would have had to take
          * the GIL from another holder, a change of holder that CPython counts; at most
@@ -318,6 +319,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->first_frame = b->frames.n;
     gt->first_label = b->labels.n;
     int reused = reuse_frames(sp, b, gt, prev);
+    gt->reused = reused;
     if (reused)
         sp->pass_reused++;
     else if (walk_frames(sp, b, gt, t))

@@ -286,6 +286,32 @@ class TestThreads(ProfilerTest):
         for name in blocked:
             self.assertGreater(wall[name], 500 * MS - interval, (name, dict(wall)))
 
+    def test_cpu_in_c_without_the_gil(self):
+        # A thread that waits (its stack is copied and its clock not read at every tick
+        # while nothing runs Python code), then computes in C with the GIL released while
+        # no thread takes the GIL, then waits again: its C work's CPU time goes to
+        # crunch(), whose frame is on its stack all along, and its total CPU time to the
+        # thread (a sampler that kept taking it for idle would give crunch none).
+        # crunch() gets at least its measured CPU time less two intervals' worth (the
+        # tick that finds it and the last one before it returns) and at most that plus
+        # the CPU the thread spent around it; the thread's total, what test_threads
+        # allows.
+        run = self.cli(["cwork.py", "0.4", "2000000", "0.3"])
+        (me,) = run.json()
+        self.check_summary(run)
+        profiles = load(run.files)
+        cpu = merged_by(profiles, "cpu-time",
+                        lambda s, l: (l.get("thread name"), any(f[0] == "crunch" for f in s)))
+        interval = longest_interval(me["rate"], me["sampler"])
+        report = ({k: round(v / MS, 1) for k, v in cpu.items()},
+                  round(me["crunch_cpu_ns"] / MS, 1), round(me["cpu_total_ns"] / MS, 1))
+        in_crunch = cpu[("c-worker", True)]
+        total = in_crunch + cpu[("c-worker", False)]
+        self.assertGreaterEqual(in_crunch, me["crunch_cpu_ns"] - 2 * interval, report)
+        self.assertLessEqual(in_crunch, me["cpu_total_ns"] + 5 * MS, report)
+        self.assertLessEqual(total, me["cpu_total_ns"] + 5 * MS, report)
+        self.assertGreaterEqual(total, me["cpu_total_ns"] - interval, report)
+
     def test_idle_stack_reused(self):
         # A thread that has not run since its previous sample keeps its stack, copied
         # instead of walked (stacks_reused); once it runs, its new stack is sampled.
