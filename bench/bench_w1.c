@@ -2,7 +2,8 @@
  * bench_w1 - the reference workload W1 through the public recorder API, exactly as a
  * profiler uses it: per sample ppk_sample_start, one ppk_sample_push_frame per frame
  * (with --api id: ppk_sample_push_frame_id, each of the 2,000 functions interned once
- * before the add loop), three label pushes, ppk_sample_set_values, ppk_sample_flush; an
+ * before the add loop; with --api ids: the stack's ids gathered into an array and
+ * pushed by one ppk_sample_push_frames_id), three label pushes, ppk_sample_set_values, ppk_sample_flush; an
  * export (ppk_recorder_export: swap, encode, compress, reset) every 100,000 samples, and
  * one of the rest at the end when --samples is not a multiple of 100,000.
  *
@@ -34,7 +35,7 @@
  * With two threads the recorder has two shards (one per producer) unless --shards says
  * otherwise. Nothing is asserted about time.
  * Usage: bench_w1 [--storm] [--threads 1|2] [--samples N] [--shards N]
- *                 [--codec zstd|gzip|none] [--api string|id]
+ *                 [--codec zstd|gzip|none] [--api string|id|ids]
  */
 #include <pprofkit.h>
 
@@ -54,6 +55,7 @@
 static struct {
     ppk_recorder *rec;
     int by_id;
+    int batch; /* --api ids: by id, a stack in one call */
     _Atomic(ppk_function_id) ids[W1_FUNCTIONS]; /* --api id: by function index */
     enum w1_variant variant;
     int threads;
@@ -87,7 +89,8 @@ static int reintern(const struct w1 *w, uint16_t fn) {
 }
 
 /* One frame by id; a function evicted meanwhile is interned again, once. */
-static int push_id(ppk_sample *s, const struct w1 *w, uint16_t fn) {
+static inline __attribute__((always_inline)) int push_id(ppk_sample *s, const struct w1 *w,
+                                                       uint16_t fn) {
     int rc = ppk_sample_push_frame_id(
         s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
     if (rc != PPK_ESTALE || (rc = reintern(w, fn))) return rc;
@@ -95,12 +98,31 @@ static int push_id(ppk_sample *s, const struct w1 *w, uint16_t fn) {
         s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
 }
 
+/* The whole stack by ppk_sample_push_frames_id (--api ids): the ids and lines gathered
+ * into an array first, as a profiler that walks its stack does; a stale id makes the
+ * call push nothing, and each frame is then pushed on its own. */
+static int push_ids(ppk_sample *s, const struct w1 *w, const uint16_t *fn, size_t n) {
+    static _Thread_local ppk_id_frame fr[W1_MAX_DEPTH];
+    for (size_t i = 0; i < n; i++)
+        fr[i] = (ppk_id_frame){atomic_load_explicit(&g.ids[fn[i]], memory_order_relaxed),
+                               w->fn_line[fn[i]]};
+    int rc = ppk_sample_push_frames_id(s, fr, n);
+    if (rc != PPK_ESTALE) return rc;
+    rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) rc = push_id(s, w, fn[i]);
+    return rc;
+}
+
 /* bench_record by function id: the stack's functions from the workload's tables. */
 static int record_by_id_once(ppk_sample *s, const struct w1 *w, const struct w1_sample *ws) {
     const ppk_sample_data *d = &ws->data;
     const uint16_t *fn = w->stack_fn + w->stack_off[ws->stack];
     int rc = ppk_sample_start(s);
-    for (size_t i = 0; !rc && i < d->n_frames; i++) rc = push_id(s, w, fn[i]);
+    if (g.batch) {
+        if (!rc) rc = push_ids(s, w, fn, d->n_frames);
+    } else {
+        for (size_t i = 0; !rc && i < d->n_frames; i++) rc = push_id(s, w, fn[i]);
+    }
     const ppk_label *l = d->labels;
     if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
     if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
@@ -235,7 +257,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             g.threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--api") && i + 1 < argc) {
-            g.by_id = !strcmp(argv[++i], "id");
+            i++;
+            g.batch = !strcmp(argv[i], "ids");
+            g.by_id = g.batch || !strcmp(argv[i], "id");
         } else if (!strcmp(argv[i], "--shards") && i + 1 < argc) {
             shards = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
@@ -244,7 +268,7 @@ int main(int argc, char **argv) {
             codec = bench_codec(argv[++i], &codec_name);
         } else {
             fprintf(stderr, "usage: bench_w1 [--storm|--steady] [--threads 1|2] [--samples N] "
-                            "[--codec zstd|gzip|none] [--shards N] [--api string|id]\n");
+                            "[--codec zstd|gzip|none] [--shards N] [--api string|id|ids]\n");
             return 2;
         }
     }
@@ -317,7 +341,7 @@ int main(int argc, char **argv) {
            "\"export_ms_encode\": %.1f, \"export_ms_total\": %.1f, \"codec\": \"%s\", "
            "\"bytes\": %.0f, \"exports\": %d, \"rss_kb\": %ld, \"total_s\": %.2f, "
            "\"window_bytes_peak\": %llu, \"checked\": %s}\n",
-           g.variant == W1_STORM ? "storm" : "steady", g.by_id ? "id" : "string", g.threads,
+           g.variant == W1_STORM ? "storm" : "steady", g.batch ? "ids" : g.by_id ? "id" : "string", g.threads,
            shards, (unsigned long long)g.samples, add_s * 1e9 / n, (add_s - gen_s) * 1e9 / n,
            fps, add_s * 1e9 / n / fps, intern_new, intern_known,
            (unsigned long long)atomic_load(&g.stale_retries),

@@ -2,7 +2,7 @@
  * bench_w3 - the reference workload W3 (deep stacks over 16,000 functions; bench/w3.h)
  * through the recorder's builder API, frames pushed by strings (ppk_sample_push_frame)
  * or by function id (ppk_sample_push_frame_id, each function interned once before the
- * add loop), per sample: start, one push per frame, three numeric labels, the values, a
+ * add loop; --api ids: the stack's ids in one ppk_sample_push_frames_id), per sample: start, one push per frame, three numeric labels, the values, a
  * timestamp for every 4th, flush. An export (ppk_recorder_export) every 60,000 samples;
  * the 2,000 endpoints are registered at the start and after each export.
  *
@@ -38,7 +38,7 @@
  *                     RSS; total_s wall time of the run, of which check_s checking exports;
  *   stale_retries     see above; functions, functions_evicted, samples_dropped_stale
  *                     the recorder's counts; checked whether every check passed.
- * Usage: bench_w3 [--api string|id] [--threads 1|2] [--samples N] [--codec zstd|gzip|none]
+ * Usage: bench_w3 [--api string|id|ids] [--threads 1|2] [--samples N] [--codec zstd|gzip|none]
  */
 #include <pprofkit.h>
 
@@ -57,7 +57,7 @@
 
 static struct {
     ppk_recorder *rec;
-    int by_id, threads;
+    int by_id, batch, threads; /* batch: --api ids */
     uint64_t samples;
     _Atomic(ppk_function_id) ids[W3_FUNCTIONS]; /* by function index (api id) */
     atomic_uint_fast64_t flushed;
@@ -255,7 +255,8 @@ static int reintern(const struct w3 *w, uint16_t fn) {
 }
 
 /* One frame by id; a function evicted meanwhile is interned again, once. */
-static int push_id(ppk_sample *s, const struct w3 *w, uint16_t fn) {
+static inline __attribute__((always_inline)) int push_id(ppk_sample *s, const struct w3 *w,
+                                                       uint16_t fn) {
     for (int attempt = 0;; attempt++) {
         ppk_function_id id = atomic_load_explicit(&g.ids[fn], memory_order_relaxed);
         int rc = ppk_sample_push_frame_id(s, id, w->fn_line[fn]);
@@ -265,12 +266,28 @@ static int push_id(ppk_sample *s, const struct w3 *w, uint16_t fn) {
     }
 }
 
+/* The whole stack by ppk_sample_push_frames_id (--api ids), its ids and lines gathered
+ * into an array first; a stale id makes the call push nothing, and each frame is then
+ * pushed on its own. */
+static int push_ids(ppk_sample *s, const struct w3 *w, const uint16_t *fn, uint32_t depth) {
+    static _Thread_local ppk_id_frame fr[W3_MAX_DEPTH];
+    for (uint32_t f = 0; f < depth; f++)
+        fr[f] = (ppk_id_frame){atomic_load_explicit(&g.ids[fn[f]], memory_order_relaxed),
+                               w->fn_line[fn[f]]};
+    int rc = ppk_sample_push_frames_id(s, fr, depth);
+    if (rc != PPK_ESTALE) return rc;
+    rc = 0;
+    for (uint32_t f = 0; !rc && f < depth; f++) rc = push_id(s, w, fn[f]);
+    return rc;
+}
+
 /* One attempt at sample x: start, pushes, labels, values, timestamp, flush. */
 static int record_once(ppk_sample *s, const struct w3 *w, const struct w3_sample *x) {
     uint32_t depth;
     const uint16_t *fn = w3_stack(w, x->stack, &depth);
     int rc = ppk_sample_start(s);
-    for (uint32_t f = 0; !rc && f < depth; f++)
+    if (!rc && g.batch) rc = push_ids(s, w, fn, depth);
+    for (uint32_t f = 0; !rc && !g.batch && f < depth; f++)
         rc = g.by_id ? push_id(s, w, fn[f])
                      : ppk_sample_push_frame(s, w->fn_name[fn[f]], w->fn_file[fn[f]],
                                              w->fn_line[fn[f]], 0);
@@ -374,8 +391,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--api") && i + 1 < argc) {
             const char *a = argv[++i];
-            if (strcmp(a, "id") && strcmp(a, "string")) goto usage;
-            g.by_id = !strcmp(a, "id");
+            if (strcmp(a, "id") && strcmp(a, "ids") && strcmp(a, "string")) goto usage;
+            g.batch = !strcmp(a, "ids");
+            g.by_id = g.batch || !strcmp(a, "id");
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             g.threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
@@ -459,7 +477,7 @@ int main(int argc, char **argv) {
     printf("w3 %-6s threads %d: add %.0f ns/sample (net %.0f), %.1f ns/frame (net %.1f) at "
            "%.1f frames/sample; intern new %.0f ns, known %.0f ns; export %.1f ms (%s), "
            "%.2f MB; peak RSS %.1f MB; %.2f s; %s\n",
-           g.by_id ? "id" : "string", g.threads, add_ns, net_ns, add_ns / fps, net_ns / fps,
+           g.batch ? "ids" : g.by_id ? "id" : "string", g.threads, add_ns, net_ns, add_ns / fps, net_ns / fps,
            fps, intern_new, intern_known, bench_median(g.total_ms, (size_t)g.n_exports),
            codec_name, bench_median(g.bytes, (size_t)g.n_exports) / 1e6,
            (double)ru.ru_maxrss / 1024, total, ok ? "checked" : "CHECK FAILED");
@@ -471,7 +489,7 @@ int main(int argc, char **argv) {
            "\"rss_kb\": %ld, \"total_s\": %.2f, \"check_s\": %.2f, \"window_bytes_peak\": %llu, "
            "\"functions\": %llu, \"functions_evicted\": %llu, "
            "\"samples_dropped_stale\": %llu, \"checked\": %s}\n",
-           g.by_id ? "id" : "string", g.threads, (unsigned long long)g.samples, add_ns, net_ns,
+           g.batch ? "ids" : g.by_id ? "id" : "string", g.threads, (unsigned long long)g.samples, add_ns, net_ns,
            fps, add_ns / fps, net_ns / fps, intern_new, intern_known,
            (unsigned long long)g.stale_retries,
            bench_median(g.encode_ms, (size_t)g.n_exports),
@@ -482,7 +500,7 @@ int main(int argc, char **argv) {
            (unsigned long long)st.samples_dropped_stale, ok ? "true" : "false");
     return ok ? 0 : 1;
 usage:
-    fprintf(stderr, "usage: bench_w3 [--api string|id] [--threads 1|2] [--samples N] "
+    fprintf(stderr, "usage: bench_w3 [--api string|id|ids] [--threads 1|2] [--samples N] "
                     "[--codec zstd|gzip|none]\n");
     return 2;
 }

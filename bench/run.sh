@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # bench/run.sh [BUILD_DIR] - runs the benchmarks that `make bench` runs, from built
 # binaries, and writes the results under bench/results/:
-#   bench_w1 for steady and storm, frames by strings and by function id (--api string,
-#     --api id), one and two threads, each run in its own process (so its peak RSS is
+#   bench_w1 for steady and storm, frames by strings, by function id one at a time and
+#     a stack at a time (--api string, --api id, --api ids), one and two threads, each run in its own process (so its peak RSS is
 #     its own): a table on stdout and bench/results/w1.json, the list of the JSON
 #     objects bench_w1 printed (variant, api, threads, add_ns, add_ns_net,
 #     frames_per_sample, ns_per_frame, intern_ns_new/_known, export_ms_encode,
 #     export_ms_total, codec, bytes, rss_kb, total_s, checked, and a few more);
 #   bench_w3 (W3, deep stacks: 300,000 samples of 64..256 frames over 16,000 functions,
-#     an export every 60,000) by strings and by function id, one and two threads, each in
-#     its own process: a table and bench/results/w3.json (the same fields, and
-#     ns_per_frame_net, stale_retries); about 25 s for the four runs;
+#     an export every 60,000) by strings, by function id and a stack of ids at a time,
+#     one and two threads, each in its own process: a table and bench/results/w3.json
+#     (the same fields, and ns_per_frame_net, stale_retries); about 35 s for the six runs;
 #   bench_otlp (the size of OTLP profiles against pprof for the same windows, W1 and W3,
 #     and the time to convert one; totals checked): a table and bench/results/otlp.json;
 #   bench_micro (interning, adding a sample), bench_encode (encoding and compressing a
@@ -54,7 +54,7 @@ echo "== bench_w1 (W1, $samples samples, export every 100,000, zstd-1)"
 lines=$(mktemp)
 trap 'rm -f "$lines"' EXIT
 for variant in steady storm; do
-    for api in string id; do
+    for api in string id ids; do
         for threads in 1 2; do
             "$build/bench_w1" "--$variant" --api "$api" --threads "$threads" \
                 --samples "$samples" | tee -a "$lines"
@@ -94,7 +94,7 @@ EOF
 echo
 echo "== bench_w3 (W3: 300,000 samples of 64..256 frames, export every 60,000, zstd-1)"
 : > "$lines"
-for api in string id; do
+for api in string id ids; do
     for threads in 1 2; do
         "$build/bench_w3" --api "$api" --threads "$threads" | tee -a "$lines"
     done

@@ -703,8 +703,9 @@ PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
  * The function dictionary: a profiler that meets the same functions sample after sample
  * (a code object, a method, a symbolized address) names each one once and then pushes
  * frames by id. A pushed id costs the same whatever the strings' length: the builder
- * stores 24 bytes, and the window resolves the id to the function's strings only the
- * first time the window sees the frame.
+ * stores 16 bytes (32 for a line outside 0..2^32-1 or an address), and the window
+ * resolves the id to the function's strings only the first time the window sees the
+ * frame.
  *
  * ppk_recorder_intern_function() copies the function (its strings repaired and cut as
  * ppk_profile_add does) into the recorder's dictionary, shared by its builders and
@@ -739,6 +740,21 @@ PPK_API int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,
 PPK_API int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line);
 PPK_API int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id,
                                           int64_t line, uint64_t address);
+
+/* A frame by function id, for ppk_sample_push_frames_id(). */
+typedef struct ppk_id_frame {
+    ppk_function_id function;
+    int64_t line;
+} ppk_id_frame;
+
+/* Pushes n frames, leaf first, as n calls of ppk_sample_push_frame_id() would (frames
+ * past max_frames are cut the same way), with one check of the sample's state and the
+ * dictionary's epoch read once: what a profiler that walked a whole stack into an
+ * array calls. All or nothing: on error the sample is as it was (PPK_ESTALE if any id
+ * is stale: intern those functions again).
+ * @return 0, PPK_EINVAL, PPK_ENULL (frames NULL with n > 0), PPK_ESTATE, PPK_ECLOSED,
+ *         PPK_ESTALE, PPK_ENOMEM. */
+PPK_API int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t n);
 
 /* Pushes a label. PPK_EDUPLABEL if the key was pushed already in this sample,
  * PPK_ETOOMANY past max_labels, and the checks of ppk_profile_add. */

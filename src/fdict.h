@@ -104,17 +104,25 @@ static inline uint32_t ppk__fdict_gen(ppk_function_id id) {
 /* 0 if `id` is live, and marks it used in this epoch; PPK_ESTALE if not. No lock: an
  * eviction may still come between this and the window's resolution of the id, which
  * then refuses it (ppk__fdict_get_locked). */
-static inline int ppk__fdict_check(ppk__fdict *d, ppk_function_id id) {
+static inline int ppk__fdict_check_at(ppk__fdict *d, ppk_function_id id, uint32_t epoch) {
     size_t i;
     ppk__fchunk *c = ppk__fdict_chunk(d, id, &i);
     uint32_t gen = ppk__fdict_gen(id); /* 0 is no generation: a free slot's */
     if (!c || !gen || atomic_load_explicit(&c->live[i], memory_order_relaxed) != gen)
         return PPK_ESTALE;
-    uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
     /* Written only when it changes: the line is read by every pushing thread. */
     if (atomic_load_explicit(&c->last_used[i], memory_order_relaxed) != epoch)
         atomic_store_explicit(&c->last_used[i], epoch, memory_order_relaxed);
     return 0;
+}
+
+/* The epoch that pushes mark their ids with. */
+static inline uint32_t ppk__fdict_epoch(ppk__fdict *d) {
+    return atomic_load_explicit(&d->epoch, memory_order_relaxed);
+}
+
+static inline int ppk__fdict_check(ppk__fdict *d, ppk_function_id id) {
+    return ppk__fdict_check_at(d, id, ppk__fdict_epoch(d));
 }
 
 void ppk__fdict_lock(ppk__fdict *d);

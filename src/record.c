@@ -9,10 +9,19 @@ void ppk__record_read_frame(const uint8_t *rec, ppk_frame *f, ppk_mapping *m, ui
     ppk__frec h;
     ppk__frec_ext x;
     ppk__mrec mr;
-    memcpy(&h, rec, sizeof h);
-    const char *p = (const char *)rec + sizeof h;
     memset(f, 0, sizeof *f);
     *id = 0;
+    uint32_t kind;
+    memcpy(&kind, rec, sizeof kind);
+    if (kind == PPK__FREC_ID16) {
+        ppk__idrec r;
+        memcpy(&r, rec, sizeof r);
+        *id = r.id;
+        f->line = r.line;
+        return;
+    }
+    memcpy(&h, rec, sizeof h);
+    const char *p = (const char *)rec + sizeof h;
     if (h.name_len == PPK__FREC_ID) {
         memcpy(id, p, sizeof *id);
         f->line = h.line;

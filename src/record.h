@@ -11,8 +11,10 @@
  * a ppk__frec_ext (and a ppk__mrec when mapped) after the header, and its system name,
  * mapping filename and build id after the filename. A label record is a ppk__lrec
  * header, then the key and the value (or the unit). A frame pushed by function id
- * (fdict.h) is a ppk__frec whose name_len is PPK__FREC_ID and filename_len 0, then the
- * 8-byte id: 32 bytes whatever the function's strings. Records start 8-byte aligned;
+ * (fdict.h) is 16 bytes whatever the function's strings when it has no address and its
+ * line is in 0..2^32-1: a ppk__idrec (kind PPK__FREC_ID16); else a ppk__frec whose
+ * name_len is PPK__FREC_ID and filename_len 0, then the 8-byte id (32 bytes). The kinds
+ * are name_len values no string has. Records start 8-byte aligned;
  * they are read with memcpy. The padding between records is zero, so that equal
  * records make equal spans of bytes (the stack hash, sbuf.h, is one hash of the span).
  * Kept small: a record is hashed at push and compared at every lookup.
@@ -31,6 +33,14 @@
  * at most 2^24). */
 #define PPK__FREC_ID 0x40000000u
 #define PPK__FREC_ID_BYTES (sizeof(ppk__frec) + sizeof(uint64_t))
+#define PPK__FREC_ID16 0x40000001u
+
+/* A frame by function id without an address, its line in 0..UINT32_MAX. */
+typedef struct ppk__idrec {
+    uint32_t kind; /* PPK__FREC_ID16, where a ppk__frec has name_len */
+    uint32_t line;
+    uint64_t id;
+} ppk__idrec;
 
 typedef struct ppk__frec {
     uint32_t name_len; /* | PPK__FREC_FULL */

@@ -104,6 +104,17 @@ int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line) {
     return ppk_sample_push_frame_id_addr(s, id, line, 0);
 }
 
+int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t n) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    if (n && !frames) return PPK_ENULL;
+    ppk__fdict *d = &atomic_load(&s->rec)->fdict;
+    uint32_t epoch = ppk__fdict_epoch(d);
+    for (size_t i = 0; i < n; i++)
+        if (ppk__fdict_check_at(d, frames[i].function, epoch)) return PPK_ESTALE;
+    return ppk__sbuf_push_ids(&s->sb, frames, n);
+}
+
 int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value) {
     int rc = check(s, 1);
     if (rc) return rc;

@@ -145,13 +145,37 @@ int ppk__sbuf_push_simple_slow(ppk__sbuf *sb, ppk_str name, ppk_str filename,
 
 int ppk__sbuf_push_id_slow(ppk__sbuf *sb, uint64_t id, uint64_t address, int64_t line) {
     if (over_limit(sb)) return 0;
-    size_t off;
-    int rc = reserve(sb, PPK__FREC_ID_BYTES, &off);
+    size_t off, n = ppk__id_rec_bytes(address, line);
+    int rc = reserve(sb, n, &off);
     if (rc) return rc == FULL ? scratch_full(sb) : rc;
-    ppk__frec h = {PPK__FREC_ID, 0, line, address};
-    memcpy(sb->buf + off, &h, sizeof h);
-    memcpy(sb->buf + off + sizeof h, &id, sizeof id);
-    commit_frame(sb, off, PPK__FREC_ID_BYTES);
+    ppk__put_id_rec(sb->buf + off, id, address, line);
+    commit_frame(sb, off, n);
+    return 0;
+}
+
+int ppk__sbuf_push_ids(ppk__sbuf *sb, const ppk_id_frame *frames, size_t n) {
+    size_t room = sb->omitted ? 0 : sb->max_frames - sb->n_frames, off;
+    if (n <= room && reserve(sb, n * PPK__FREC_ID_BYTES, &off) == 0) {
+        /* Room for all of them: each record where the last one ended (records are
+         * multiples of 8 bytes), written without a check. */
+        for (size_t i = 0; i < n; i++) {
+            size_t len = ppk__id_rec_bytes(0, frames[i].line);
+            ppk__put_id_rec(sb->buf + off, frames[i].function, 0, frames[i].line);
+            commit_frame(sb, off, len);
+            off += len;
+        }
+        return 0;
+    }
+    /* Past max_frames or max_bytes, or out of memory: one at a time, undone on error. */
+    size_t len = sb->len, n_frames = sb->n_frames, omitted = sb->omitted;
+    for (size_t i = 0; i < n; i++) {
+        if (ppk__sbuf_push_id(sb, frames[i].function, 0, frames[i].line)) {
+            sb->len = len;
+            sb->n_frames = n_frames;
+            sb->omitted = omitted;
+            return PPK_ENOMEM;
+        }
+    }
     return 0;
 }
 

@@ -127,25 +127,45 @@ static inline int ppk__sbuf_push_simple_frame(ppk__sbuf *sb, ppk_str name, ppk_s
 }
 int ppk__sbuf_push_id_slow(ppk__sbuf *sb, uint64_t id, uint64_t address, int64_t line);
 
+/* The size of the record of a frame by function id (record.h). */
+static inline size_t ppk__id_rec_bytes(uint64_t address, int64_t line) {
+    return !address && line >= 0 && line <= (int64_t)UINT32_MAX ? sizeof(ppk__idrec)
+                                                                 : PPK__FREC_ID_BYTES;
+}
+
+/* Writes that record at rec (ppk__id_rec_bytes(address, line) bytes). */
+static inline void ppk__put_id_rec(uint8_t *rec, uint64_t id, uint64_t address, int64_t line) {
+    if (ppk__id_rec_bytes(address, line) == sizeof(ppk__idrec)) {
+        ppk__idrec r = {PPK__FREC_ID16, (uint32_t)line, id};
+        memcpy(rec, &r, sizeof r);
+    } else {
+        ppk__frec h = {PPK__FREC_ID, 0, line, address};
+        memcpy(rec, &h, sizeof h);
+        memcpy(rec + sizeof h, &id, sizeof id);
+    }
+}
+
 /* A frame by function id (checked by the caller): 0 or PPK_ENOMEM. Inline for the
  * common case, like ppk__sbuf_push_simple_frame(). */
 static inline int ppk__sbuf_push_id(ppk__sbuf *sb, uint64_t id, uint64_t address,
                                     int64_t line) {
-    size_t off = (sb->len + 7) & ~(size_t)7;
+    size_t off = (sb->len + 7) & ~(size_t)7, n = ppk__id_rec_bytes(address, line);
     if (sb->n_frames < sb->max_frames && !sb->omitted && off <= sb->cap &&
-        PPK__FREC_ID_BYTES <= sb->cap - off) {
+        n <= sb->cap - off) {
         memset(sb->buf + sb->len, 0, 8); /* padding, as above */
-        ppk__frec h = {PPK__FREC_ID, 0, line, address};
-        memcpy(sb->buf + off, &h, sizeof h);
-        memcpy(sb->buf + off + sizeof h, &id, sizeof id);
+        ppk__put_id_rec(sb->buf + off, id, address, line);
         ppk__rec *r = &sb->frames[sb->n_frames++];
         r->off = off;
-        r->len = PPK__FREC_ID_BYTES;
-        sb->len = off + PPK__FREC_ID_BYTES;
+        r->len = n;
+        sb->len = off + n;
         return 0;
     }
     return ppk__sbuf_push_id_slow(sb, id, address, line);
 }
+
+/* n frames by function id (checked by the caller), as n ppk__sbuf_push_id() calls: 0,
+ * or PPK_ENOMEM with the sample as it was. */
+int ppk__sbuf_push_ids(ppk__sbuf *sb, const ppk_id_frame *frames, size_t n);
 
 /* 0, PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID, PPK_EDUPLABEL, PPK_ETOOMANY,
  * PPK_ENOMEM. */

@@ -48,6 +48,18 @@ static inline ppk__stack_slot *ppk__stack_slot_of(ppk__stack_slot *slots, uint32
     return &slots[i];
 }
 
+/* Whether two records of len bytes are equal; a 16-byte record (a frame by id, the
+ * common one) compared inline. */
+static inline int ppk__rec_eq(const uint8_t *a, const uint8_t *b, size_t len) {
+    if (len == sizeof(ppk__idrec)) {
+        uint64_t x[2], y[2];
+        memcpy(x, a, sizeof x);
+        memcpy(y, b, sizeof y);
+        return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+    }
+    return memcmp(a, b, len) == 0;
+}
+
 /* The stack of sample `r` if it is cached: every frame record equal to the cached
  * record of the same position in `frame_recs`. Else PPK_DICT_NONE. Inline: it runs at
  * every flush, under the shard's lock. */
@@ -59,7 +71,7 @@ static inline uint32_t ppk__stack_cache_find(const ppk__stack_cache *c,
     for (size_t i = 0; i < r->n_frames; i++) {
         uint32_t len;
         const uint8_t *rec = ppk__dict_key(frame_recs, recs[2 + i], &len);
-        if (len != r->frames[i].len || memcmp(rec, r->buf + r->frames[i].off, len))
+        if (len != r->frames[i].len || !ppk__rec_eq(rec, r->buf + r->frames[i].off, len))
             return PPK_DICT_NONE;
     }
     return recs[1];

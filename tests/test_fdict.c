@@ -9,6 +9,9 @@
  * library. Cases:
  *   - equivalence: samples pushed by id (mixed with frames by strings) export exactly as
  *     the same samples pushed with ppk_sample_push_frame_ex, in another recorder;
+ *   - batch: ppk_sample_push_frames_id gives what one push per frame gives (whole
+ *     stacks, pieces, past max_frames and the builder's max_bytes, both record sizes)
+ *     and a refused call changes nothing;
  *   - identity: the same function gives the same id, another start line or string
  *     another id; strings that need a repair are stored repaired and match again;
  *   - errors: NULL arguments, NULL strings, id 0, ids of another recorder, made up ids;
@@ -131,7 +134,9 @@ static int equiv_sample(ppk_sample *s, int k, const ppk_function_id *ids) {
     int rc = ppk_sample_start(s);
     for (int i = 0; !rc && i < 4; i++) {
         int j = (k + i * 5) % N_FNS;
-        int64_t line = 10 * i + k % 3;
+        /* Lines outside 0..2^32-1 (the builder's long record for an id) now and then. */
+        int64_t line = i == 3 && k % 5 == 1 ? -7 : i == 3 && k % 5 == 2 ? (int64_t)1 << 40
+                                                                          : 10 * i + k % 3;
         uint64_t addr = i == 2 ? 0x1000u + (uint64_t)k : 0;
         if (ids && i != 1) {
             rc = addr ? ppk_sample_push_frame_id_addr(s, ids[j], line, addr)
@@ -172,6 +177,101 @@ static void test_equivalence(void) {
     ppk_sample_free(s2);
     ppk_recorder_free(by_str);
     ppk_recorder_free(by_id);
+}
+
+/* Sample k of the batch test: frames (ids[(k + i) % n], line i - 2 or 2^33 + i) for i <
+ * depth, by ppk_sample_push_frames_id in one call or in pieces of `piece`, or (piece 0)
+ * one ppk_sample_push_frame_id each. */
+static int batch_sample(ppk_sample *s, int k, const ppk_function_id *ids, size_t n,
+                        size_t depth, size_t piece) {
+    ppk_id_frame fr[300];
+    for (size_t i = 0; i < depth; i++)
+        fr[i] = (ppk_id_frame){ids[((size_t)k + i) % n],
+                               k % 4 == 3 ? ((int64_t)1 << 33) + (int64_t)i : (int64_t)i - 2};
+    int rc = ppk_sample_start(s);
+    for (size_t i = 0; !rc && i < depth; i += piece ? piece : 1) {
+        size_t m = piece ? (depth - i < piece ? depth - i : piece) : 1;
+        rc = piece ? ppk_sample_push_frames_id(s, fr + i, m)
+                   : ppk_sample_push_frame_id(s, fr[i].function, fr[i].line);
+    }
+    if (!rc) rc = ppk_sample_set_value(s, 0, k + 1);
+    return rc ? rc : ppk_sample_flush(s);
+}
+
+static ppk_recorder *recorder_frames(size_t max_frames, size_t builder_max_bytes) {
+    ppk_recorder_config cfg;
+    config(&cfg);
+    cfg.profile.max_frames = max_frames;
+    if (builder_max_bytes) cfg.builder_max_bytes = cfg.builder_keep_bytes = builder_max_bytes;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    return r;
+}
+
+/* ppk_sample_push_frames_id gives the profile that one ppk_sample_push_frame_id per frame
+ * gives: whole stacks, pieces, stacks past max_frames (cut the same way) and past the
+ * builder's max_bytes, both record sizes; and a call refused (a stale id in the middle,
+ * NULL, a sample not begun) leaves the sample as it was. */
+static void test_batch(void) {
+    /* max_frames, the builder's max_bytes (0: default), the deepest stack */
+    static const size_t limits[][3] = {{64, 0, 41}, {12, 0, 41}, {512, 4096, 300}};
+    for (size_t c = 0; c < sizeof limits / sizeof limits[0]; c++) {
+        ppk_recorder *one = recorder_frames(limits[c][0], limits[c][1]);
+        ppk_recorder *many = recorder_frames(limits[c][0], limits[c][1]);
+        ppk_function_id a[N_FNS], b[N_FNS];
+        for (int i = 0; i < N_FNS; i++) {
+            a[i] = intern(one, fns()[i]);
+            b[i] = intern(many, fns()[i]);
+        }
+        ppk_sample *s1 = NULL, *s2 = NULL;
+        CHECK_EQ_INT(ppk_sample_create(one, &s1), 0);
+        CHECK_EQ_INT(ppk_sample_create(many, &s2), 0);
+        for (int k = 0; k < 40; k++) {
+            size_t depth = (size_t)(k * 37) % limits[c][2], piece = k % 3 ? 300 : 5;
+            CHECK_EQ_INT(batch_sample(s1, k, a, N_FNS, depth, 0), 0);
+            CHECK_EQ_INT(batch_sample(s2, k, b, N_FNS, depth, piece), 0);
+        }
+        char *x = export_describe(one), *y = export_describe(many);
+        CHECK(x && y && strlen(x) > 0);
+        if (x && y && strcmp(x, y) != 0)
+            fprintf(stderr, "case %zu, one by one:\n%s\nin batches:\n%s\n", c, x, y);
+        CHECK(x && y && strcmp(x, y) == 0);
+        if (c) CHECK(x && strstr(x, "frames omitted") != NULL);
+        free(x);
+        free(y);
+        ppk_sample_free(s1);
+        ppk_sample_free(s2);
+        ppk_recorder_free(one);
+        ppk_recorder_free(many);
+    }
+
+    ppk_recorder *r = recorder_ttl(4), *other = recorder_ttl(4);
+    ppk_function_id f = intern(r, fn("f", "", "f.py", 0)), g = intern(r, fn("g", "", "g.py", 0));
+    ppk_id_frame good[2] = {{f, 1}, {g, 2}}, bad[3] = {{g, 3}, {intern(other, fns()[0]), 4}, {f, 5}};
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frames_id(s, good, 2), PPK_ESTATE); /* not begun */
+    CHECK_EQ_INT(ppk_sample_push_frames_id(NULL, good, 2), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_frames_id(s, NULL, 2), PPK_ENULL);
+    CHECK_EQ_INT(ppk_sample_push_frames_id(s, NULL, 0), 0);
+    CHECK_EQ_INT(ppk_sample_push_frames_id(s, bad, 3), PPK_ESTALE);
+    CHECK_EQ_INT(ppk_sample_push_frames_id(s, good, 2), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    pr_profile pp;
+    if (!export_parse(r, &pp)) {
+        /* The refused calls left nothing: one sample, f (line 1) then g (line 2). */
+        CHECK(pp.nsamples == 1 && pp.samples[0].nloc == 2);
+        if (pp.nsamples == 1 && pp.samples[0].nloc == 2) {
+            CHECK(pr_streq(pr_string(&pp, pr_frame_fn(&pp, &pp.samples[0], 0)->name), "f"));
+            CHECK(pr_streq(pr_string(&pp, pr_frame_fn(&pp, &pp.samples[0], 1)->name), "g"));
+        }
+        pr_free(&pp);
+    }
+    ppk_sample_free(s);
+    ppk_recorder_free(r);
+    ppk_recorder_free(other);
 }
 
 static void test_identity(void) {
@@ -628,6 +728,7 @@ static void test_fork(void) {
 int main(void) {
     RUN(test_equivalence);
     RUN(test_identity);
+    RUN(test_batch);
     RUN(test_errors);
     RUN(test_eviction);
     RUN(test_bounds);

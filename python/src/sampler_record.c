@@ -112,6 +112,27 @@ static void push_frame(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *g,
     ppk_sample_push_frame_ex(s, &f);
 }
 
+/* Frames pushed at once by ppk_sample_push_frames_id, at most. */
+#define ID_BATCH 64
+
+/* Pushes n frames, leaf first: by id, each run of frames whose ids the frame cache knows
+ * in one call (ID_BATCH at most); a frame without an id yet, or a run refused because
+ * one of its ids was evicted since, one at a time (push_frame interns it again). */
+static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *frames,
+                        size_t n, int by_id) {
+    for (size_t i = 0; i < n;) {
+        ppk_id_frame run[ID_BATCH];
+        size_t m = 0;
+        for (; by_id && i + m < n && m < ID_BATCH && frames[i + m].fid; m++)
+            run[m] = (ppk_id_frame){frames[i + m].fid, frames[i + m].line};
+        if (m && ppk_sample_push_frames_id(s, run, m) == 0) {
+            i += m;
+            continue;
+        }
+        push_frame(sp, s, fixups, &frames[i++], by_id);
+    }
+}
+
 /* The frames and labels of one sample. */
 typedef struct rec_in {
     const gthread *gt;
@@ -126,7 +147,7 @@ static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *i
                   uint64_t *labels_refused) {
     const gthread *gt = in->gt;
     if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
-    for (size_t i = 0; i < gt->n_frames; i++) push_frame(sp, s, fixups, &in->frames[i], by_id);
+    push_frames(sp, s, fixups, in->frames, gt->n_frames, by_id);
     int refused = 0;
     refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
     refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
