@@ -23,6 +23,10 @@
 #define Py_BUILD_CORE 1 /* for the internal headers below */
 #include "binding.h"
 
+#ifdef Py_GIL_DISABLED
+#error "the sampler relies on the GIL: free-threaded CPython builds are not supported"
+#endif
+
 #include "internal/pycore_frame.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
@@ -100,6 +104,7 @@ const void *ppk_py_frame_step(const void *frame, PyCodeObject **code, int *lasti
 #else
     *code = f->f_code;
 #endif
-    *lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
+    int i = _PyInterpreterFrame_LASTI(f);
+    *lasti = i < 0 ? -1 : i * (int)sizeof(_Py_CODEUNIT); /* as PyFrame_GetLasti */
     return first_complete(f->previous);
 }

@@ -275,6 +275,7 @@ static void drop_cb_hold(SamplerObject *sp) {
  * become those of a pass that found no other thread. */
 static void skip_pass(SamplerObject *sp) {
     int64_t now = mono_ns();
+    sp->released_valid = 0;
     sp->tick.threads.n = 0;
     /* Ids the last pass learnt would be given to the frame cache at the next pass with
      * the previous buffer: after this tick's swap, later than the references that keep
@@ -391,8 +392,9 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
     else if (open)
         ppk_py_forget_frames(sp);
     size_t held = sp->refs.n + sp->old_refs.n;
-    sp->gil_takes_released = ppk_py_gil_takes(sp->interp);
-    sp->released_valid = ok;
+    /* The GIL changed holders during the pass (a finalizer run by a release lets it go):
+     * the next phase 0 cannot know what ran then. */
+    sp->released_valid = ok && ppk_py_gil_takes(sp->interp) == sp->gil_takes_released;
     t->release = mono_ns();
     PyEval_SaveThread();
     if (!open) {

@@ -242,9 +242,9 @@ typedef struct SamplerObject {
      * Python code since (ppk_py_gather_thread). */
     unsigned long gil_takes_pre;
     int gil_kept;
-    /* The same count when the previous pass let the GIL go (valid: that pass was the
-     * previous tick's, and completed): equal at phase 0, no thread has run Python code
-     * since that pass. */
+    /* The same count when the previous pass began its phase 1 and, unchanged, when it let
+     * the GIL go (valid: it completed, and no tick without a pass came since): equal at
+     * phase 0, no thread has run Python code since that pass. */
     unsigned long gil_takes_released;
     int released_valid;
     uint64_t passes;      /* passes begun */

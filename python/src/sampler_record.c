@@ -116,7 +116,7 @@ static void push_frame(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *g,
 #define ID_BATCH 64
 
 /* Pushes n frames, leaf first: by id, each run of frames whose ids the frame cache knows
- * in one call (ID_BATCH at most); a frame without an id yet, or a run refused because
+ * in one call (ID_BATCH at most); a frame without an id yet, and a run refused because
  * one of its ids was evicted since, one at a time (push_frame interns it again). */
 static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *frames,
                         size_t n, int by_id) {
@@ -129,7 +129,8 @@ static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *f
             i += m;
             continue;
         }
-        push_frame(sp, s, fixups, &frames[i++], by_id);
+        for (size_t end = i + (m ? m : 1); i < end; i++)
+            push_frame(sp, s, fixups, &frames[i], by_id);
     }
 }
 

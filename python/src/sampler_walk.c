@@ -305,13 +305,13 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         gt->cpu_pre = prev->pre_cpu;
     } else if (other && prev->pre_first != NO_COPY && sp->gil_kept) {
         gt->unread = prev->pre_assumed ? prev->unread + 1 : 0;
-        /* Its clock had not moved when phase 0 read it: it had not taken the GIL since
-         * its frames were taken. To run Python code since, it would have had to take
-         * the GIL from another holder, a change of holder that CPython counts; at most
-         * one was counted since phase 0 began, and that one is this pass's own take or
-         * follows a holder that took the GIL after the previous pass (a thread whose
-         * clock moved, so not this one). So it has run no Python code since: reading
-         * its clock again would prove no more. */
+        /* It had not taken the GIL since its frames were taken: phase 0 found its
+         * clock unmoved, or took it as unmoved because the GIL had not changed holders
+         * since the previous pass. To run Python code since, it would have had to take
+         * the GIL from another holder, a change that CPython counts, and then this
+         * pass's own take would count too: at most one change since phase 0 began is
+         * this pass's take alone. So it has run no Python code since: reading its
+         * clock again would prove no more. */
         gt->cpu_now = prev->pre_cpu;
     } else {
         gt->cpu_now = thread_cpu_ns(gt->native_id);
@@ -404,7 +404,8 @@ int ppk_py_gather(SamplerObject *sp) {
     sp->tick.labels.n = sp->tick.threads.n = 0; /* frames: ppk_py_prepare */
     sp->pass_reused = 0;
     sp->passes++;
-    sp->gil_kept = ppk_py_gil_takes(sp->interp) - sp->gil_takes_pre <= 1;
+    sp->gil_takes_released = ppk_py_gil_takes(sp->interp); /* run_pass checks it again */
+    sp->gil_kept = sp->gil_takes_released - sp->gil_takes_pre <= 1;
     int gc = ppk_py_gc_pause();
     int rc = 0;
     PyObject *active = ppk_py_threads_by_ident();
