@@ -130,11 +130,18 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts);
 /* internals.c: how many times the GIL of interp changed holders so far (CPython counts
  * a take by a thread other than the last holder); with or without the GIL. */
 unsigned long ppk_py_gil_takes(PyInterpreterState *interp);
-/* internals.c: thread t's innermost complete frame (an opaque handle), or NULL; with the
- * GIL held, and valid while it is. */
-const void *ppk_py_frame_first(PyThreadState *t);
-/* The code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti) of a frame;
- * returns the next complete frame towards the root, or NULL. */
-const void *ppk_py_frame_step(const void *frame, PyCodeObject **code, int *lasti);
+/* internals.c: a walk through thread t's complete frames, innermost first, with the
+ * GIL held (valid while it is). */
+typedef struct ppk_py_walk {
+    const void *f; /* the next frame, NULL at the end */
+} ppk_py_walk;
+void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t);
+/* A frame: its code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti). */
+typedef struct ppk_py_frame_ref {
+    PyCodeObject *code;
+    int lasti;
+} ppk_py_frame_ref;
+/* The walk's next frames, up to max of them, into refs: how many (0 at the end). */
+size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
 
 #endif

@@ -71,7 +71,7 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
  * code object on a complete frame) and its instruction the one _PyInterpreterFrame_LASTI
  * gives. Reading them creates no frame object. */
 
-/* How much of the top of a thread's frame stack ppk_py_frame_first prefetches. */
+/* How much of the top of a thread's data stack ppk_py_walk_begin prefetches. */
 #define PREFETCH_BYTES 32768
 
 static _PyInterpreterFrame *first_complete(_PyInterpreterFrame *f) {
@@ -79,7 +79,7 @@ static _PyInterpreterFrame *first_complete(_PyInterpreterFrame *f) {
     return f;
 }
 
-const void *ppk_py_frame_first(PyThreadState *t) {
+void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t) {
     /* Most frames of a thread are in its data stack, below datastack_top, leaf last: a
      * walk from the leaf chases `previous` through them, one cache miss after the other
      * when the thread ran elsewhere since (a third of the walk's time with 16 running
@@ -91,20 +91,23 @@ const void *ppk_py_frame_first(PyThreadState *t) {
         for (const char *p = top; p > lo; p -= 64) __builtin_prefetch(p - 1);
     }
 #if PY_VERSION_HEX >= 0x030D0000
-    return first_complete(t->current_frame);
+    w->f = first_complete(t->current_frame);
 #else
-    return t->cframe ? first_complete(t->cframe->current_frame) : NULL;
+    w->f = t->cframe ? first_complete(t->cframe->current_frame) : NULL;
 #endif
 }
 
-const void *ppk_py_frame_step(const void *frame, PyCodeObject **code, int *lasti) {
-    _PyInterpreterFrame *f = (_PyInterpreterFrame *)frame;
+size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max) {
+    size_t n = 0;
+    for (_PyInterpreterFrame *f = (_PyInterpreterFrame *)w->f; f && n < max; n++) {
 #if PY_VERSION_HEX >= 0x030D0000
-    *code = (PyCodeObject *)f->f_executable;
+        refs[n].code = (PyCodeObject *)f->f_executable;
 #else
-    *code = f->f_code;
+        refs[n].code = f->f_code;
 #endif
-    int i = _PyInterpreterFrame_LASTI(f);
-    *lasti = i < 0 ? -1 : i * (int)sizeof(_Py_CODEUNIT); /* as PyFrame_GetLasti */
-    return first_complete(f->previous);
+        int i = _PyInterpreterFrame_LASTI(f);
+        refs[n].lasti = i < 0 ? -1 : i * (int)sizeof(_Py_CODEUNIT); /* as PyFrame_GetLasti */
+        w->f = f = first_complete(f->previous);
+    }
+    return n;
 }

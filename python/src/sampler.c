@@ -8,7 +8,8 @@
  *
  *   0. Without the GIL (ppk_py_prepare): each thread of the previous pass whose CPU
  *      clock has not moved since gets its previous frames copied into this pass; the
- *      others are running, and their clocks are read in phase 2.
+ *      others are running, and that reading is their CPU clock at this tick if the GIL
+ *      comes within CPU_FRESH_NS, else their clocks are read again in phase 2.
  *   1. With the GIL: walk every thread state (PyInterpreterState_ThreadHead,
  *      PyThreadState_Next) and its interpreter frames (read directly, internals.c: the
  *      public PyFrame_GetBack would make a frame object for each) and note, per frame,
@@ -21,10 +22,11 @@
  *      the generic one and that define no descriptor of that name (safe_getattr), and
  *      the only call is _asyncio.Task.get_name, a C function.
  *      A thread whose CPU clock (read here again) still has not moved takes its copy
- *      from phase 0 instead of being walked, and keeps its name (sampler_walk.c).
+ *      from phase 0 instead of being walked (sampler_walk.c). A thread's name is read
+ *      again every NAME_REFRESH passes.
  *   2. Without the GIL: per thread, one sample pushed into the recorder (the library
- *      copies the strings; CPU time from the clock read in phase 1, or here for a thread
- *      phase 0 found running), and flushed.
+ *      copies the strings; CPU time from the clock read in phase 0 or 1, or here for a
+ *      thread phase 0 found running when the GIL came late), and flushed.
  *      The references taken in phase 1 keep every string alive; they are released at
  *      the end of the next phase 1 (or at stop), with the GIL.
  *
@@ -384,6 +386,7 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
     t->wait = mono_ns();
     take_gil(sp);
     t->hold = mono_ns();
+    sp->pre_fresh = t->hold - t->prepare <= CPU_FRESH_NS;
     RecorderObject *r = sp->recorder;
     int open = r->rec && !r->closing;
     int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
@@ -414,6 +417,7 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
 
 static void *sampler_main(void *arg) {
     SamplerObject *sp = arg;
+    pthread_setname_np(pthread_self(), "ppk-sampler"); /* a name top -H, perf and gdb show */
     int64_t deadline = mono_ns();
     uint64_t rng = (uint64_t)deadline ^ (uint64_t)(uintptr_t)sp;
     while (!sleep_until_next(sp, &deadline, &rng)) {

@@ -91,9 +91,14 @@ typedef struct tslot {
 } tslot;
 
 #define NO_COPY SIZE_MAX
-/* gthread.cpu_now of a thread that phase 0 found running: its clock is read in phase 2,
- * without the GIL (a thread's CPU clock costs a system call of 1-2 us here), since it
- * will be walked anyway and its CPU time only needs a reading near its sample. */
+/* A thread that phase 0 found running is walked anyway, and its CPU time only needs a
+ * reading near its sample. When the pass took the GIL within CPU_FRESH_NS of the start
+ * of phase 0, phase 0's reading is that one: CPU time the thread spends between that
+ * reading and the walk is counted at its next sample (a tenth of a period at 100 Hz at
+ * most). Otherwise (a long wait for the GIL) its clock is read in phase 2, without the
+ * GIL, and gthread.cpu_now is CPU_LATER until then. Either way each thread costs one
+ * clock read a tick (a system call of 1-2 us here). */
+#define CPU_FRESH_NS 1000000
 #define CPU_LATER (-2)
 /* Ticks in a row at most on which phase 0 takes an idle thread's clock as unchanged
  * without reading it (ppk_py_prepare). */
@@ -247,6 +252,9 @@ typedef struct SamplerObject {
      * phase 0, no thread has run Python code since that pass. */
     unsigned long gil_takes_released;
     int released_valid;
+    /* This pass took the GIL within CPU_FRESH_NS of the start of its phase 0: the
+     * clocks phase 0 read are the CPU readings of the threads it found running. */
+    int pre_fresh;
     uint64_t passes;      /* passes begun */
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;

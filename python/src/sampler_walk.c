@@ -185,11 +185,16 @@ size_t ppk_py_running_tasks(running_task *out, size_t max) {
     return n;
 }
 
-/* What the frame at instruction offset `lasti` of `code` (borrowed) shows, from the
- * cache or computed (and cached). -1: no memory. */
-static int code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *out) {
+/* The frame cache entry of (code, lasti): the one holding it, or the one it would take. */
+static inline gframe *fcache_entry(SamplerObject *sp, PyCodeObject *code, int lasti) {
     uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
-    gframe *e = &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
+    return &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
+}
+
+/* What the frame at instruction offset `lasti` of `code` (borrowed) shows, from its
+ * cache entry `e` or computed (and cached there). -1: no memory. */
+static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int lasti,
+                       gframe *out) {
     if (e->code == code && e->lasti == lasti) {
         *out = *e;
         return 0;
@@ -213,7 +218,8 @@ static int code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *
 
 int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
     PyCodeObject *code = PyFrame_GetCode(f);
-    int rc = code_frame(sp, code, PyFrame_GetLasti(f), out);
+    int lasti = PyFrame_GetLasti(f);
+    int rc = entry_frame(sp, fcache_entry(sp, code, lasti), code, lasti, out);
     Py_DECREF(code);
     return rc;
 }
@@ -269,24 +275,37 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     return 1;
 }
 
+/* Frames read from the interpreter at a time: their cache entries are asked for
+ * together. */
+#define WALK_BATCH 32
+
 /* Gathers thread t's frames, leaf first, into b (internals.c reads them). -1: no
  * memory. */
 static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t) {
     uint64_t evictions = sp->fcache_evictions;
-    for (const void *f = ppk_py_frame_first(t); f;) {
-        PyCodeObject *code;
-        int lasti;
-        f = ppk_py_frame_step(f, &code, &lasti);
-        gframe *gf = vec_push(&b->frames);
-        if (!gf || code_frame(sp, code, lasti, gf)) return -1;
-        gt->n_frames++;
+    ppk_py_walk w;
+    ppk_py_walk_begin(&w, t);
+    ppk_py_frame_ref refs[WALK_BATCH];
+    gframe *entries[WALK_BATCH];
+    size_t n;
+    while ((n = ppk_py_walk_read(&w, refs, WALK_BATCH))) {
+        if (vec_reserve(&b->frames, n)) return -1;
+        gframe *out = &AT(b->frames, gframe, b->frames.n);
+        for (size_t i = 0; i < n; i++) {
+            entries[i] = fcache_entry(sp, refs[i].code, refs[i].lasti);
+            __builtin_prefetch(entries[i]);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (entry_frame(sp, entries[i], refs[i].code, refs[i].lasti, &out[i])) return -1;
+        b->frames.n += n;
+        gt->n_frames += n;
     }
     /* Every entry still holds its code unless a deeper frame evicted one. */
     gt->held_since = sp->fcache_evictions == evictions ? evictions : NOT_HELD;
     return 0;
 }
 
-/* Passes between two readings of the name of a thread that runs no code. */
+/* Passes between two readings of a thread's name. */
 #define NAME_REFRESH 16
 
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
@@ -301,7 +320,9 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->ts = t;
     int other = prev && prev != &sp->main_prev;
     if (other && prev->pre_cpu >= 0 && prev->pre_cpu != prev->cpu_ns) {
-        gt->cpu_now = CPU_LATER;
+        /* Running at phase 0 (CPU_FRESH_NS). Taken before the frames, that reading
+         * also proves them unchanged at the next tick if the clock has not moved. */
+        gt->cpu_now = sp->pre_fresh ? prev->pre_cpu : CPU_LATER;
         gt->cpu_pre = prev->pre_cpu;
     } else if (other && prev->pre_first != NO_COPY && sp->gil_kept) {
         gt->unread = prev->pre_assumed ? prev->unread + 1 : 0;
@@ -325,11 +346,12 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     else if (walk_frames(sp, b, gt, t))
         return -1;
     if (!gt->n_frames) return 0;
-
-    /* A thread that has run no code since its previous sample keeps the name it had
-     * then, read again every NAME_REFRESH passes (another thread may rename it). */
+    /* A thread keeps the name it had at its previous sample, read again every
+     * NAME_REFRESH passes (another thread may rename it): reading it (an int made for
+     * the lookup in threading._active, the lookup, the attribute) costs about a
+     * microsecond a thread when the threads that ran since have left the caches cold. */
     PyObject *name = NULL;
-    if (reused && prev->name_obj && sp->passes % NAME_REFRESH)
+    if (prev && prev->name_obj && sp->passes % NAME_REFRESH)
         name = Py_NewRef(prev->name_obj); /* alive: old_refs holds it */
     PyObject *ident = NULL;
     if (!name || (sp->tags_thread && PyDict_GET_SIZE(sp->tags_thread))) {
@@ -390,8 +412,12 @@ void ppk_py_release_refs(SamplerObject *sp) {
 }
 
 void ppk_py_forget_frames(SamplerObject *sp) {
-    for (size_t i = 0; i < sp->slot_cap; i++) sp->slots[i].n_frames = 0;
+    for (size_t i = 0; i < sp->slot_cap; i++) {
+        sp->slots[i].n_frames = 0;
+        sp->slots[i].name_obj = NULL; /* released by the failed pass */
+    }
     sp->main_prev.n_frames = 0;
+    sp->main_prev.name_obj = NULL;
 }
 
 /* Phase 1: every thread but the sampler's, and the main thread only when it is blocked

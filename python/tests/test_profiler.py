@@ -347,8 +347,18 @@ class TestThreads(ProfilerTest):
         # periods and a GIL wait after the one before), and an INTERVAL at each end.
         run = self.cli(["renamed.py", "0.6", "1.5"])
         (me,) = run.json()
-        self.check_summary(run)
         self.assertGreater(me["sampler"]["stacks_reused"], 20, me["sampler"])
+        self.check_renamed(run, me)
+
+    def test_running_thread_renamed(self):
+        # A thread that runs Python code all along keeps its name from sample to sample
+        # too, read again every 16 passes: the same bounds.
+        run = self.cli(["renamed.py", "0.6", "1.5", "busy"])
+        (me,) = run.json()
+        self.check_renamed(run, me)
+
+    def check_renamed(self, run, me):
+        self.check_summary(run)
         wall = merged_by(load(run.files), "wall-time", lambda s, l: l.get("thread name"))
         gil_wait = me["sampler"]["gil_wait_ns_max"]
         interval = longest_interval(me["rate"], me["sampler"])

@@ -1,7 +1,8 @@
-"""A thread that stays blocked while another thread renames it: `renamed.py W1 W2`
-(seconds). The thread, started as "before", waits on an event; the main thread renames
-it "after" W1 seconds later and lets it go W2 seconds after that. Prints a JSON line with
-the two durations as the main thread measured them and what progutil reports."""
+"""A thread that another thread renames: `renamed.py W1 W2 [busy]` (seconds). The
+thread, started as "before", waits on an event (or, with "busy", runs a Python loop until
+the event is set); the main thread renames it "after" W1 seconds later and lets it go W2
+seconds after that. Prints a JSON line with the two durations as the main thread measured
+them and what progutil reports."""
 
 import json
 import sys
@@ -11,10 +12,20 @@ import time
 import progutil
 
 
+def spin(go):
+    x = 0
+    while not go.is_set():
+        for i in range(1000):
+            x += i
+    return x
+
+
 def main():
     w1, w2 = (float(x) for x in sys.argv[1:3])
     go = threading.Event()
-    t = threading.Thread(target=go.wait, name="before")
+    busy = sys.argv[3:4] == ["busy"]
+    t = threading.Thread(target=spin if busy else go.wait, args=(go,) if busy else (),
+                         name="before")
     t0 = time.monotonic_ns()
     t.start()
     time.sleep(w1)
