@@ -130,6 +130,15 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts);
 /* internals.c: how many times the GIL of interp changed holders so far (CPython counts
  * a take by a thread other than the last holder); with or without the GIL. */
 unsigned long ppk_py_gil_takes(PyInterpreterState *interp);
+/* internals.c: the thread state that took the GIL last (it may hold it still, or take
+ * it back without CPython counting a change; only to be compared), and whether the GIL
+ * is held; with or without the GIL. */
+const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *locked);
+/* internals.c: queues fn to run, with the GIL, in whichever thread of interp next
+ * reaches a bytecode boundary (the holder, when one runs Python code): 0, or -1 when
+ * the queue is full or the version has no such queue (3.11). */
+int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *));
+#define PPK_PY_HOLDER_CALLS (PY_VERSION_HEX >= 0x030C0000)
 /* internals.c: a walk through thread t's complete frames, innermost first, with the
  * GIL held (valid while it is). */
 typedef struct ppk_py_walk {

@@ -30,6 +30,9 @@
 #include "internal/pycore_frame.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
+#if PY_VERSION_HEX >= 0x030C0000
+#include "internal/pycore_ceval.h"
+#endif
 
 static struct _gil_runtime_state *gil_of(PyInterpreterState *interp) {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -45,6 +48,45 @@ unsigned long ppk_py_gil_takes(PyInterpreterState *interp) {
      * the GIL. */
     return __atomic_load_n(&gil_of(interp)->switch_number, __ATOMIC_RELAXED);
 }
+
+const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *locked) {
+    struct _gil_runtime_state *gil = gil_of(interp);
+#if PY_VERSION_HEX >= 0x030D0000
+    *locked = __atomic_load_n(&gil->locked, __ATOMIC_RELAXED);
+    return __atomic_load_n(&gil->last_holder, __ATOMIC_RELAXED);
+#else
+    *locked = _Py_atomic_load_relaxed(&gil->locked);
+    return (const PyThreadState *)_Py_atomic_load_relaxed(&gil->last_holder);
+#endif
+}
+
+/* ---- A call that the GIL's holder runs -------------------------------------------- */
+/* CPython 3.12 and later keep a queue of pending calls per interpreter that any thread
+ * runs at its next bytecode boundary (the main thread's own queue is Py_AddPendingCall's);
+ * _PyEval_AddPendingCall with no flags adds to it. 3.12 tells every thread of the
+ * interpreter (a shared eval breaker); 3.13.0 tells only the calling thread, so the
+ * holder is told here, under the GIL's mutex: a holder cannot drop the GIL meanwhile, so
+ * its thread state cannot be freed. 3.11 runs pending calls in the main thread only. */
+#if PY_VERSION_HEX >= 0x030C0000
+int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *)) {
+    if (_PyEval_AddPendingCall(interp, fn, NULL, 0) != 0) return -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    struct _gil_runtime_state *gil = gil_of(interp);
+    pthread_mutex_lock(&gil->mutex);
+    PyThreadState *holder = __atomic_load_n(&gil->last_holder, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&gil->locked, __ATOMIC_RELAXED) && holder && holder->interp == interp)
+        _Py_set_eval_breaker_bit(holder, _PY_CALLS_TO_DO_BIT);
+    pthread_mutex_unlock(&gil->mutex);
+#endif
+    return 0;
+}
+#else
+int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *)) {
+    (void)interp;
+    (void)fn;
+    return -1;
+}
+#endif
 
 #if PY_VERSION_HEX < 0x030D0000
 

@@ -354,64 +354,150 @@ typedef struct pass_times {
 } pass_times;
 
 /* Adds a pass to the statistics. */
-static void count_pass(SamplerObject *sp, int ok, size_t held, const rec_counts *c,
-                       const pass_times *t) {
+static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_counts *c,
+                       const pass_times *t, int by_holder) {
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     pthread_mutex_lock(&sp->lock);
     sp->st.ticks++;
-    sp->st.main_blocked += (uint64_t)(ok && sp->main_blocked_now);
-    sp->st.stacks_reused += ok ? sp->pass_reused : 0;
-    sp->st.refs_held = held;
+    sp->st.main_blocked += (uint64_t)(p->ok && sp->main_blocked_now);
+    sp->st.stacks_reused += p->ok ? sp->pass_reused : 0;
+    sp->st.refs_held = p->held;
     add_counts(sp, c);
     uint64_t wait = (uint64_t)(t->hold - t->wait), hold = (uint64_t)(t->release - t->hold);
     sp->st.gil_wait_ns_total += wait;
     if (wait > sp->st.gil_wait_ns_max) sp->st.gil_wait_ns_max = wait;
     sp->st.gil_hold_ns_total += hold;
     if (hold > sp->st.gil_hold_ns_max) sp->st.gil_hold_ns_max = hold;
+    sp->st.holder_passes += (uint64_t)by_holder;
+    sp->st.holder_ns_total += by_holder ? hold : 0;
     sp->st.tick_ns_total += (uint64_t)(t->end - t->hold);
     sp->st.prepare_ns_total += (uint64_t)(t->wait - t->prepare);
     sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
     pthread_mutex_unlock(&sp->lock);
 }
 
-/* The pass: phases 0, 1 (with the GIL) and 2. 0, or -1 when the recorder was closed
- * under the sampler (it stops). */
+/* Phase 1 and what goes with it while the GIL is held, in the sampler's thread or in the
+ * GIL's holder (holder_callback). */
+static void phase1(SamplerObject *sp, struct phase1 *p) {
+    p->hold = mono_ns();
+    sp->pre_fresh = p->hold - sp->phase0_ns <= CPU_FRESH_NS;
+    RecorderObject *r = sp->recorder;
+    p->open = r->rec && !r->closing;
+    p->ok = p->open && ppk_py_gather(sp) == 0 &&
+            ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
+    if (p->ok)
+        atomic_fetch_add(&r->busy, 1);
+    else if (p->open)
+        ppk_py_forget_frames(sp);
+    p->held = sp->refs.n + sp->old_refs.n;
+    /* The GIL changed holders during the pass (a finalizer run by a release lets it go):
+     * the next phase 0 cannot know what ran then. */
+    sp->released_valid = p->ok && ppk_py_gil_takes(sp->interp) == sp->gil_takes_released;
+    p->release = mono_ns();
+}
+
+/* Runs, with the GIL, in whichever thread reaches a bytecode boundary first (CPython 3.12
+ * and later: ppk_py_holder_call): phase 1 for the sampler, which waits for it
+ * (ask_holder). Never raises. */
+static int holder_callback(void *unused) {
+    (void)unused;
+    SamplerObject *sp = main_sampler;
+    if (!sp) return 0;
+    pthread_mutex_lock(&sp->lock);
+    if (sp->holder_queued > 0) sp->holder_queued--; /* (a child's count starts at 0) */
+    int go = sp->holder_state == HOLDER_ASKED;
+    if (go) sp->holder_state = HOLDER_RUNNING;
+    pthread_mutex_unlock(&sp->lock);
+    if (!go) return 0; /* the sampler gave up waiting, or a call was queued twice */
+    struct phase1 p;
+    phase1(sp, &p);
+    pthread_mutex_lock(&sp->lock);
+    sp->holder_out = p;
+    sp->holder_state = HOLDER_DONE;
+    pthread_cond_signal(&sp->wake);
+    pthread_mutex_unlock(&sp->lock);
+    return 0;
+}
+
+/* How long the sampler waits for the GIL's holder to begin phase 1 before it takes the
+ * GIL itself (a holder in a long C call reaches no bytecode boundary). */
+#define HOLDER_WAIT_NS 2000000
+/* Calls queued and not run yet, at most (CPython's queue holds 32). */
+#define HOLDER_QUEUED_MAX 4
+
+/* Asks the thread that holds the GIL to run phase 1 (holder_callback): 1 if it did, with
+ * what it did in *p. With several threads busy in Python code, a sampler that takes the
+ * GIL waits among them (CPython wakes one waiter at a switch, in no order; 16 busy
+ * threads kept it waiting 100-300 ms), and then takes the holder from its work twice
+ * (CPython's switch to the sampler and back), where a holder that runs phase 1 itself
+ * costs none. Not asked: the main thread (it hands the GIL over: yield_gil), a GIL that
+ * nobody holds, a CPython without the queue (3.11). */
+static int ask_holder(SamplerObject *sp, struct phase1 *p) {
+    int locked;
+    const PyThreadState *h = ppk_py_gil_last_holder(sp->interp, &locked);
+    if (!PPK_PY_HOLDER_CALLS || !sp->main_ident || !locked || !h ||
+        h == atomic_load(&sp->main_ts))
+        return 0;
+    pthread_mutex_lock(&sp->lock);
+    int room = sp->holder_queued < HOLDER_QUEUED_MAX;
+    if (room) {
+        sp->holder_state = HOLDER_ASKED;
+        sp->holder_queued++;
+    }
+    pthread_mutex_unlock(&sp->lock);
+    if (!room) return 0;
+    if (ppk_py_holder_call(sp->interp, holder_callback)) {
+        pthread_mutex_lock(&sp->lock);
+        sp->holder_state = HOLDER_IDLE;
+        sp->holder_queued--;
+        pthread_mutex_unlock(&sp->lock);
+        return 0;
+    }
+    int64_t until = mono_ns() + HOLDER_WAIT_NS;
+    struct timespec ts = {until / 1000000000, until % 1000000000};
+    pthread_mutex_lock(&sp->lock);
+    while (sp->holder_state == HOLDER_ASKED && !sp->stop)
+        if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
+    if (sp->holder_state == HOLDER_ASKED) sp->holder_state = HOLDER_IDLE; /* not begun */
+    while (sp->holder_state == HOLDER_RUNNING) pthread_cond_wait(&sp->wake, &sp->lock);
+    int done = sp->holder_state == HOLDER_DONE;
+    if (done) *p = sp->holder_out;
+    sp->holder_state = HOLDER_IDLE;
+    pthread_mutex_unlock(&sp->lock);
+    return done;
+}
+
+/* The pass: phases 0, 1 (with the GIL: the holder's, or taken) and 2. 0, or -1 when the
+ * recorder was closed under the sampler (it stops). */
 static int run_pass(SamplerObject *sp, pass_times *t) {
     pthread_mutex_lock(&sp->lock);
     sp->passless = 0;
     pthread_mutex_unlock(&sp->lock);
-    t->prepare = mono_ns();
+    t->prepare = sp->phase0_ns = mono_ns();
     ppk_py_prepare(sp);
     t->wait = mono_ns();
-    take_gil(sp);
-    t->hold = mono_ns();
-    sp->pre_fresh = t->hold - t->prepare <= CPU_FRESH_NS;
-    RecorderObject *r = sp->recorder;
-    int open = r->rec && !r->closing;
-    int ok = open && ppk_py_gather(sp) == 0 && ppk_py_slots_reserve(sp, sp->tick.threads.n) == 0;
-    if (ok)
-        atomic_fetch_add(&r->busy, 1);
-    else if (open)
-        ppk_py_forget_frames(sp);
-    size_t held = sp->refs.n + sp->old_refs.n;
-    /* The GIL changed holders during the pass (a finalizer run by a release lets it go):
-     * the next phase 0 cannot know what ran then. */
-    sp->released_valid = ok && ppk_py_gil_takes(sp->interp) == sp->gil_takes_released;
-    t->release = mono_ns();
-    PyEval_SaveThread();
-    if (!open) {
+    struct phase1 p;
+    int by_holder = ask_holder(sp, &p);
+    if (!by_holder) {
+        take_gil(sp);
+        phase1(sp, &p);
+        PyEval_SaveThread();
+    }
+    t->hold = p.hold;
+    t->release = p.release;
+    if (!p.open) {
         drop_cb_hold(sp);
         return -1;
     }
     rec_counts c = {0};
-    if (ok) {
+    if (p.ok) {
         ppk_py_record_all(sp, t->hold, &c);
-        atomic_fetch_sub(&r->busy, 1);
+        atomic_fetch_sub(&sp->recorder->busy, 1);
     }
     drop_cb_hold(sp);
     t->end = mono_ns();
-    count_pass(sp, ok, held, &c, t);
+    count_pass(sp, &p, &c, t, by_holder);
     return 0;
 }
 
@@ -453,6 +539,8 @@ static int init_sync(SamplerObject *sp) {
         rc = 1;
     }
     sp->gil_wanted = 0;
+    sp->holder_state = HOLDER_IDLE;
+    sp->holder_queued = 0; /* (in a child, one may still be queued: it finds nothing) */
     atomic_store(&sp->yield_pending, 0); /* (in a child, one may still be queued: harmless) */
     pthread_condattr_destroy(&ca);
     return rc ? -1 : 0;

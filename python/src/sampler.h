@@ -195,6 +195,9 @@ static inline void gbuf_free(gbuf *b) {
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
     X(ticks_without_gil)      /* the main thread sampled itself and was alone */    \
+    X(holder_passes)          /* passes whose phase 1 the GIL's holder ran (3.12+) */ \
+    X(holder_ns_total)        /* that phase 1, in the holder's thread: part of          \
+                               * gil_hold_ns_total, not of cpu_ns */                   \
     X(refs_held)              /* references held at the last tick (not a sum) */ \
     X(tasks_seen)             /* waiting asyncio tasks sampled (one per task per tick) */ \
     X(tasks_walked)           /* of which their coroutine chain was read (it had moved) */ \
@@ -235,6 +238,16 @@ typedef struct SamplerObject {
     pthread_cond_t handoff; /* CLOCK_MONOTONIC */
     atomic_int yield_pending;
     int stop;            /* under lock */
+    /* Phase 1 run by whichever thread holds the GIL (holder_callback, CPython 3.12 and
+     * later), while the sampler waits: holder_state (HOLDER_IDLE, _ASKED, _RUNNING,
+     * _DONE) and holder_queued (a call is in CPython's queue) under lock; holder_out
+     * is what that phase 1 did, written by it before _DONE. */
+    int holder_state, holder_queued;
+    struct phase1 {
+        int64_t hold, release; /* CLOCK_MONOTONIC: phase 1 began and ended */
+        int open, ok;          /* the recorder was open; the pass gathered */
+        size_t held;           /* references held after it */
+    } holder_out;
 
     /* The sampler thread's own state (its thread only, or under the GIL while it is
      * stopped). */
@@ -247,13 +260,18 @@ typedef struct SamplerObject {
      * Python code since (ppk_py_gather_thread). */
     unsigned long gil_takes_pre;
     int gil_kept;
+    /* The GIL's last holder when phase 0 began: it may take the GIL again without a
+     * counted change, so its clock is always read again. */
+    const PyThreadState *holder_pre;
     /* The same count when the previous pass began its phase 1 and, unchanged, when it let
      * the GIL go (valid: it completed, and no tick without a pass came since): equal at
      * phase 0, no thread has run Python code since that pass. */
     unsigned long gil_takes_released;
     int released_valid;
-    /* This pass took the GIL within CPU_FRESH_NS of the start of its phase 0: the
-     * clocks phase 0 read are the CPU readings of the threads it found running. */
+    /* This pass's phase 1 began within CPU_FRESH_NS of the start of its phase 0
+     * (phase0_ns): the clocks phase 0 read are the CPU readings of the threads it found
+     * running. */
+    int64_t phase0_ns;
     int pre_fresh;
     uint64_t passes;      /* passes begun */
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
@@ -298,6 +316,7 @@ typedef struct SamplerObject {
 } SamplerObject;
 
 enum { SAMPLER_STOPPED, SAMPLER_STARTING, SAMPLER_RUNNING, SAMPLER_STOPPING };
+enum { HOLDER_IDLE, HOLDER_ASKED, HOLDER_RUNNING, HOLDER_DONE };
 
 enum { MAIN_IDLE, MAIN_REQUESTED, MAIN_DONE, MAIN_CANCELLED };
 

@@ -71,6 +71,8 @@ static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
 
 void ppk_py_prepare(SamplerObject *sp) {
     sp->gil_takes_pre = ppk_py_gil_takes(sp->interp); /* before any clock */
+    int locked;
+    sp->holder_pre = ppk_py_gil_last_holder(sp->interp, &locked);
     int quiet = sp->released_valid && sp->gil_takes_pre == sp->gil_takes_released;
     sp->released_valid = 0;
     sp->tick.frames.n = 0;

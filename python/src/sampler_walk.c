@@ -324,7 +324,8 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
          * also proves them unchanged at the next tick if the clock has not moved. */
         gt->cpu_now = sp->pre_fresh ? prev->pre_cpu : CPU_LATER;
         gt->cpu_pre = prev->pre_cpu;
-    } else if (other && prev->pre_first != NO_COPY && sp->gil_kept) {
+    } else if (other && prev->pre_first != NO_COPY && sp->gil_kept && t != sp->holder_pre &&
+               t != PyThreadState_Get()) {
         gt->unread = prev->pre_assumed ? prev->unread + 1 : 0;
         /* It had not taken the GIL since its frames were taken: phase 0 found its
          * clock unmoved, or took it as unmoved because the GIL had not changed holders
@@ -332,7 +333,9 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
          * the GIL from another holder, a change that CPython counts, and then this
          * pass's own take would count too: at most one change since phase 0 began is
          * this pass's take alone. So it has run no Python code since: reading its
-         * clock again would prove no more. */
+         * clock again would prove no more. (Unless it held the GIL last when phase 0
+         * began: it may have taken it back uncounted, or never let it go; or it runs
+         * this pass, as the holder.) */
         gt->cpu_now = prev->pre_cpu;
     } else {
         gt->cpu_now = thread_cpu_ns(gt->native_id);
@@ -420,8 +423,9 @@ void ppk_py_forget_frames(SamplerObject *sp) {
     sp->main_prev.name_obj = NULL;
 }
 
-/* Phase 1: every thread but the sampler's, and the main thread only when it is blocked
- * (its callback has not run since it was asked for). -1: no memory (tick skipped). */
+/* Phase 1, in the sampler's thread or in the GIL's holder (sampler.c): every thread but
+ * the sampler's, and the main thread only when it is blocked (its callback has not run
+ * since it was asked for) or runs this. -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
     ppk_py_apply_fixups(sp, &sp->prev); /* before the codes they name may go */
     vec held = sp->old_refs; /* empty */
@@ -438,6 +442,7 @@ int ppk_py_gather(SamplerObject *sp) {
     running_task tasks[MAX_LOOPS];
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     sp->main_blocked_now = 0;
+    PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t && !rc;
          t = PyThreadState_Next(t)) {
         if (t == sp->ts) continue;
@@ -454,7 +459,10 @@ int ppk_py_gather(SamplerObject *sp) {
                                        * pending, or refused): sampled here */
             else
                 continue; /* it sampled itself */
-            sp->main_blocked_now = 1;
+            if (t == self)
+                mode = MAIN_RUNNING; /* the GIL's holder, running this pass */
+            else
+                sp->main_blocked_now = 1;
         }
         size_t n = sp->tick.threads.n;
         unsigned long native = t->native_thread_id ? t->native_thread_id : 1;

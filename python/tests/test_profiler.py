@@ -256,11 +256,66 @@ class TestThreads(ProfilerTest):
         self.assert_near(wall["MainThread"], p.duration_nanos, interval,
                          "MainThread wall time vs the profile's duration")
         self.assertLess(cpu["MainThread"], 50 * MS, report)
+        # On 3.12 and later the GIL's holder, a busy worker at most ticks, gathers the
+        # pass itself (the checks above are on what it gathered); 3.11 has no way.
+        st = me["sampler"]
+        if sys.version_info >= (3, 12):
+            self.assertGreater(st["holder_passes"], st["ticks"] // 4, st)
+        else:
+            self.assertEqual(st["holder_passes"], 0, st)
         print("\n  threads (wall, lifetime, cpu, cpu clock; ms): %r; main %.1f, duration "
               "%.1f; INTERVAL %.1f ms, GIL wait max %.1f ms" % (
                   report, wall["MainThread"] / MS, p.duration_nanos / MS, interval / MS,
                   gil_wait / MS), file=sys.stderr)
 
+
+    def test_busy_main_and_threads(self):
+        # The main thread computes too. It samples itself (main_callback) when it holds
+        # the GIL at a tick; on CPython 3.12 and later a thread that holds the GIL runs
+        # the other threads' pass itself (a holder pass), and that may be the main
+        # thread (the GIL passed to it before the worker asked reached a bytecode
+        # boundary), which then samples itself in the pass: never twice in one tick.
+        # Every computing thread, the main one included, has its wall time ~ its
+        # lifetime (no tick counted twice or lost), its CPU time ~ its clock, and its own
+        # function as its hottest leaf.
+        run = self.cli(["threads.py", "1.5", "main-busy"])
+        (me,) = run.json()
+        self.check_summary(run)
+        profiles = load(run.files)
+        (p,) = profiles
+        st = me["sampler"]
+        interval = longest_interval(me["rate"], st)
+        tol = interval + st["gil_wait_ns_max"]
+        by = lambda kind: merged_by(profiles, kind, lambda s, l: l.get("thread name"))
+        wall, cpu = by("wall-time"), by("cpu-time")
+        cpu_by_leaf = merged_by(profiles, "cpu-time",
+                                lambda s, l: (l.get("thread name"), leaf(s)))
+        hot = {"worker-alpha": "alpha_hot", "worker-beta": "beta_hot",
+               "worker-gamma": "gamma_hot", "MainThread": "main_hot"}
+        threads = me["threads"]
+        report = {n: (round(wall[n] / MS, 1), round(t["lifetime_ns"] / MS, 1),
+                      round(cpu[n] / MS, 1), round(t["cpu_ns"] / MS, 1))
+                  for n, t in threads.items()}
+        for name, fn in hot.items():
+            mine = {f: v for (t, f), v in cpu_by_leaf.items() if t == name}
+            self.assertEqual(max(mine, key=mine.get), fn, (name, mine))
+            # The main thread's CPU clock counts the interpreter's start-up too: its CPU
+            # in the profile is bounded by the CPU of its body from below.
+            self.assertLessEqual(cpu[name], threads[name]["cpu_total_ns"] + 5 * MS,
+                                 (name, report))
+            self.assertGreaterEqual(cpu[name], threads[name]["cpu_ns"] - interval,
+                                    (name, report))
+            if name != "MainThread":
+                self.assert_near(wall[name], threads[name]["lifetime_ns"], tol,
+                                 "%s wall time vs lifetime (%r)" % (name, report))
+        self.assert_near(wall["MainThread"], p.duration_nanos, tol,
+                         "MainThread wall time vs the profile's duration (%r)" % report)
+        if sys.version_info >= (3, 12):
+            self.assertGreater(st["holder_passes"], 0, st)
+        else:
+            self.assertEqual(st["holder_passes"], 0, st)
+        print("\n  busy main: (wall, lifetime, cpu, cpu of body; ms) %r; holder passes "
+              "%d of %d ticks" % (report, st["holder_passes"], st["ticks"]), file=sys.stderr)
 
     def test_stack_shapes(self):
         # The sampler reads interpreter frames itself; a thread blocked in a generator,

@@ -1,4 +1,6 @@
-"""Three CPU-bound threads, each with a hot function of its own, and a sleeping one.
+"""Three CPU-bound threads, each with a hot function of its own, and a sleeping one;
+with `main-busy` after the seconds, the main thread computes in a hot function of its own
+too (main_hot) before it joins them.
 
 Prints one JSON line on stdout: per thread (by name) its ident, native id, lifetime and
 CPU time in its body, and its CPU clock at the end (measured inside the thread, in ns), and the sampler's statistics at the
@@ -40,6 +42,14 @@ def gamma_hot(deadline):
     return d
 
 
+def main_hot(deadline):
+    n = 0
+    while time.monotonic() < deadline:
+        for i in range(1500):
+            n ^= i << 3
+    return n
+
+
 def nap(deadline):
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -65,6 +75,8 @@ def main():
                                 ("worker-gamma", gamma_hot), ("sleeper", nap)]]
     for t in threads:
         t.start()
+    if sys.argv[2:3] == ["main-busy"]:
+        body(main_hot, deadline)
     for t in threads:
         t.join()
     out = dict(progutil.sampler_info(), threads=results)
