@@ -384,7 +384,10 @@ def sampler_case(threads, frames, state, seconds, function_ids):
         "tick_us_mean": round(s["tick_ns_total"] / ticks / 1e3, 1),
         "phase2_us_mean": round((s["tick_ns_total"] - s["gil_hold_ns_total"]) / ticks / 1e3, 1),
         "phase0_us_mean": round(s["prepare_ns_total"] / ticks / 1e3, 1),
-        "sampler_cpu_pct": round(s["cpu_ns"] / (dt * 1e9) * 100, 3),
+        # The sampler thread's CPU time, and phase 1 where the GIL's holder ran it
+        # (CPython 3.12+) in that thread.
+        "sampler_cpu_pct": round((s["cpu_ns"] + s["holder_ns_total"]) / (dt * 1e9) * 100, 3),
+        "holder_passes": s["holder_passes"],
         "ticks_late": s["ticks_late"], "samples_failed": s["samples_failed"],
         "main_callbacks": s["main_callbacks"],
     }
@@ -397,20 +400,19 @@ def sampler(a):
     print()
     print("the sampler at 100 Hz, in process (Python %s), %.0f s a case; GIL hold, wait and "
           "tick in us" % (platform.python_version(), a.sampler_seconds))
-    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %8s %10s %5s" % (
+    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %8s %10s %5s %6s" % (
         "thr", "frames", "state", "push", "ticks", "samples", "hold mean", "hold max",
-        "wait mean", "wait max", "phase 0", "phase 2", "CPU %core", "late"))
+        "wait mean", "wait max", "phase 0", "phase 2", "CPU %core", "late", "holder"))
     for threads, frames, state in cases:
         for ids in (True, False):
             r = sampler_case(threads, frames, state, a.sampler_seconds, ids)
             r["python"] = platform.python_version()
             rows.append(r)
-            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %8.1f %10.3f %5d" % (
+            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %8.1f %10.3f %5d %6d" % (
                 threads, frames, r["state"], r["push"], r["ticks"], r["samples"],
                 r["gil_hold_us_mean"], r["gil_hold_us_max"], r["gil_wait_us_mean"],
                 r["gil_wait_us_max"], r["phase0_us_mean"], r["phase2_us_mean"],
-                r["sampler_cpu_pct"],
-                r["ticks_late"]), flush=True)
+                r["sampler_cpu_pct"], r["ticks_late"], r["holder_passes"]), flush=True)
         if r["samples"] != r["samples_flushed"]:
             print("  note: the sampler counted %d samples, the recorder %d"
                   % (r["samples"], r["samples_flushed"]))

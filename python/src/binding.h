@@ -142,9 +142,12 @@ int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *));
 /* internals.c: a walk through thread t's complete frames, innermost first, with the
  * GIL held (valid while it is). */
 typedef struct ppk_py_walk {
-    const void *f; /* the next frame, NULL at the end */
+    const void *f;                  /* the next frame, NULL at the end */
+    const char *lo, *top, *deepest; /* the data stack's chunk; its deepest frame walked */
 } ppk_py_walk;
-void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t);
+/* Begins it, prefetching the top `prefetch` bytes of the thread's data stack (32 KiB
+ * at most). */
+void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch);
 /* A frame: its code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti). */
 typedef struct ppk_py_frame_ref {
     PyCodeObject *code;
@@ -152,5 +155,9 @@ typedef struct ppk_py_frame_ref {
 } ppk_py_frame_ref;
 /* The walk's next frames, up to max of them, into refs: how many (0 at the end). */
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
+/* How many bytes from the top of the data stack the frames walked so far take. */
+static inline size_t ppk_py_walk_span(const ppk_py_walk *w) {
+    return (size_t)(w->top - w->deepest);
+}
 
 #endif

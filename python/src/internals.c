@@ -113,24 +113,28 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
  * code object on a complete frame) and its instruction the one _PyInterpreterFrame_LASTI
  * gives. Reading them creates no frame object. */
 
-/* How much of the top of a thread's data stack ppk_py_walk_begin prefetches. */
-#define PREFETCH_BYTES 32768
+/* How much of the top of a thread's data stack ppk_py_walk_begin prefetches at most. */
+#define PREFETCH_MAX 32768
 
 static _PyInterpreterFrame *first_complete(_PyInterpreterFrame *f) {
     while (f && _PyFrame_IsIncomplete(f)) f = f->previous;
     return f;
 }
 
-void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t) {
+void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch) {
     /* Most frames of a thread are in its data stack, below datastack_top, leaf last: a
      * walk from the leaf chases `previous` through them, one cache miss after the other
-     * when the thread ran elsewhere since (a third of the walk's time with 16 running
-     * threads x 50 frames); asked for at once, the misses overlap. */
+     * when the thread ran elsewhere since; asked for at once, the misses overlap. Asking
+     * for lines the frames do not take costs time too: 50 frames take ~7 KiB, and with
+     * 32 KiB asked for every thread, perf found the prefetch loop taking more of the
+     * sampler's time than reading the frames. */
+    w->lo = w->top = w->deepest = NULL;
     if (t->datastack_chunk) {
-        const char *lo = (const char *)t->datastack_chunk->data;
-        const char *top = (const char *)t->datastack_top;
-        if (top - lo > PREFETCH_BYTES) lo = top - PREFETCH_BYTES;
-        for (const char *p = top; p > lo; p -= 64) __builtin_prefetch(p - 1);
+        w->lo = (const char *)t->datastack_chunk->data;
+        w->top = w->deepest = (const char *)t->datastack_top;
+        if (prefetch > PREFETCH_MAX) prefetch = PREFETCH_MAX;
+        const char *lo = (size_t)(w->top - w->lo) > prefetch ? w->top - prefetch : w->lo;
+        for (const char *p = w->top; p > lo; p -= 64) __builtin_prefetch(p - 1);
     }
 #if PY_VERSION_HEX >= 0x030D0000
     w->f = first_complete(t->current_frame);
@@ -142,6 +146,7 @@ void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t) {
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max) {
     size_t n = 0;
     for (_PyInterpreterFrame *f = (_PyInterpreterFrame *)w->f; f && n < max; n++) {
+        if ((const char *)f >= w->lo && (const char *)f < w->deepest) w->deepest = (const char *)f;
 #if PY_VERSION_HEX >= 0x030D0000
         refs[n].code = (PyCodeObject *)f->f_executable;
 #else

@@ -50,6 +50,7 @@ typedef struct gthread {
     unsigned unread; /* see tslot */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
     uint64_t held_since; /* see tslot */
+    size_t stack_bytes;  /* see tslot */
 } gthread;
 
 /* The frame cache: what a frame shows (its code's names and the line, and the
@@ -75,6 +76,9 @@ typedef struct tslot {
     uint64_t held_since;
     PyObject *name_obj; /* its name then (borrowed: held until the end of the next pass) */
     const void *ts;     /* its thread state then (only prefetched) */
+    /* How much of the top of its data stack its frames took then (ppk_py_walk_span):
+     * the next walk prefetches that and STACK_SLACK more (0: not known). */
+    size_t stack_bytes;
     /* cpu_ns was read in phase 2, after the frames were taken: the thread may have run
      * in between, so an unchanged clock does not prove the frames unchanged. */
     int cpu_late;

@@ -262,6 +262,7 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     gt->first_frame = prev->pre_first; /* phase 0 copied them there */
     gt->n_frames = n;
     gt->held_since = prev->held_since;
+    gt->stack_bytes = prev->stack_bytes;
     if (!check) return 1;
     gframe *to = &AT(b->frames, gframe, gt->first_frame);
     gt->held_since = sp->fcache_evictions;
@@ -279,12 +280,21 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
  * together. */
 #define WALK_BATCH 32
 
-/* Gathers thread t's frames, leaf first, into b (internals.c reads them). -1: no
- * memory. */
-static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t) {
+/* Bytes prefetched past where a thread's frames ended at its previous walk. */
+#define STACK_SLACK 1024
+
+/* Gathers thread t's frames, leaf first, into b (internals.c reads them), prefetching
+ * what its frames took at its previous walk (prev) and a little more, or all the walk
+ * allows if that is not known; nothing for the thread running this (its frames are in
+ * the caches). -1: no memory. */
+static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t,
+                       const tslot *prev) {
     uint64_t evictions = sp->fcache_evictions;
+    size_t prefetch = t == PyThreadState_Get()           ? 0
+                      : prev && prev->stack_bytes ? prev->stack_bytes + STACK_SLACK
+                                                  : SIZE_MAX;
     ppk_py_walk w;
-    ppk_py_walk_begin(&w, t);
+    ppk_py_walk_begin(&w, t, prefetch);
     ppk_py_frame_ref refs[WALK_BATCH];
     gframe *entries[WALK_BATCH];
     size_t n;
@@ -300,6 +310,7 @@ static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t
         b->frames.n += n;
         gt->n_frames += n;
     }
+    gt->stack_bytes = ppk_py_walk_span(&w);
     /* Every entry still holds its code unless a deeper frame evicted one. */
     gt->held_since = sp->fcache_evictions == evictions ? evictions : NOT_HELD;
     return 0;
@@ -346,7 +357,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->reused = reused;
     if (reused)
         sp->pass_reused++;
-    else if (walk_frames(sp, b, gt, t))
+    else if (walk_frames(sp, b, gt, t, prev))
         return -1;
     if (!gt->n_frames) return 0;
     /* A thread keeps the name it had at its previous sample, read again every
