@@ -98,14 +98,20 @@ static inline __attribute__((always_inline)) int push_id(ppk_sample *s, const st
         s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
 }
 
-/* The whole stack by ppk_sample_push_frames_id (--api ids): the ids and lines gathered
- * into an array first, as a profiler that walks its stack does; a stale id makes the
- * call push nothing, and each frame is then pushed on its own. */
-static int push_ids(ppk_sample *s, const struct w1 *w, const uint16_t *fn, size_t n) {
-    static _Thread_local ppk_id_frame fr[W1_MAX_DEPTH];
+/* The ids and lines of the stack's n functions `fn` into fr, as a profiler that walks
+ * its stack gathers them. */
+static void gather(const struct w1 *w, const uint16_t *fn, size_t n, ppk_id_frame *fr) {
     for (size_t i = 0; i < n; i++)
         fr[i] = (ppk_id_frame){atomic_load_explicit(&g.ids[fn[i]], memory_order_relaxed),
                                w->fn_line[fn[i]]};
+}
+
+/* The whole stack by ppk_sample_push_frames_id (--api ids): the ids and lines gathered
+ * into an array first; a stale id makes the call push nothing, and each frame is then
+ * pushed on its own. */
+static int push_ids(ppk_sample *s, const struct w1 *w, const uint16_t *fn, size_t n) {
+    static _Thread_local ppk_id_frame fr[W1_MAX_DEPTH];
+    gather(w, fn, n, fr);
     int rc = ppk_sample_push_frames_id(s, fr, n);
     if (rc != PPK_ESTALE) return rc;
     rc = 0;
@@ -193,6 +199,12 @@ static void do_export(producer *p) {
     ppk_export_free(&e);
 }
 
+/* The next sample of the run's variant; by id without its frames (pushed from the
+ * stack's function indices). */
+static const ppk_sample_data *next(struct w1 *w, struct w1_sample *ws) {
+    return g.by_id ? w1_next_labels(w, g.variant, ws) : w1_next(w, g.variant, ws);
+}
+
 static void *produce(void *arg) {
     producer *p = arg;
     struct w1 w;
@@ -203,15 +215,21 @@ static void *produce(void *arg) {
         pthread_barrier_wait(&g.start); /* the other producer waits there */
         return NULL;
     }
-    /* The workload alone: the same loop without pprofkit calls. */
+    /* The workload alone: the same loop without pprofkit calls (by id: the samples
+     * without their frames, the stack's ids gathered as push_ids does). */
     volatile size_t sink = 0;
+    ppk_id_frame fr[W1_MAX_DEPTH];
     double t0 = (bench_now_ns() * 1e-9);
     for (uint64_t k = 0; k < g.samples; k++) {
         if ((int)(k % (uint64_t)g.threads) != p->index) {
             w1_skip(&w);
             continue;
         }
-        const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
+        const ppk_sample_data *d = next(&w, &ws);
+        if (g.by_id) {
+            gather(&w, w.stack_fn + w.stack_off[ws.stack], d->n_frames, fr);
+            sink += (size_t)fr[d->n_frames - 1].function;
+        }
         sink += d->n_frames;
         p->frames += d->n_frames;
     }
@@ -227,7 +245,7 @@ static void *produce(void *arg) {
             w1_skip(&w);
             continue;
         }
-        const ppk_sample_data *d = w1_next(&w, g.variant, &ws);
+        const ppk_sample_data *d = next(&w, &ws);
         int rc = g.by_id ? record_by_id(s, &w, &ws) : bench_record(s, d);
         if (rc) {
             fprintf(stderr, "sample %llu: %s\n", (unsigned long long)k, ppk_strerror(rc));

@@ -10,14 +10,18 @@
  *
  * Everything that W1 fixes up front is built once by w1_init(): the function strings,
  * one ppk_frame per function, every stack as function indices (uint16, 360 KB for the
- * 5000 stacks) and the eight thread names. Producing a sample costs one snprintf of the
- * task name and a copy of its stack's frames from the 2000 per-function frames into the
- * caller's w1_sample, so a benchmark measures the library, not the workload. (Kept
- * compact on purpose: one ppk_frame per stack position, 14 MB for W1, made every frame
- * a cache miss of the benchmark's own, about 450 ns per sample counted as the library's.)
+ * 5000 stacks), the eight thread names and the 100 steady task names. Producing a
+ * sample costs its draw, the storm task name written in decimal (a profiler has its
+ * names in hand: snprintf alone took ~5% of a run by id) and, for the string API, a
+ * copy of its stack's frames from the 2000 per-function frames into the caller's
+ * w1_sample, so a benchmark measures the library, not the workload. (Kept compact on
+ * purpose: one ppk_frame per stack position, 14 MB for W1, made every frame a cache
+ * miss of the benchmark's own, about 450 ns per sample counted as the library's.)
  *
  * Samples are produced in order: w1_next() makes sample k = w->k and advances the
- * generator; w1_rewind() goes back to sample 0 with the same draws. The ppk_sample_data
+ * generator (w1_next_labels() the same without the frames, for callers that push the
+ * stack by function id from stack_fn); w1_rewind() goes back to sample 0 with the same
+ * draws. The ppk_sample_data
  * filled by w1_next() points into the caller's struct w1_sample (labels, values, task
  * name) and into the struct w1 (frames, thread names): valid until the next w1_next()
  * on the same w1_sample and until w1_free(). Not thread safe; use one struct w1 per
@@ -64,6 +68,8 @@ struct w1 {
     uint8_t stack_depth[W1_STACKS];
     char thread_name[W1_THREADS][16];
     size_t thread_name_len[W1_THREADS];
+    char steady_task[W1_STEADY_TASKS][16]; /* "Task-{i}" */
+    size_t steady_task_len[W1_STEADY_TASKS];
 };
 
 /* Caller-owned buffers for one sample (5 KB). */
@@ -157,6 +163,9 @@ static inline int w1_init(struct w1 *w) {
     for (uint32_t t = 0; t < W1_THREADS; t++)
         w->thread_name_len[t] =
             (size_t)snprintf(w->thread_name[t], sizeof w->thread_name[t], "Thread-%u", t);
+    for (uint32_t t = 0; t < W1_STEADY_TASKS; t++)
+        w->steady_task_len[t] =
+            (size_t)snprintf(w->steady_task[t], sizeof w->steady_task[t], "Task-%u", t);
 
     w->rng_start = w->rng;
     w->k = 0;
@@ -175,14 +184,33 @@ static inline void w1_skip(struct w1 *w) {
     w->k++;
 }
 
-/* Produces sample w->k of the given variant into `out` and advances to the next. */
-static inline const ppk_sample_data *w1_next(struct w1 *w, enum w1_variant variant,
-                                             struct w1_sample *out) {
+/* "Task-{k}" into buf (room for 32 bytes); its length. */
+static inline size_t w1_storm_task(char *buf, uint64_t k) {
+    char digits[20];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + k % 10);
+        k /= 10;
+    } while (k);
+    memcpy(buf, "Task-", 5);
+    for (size_t i = 0; i < n; i++) buf[5 + i] = digits[n - 1 - i];
+    return 5 + n;
+}
+
+/* Produces sample w->k of the given variant into `out` without its frames (out->stack
+ * names them in stack_fn) and advances to the next. */
+static inline const ppk_sample_data *w1_next_labels(struct w1 *w, enum w1_variant variant,
+                                                    struct w1_sample *out) {
     uint64_t k = w->k++;
     uint32_t j = (uint32_t)(w1_splitmix64(&w->rng) % W1_STACKS);
     uint32_t t = (uint32_t)(k % W1_THREADS);
-    int n = snprintf(out->task_name, sizeof out->task_name, "Task-%llu",
-                     (unsigned long long)(variant == W1_STORM ? k : k % W1_STEADY_TASKS));
+    ppk_str task = {out->task_name, 0};
+    if (variant == W1_STORM) {
+        task.len = w1_storm_task(out->task_name, k);
+    } else {
+        task.ptr = w->steady_task[k % W1_STEADY_TASKS];
+        task.len = w->steady_task_len[k % W1_STEADY_TASKS];
+    }
 
     out->k = k;
     out->stack = j;
@@ -191,13 +219,9 @@ static inline const ppk_sample_data *w1_next(struct w1 *w, enum w1_variant varia
                                  {NULL, 0}};
     out->labels[1] = (ppk_label){PPK_STR("thread name"), 0,
                                  {w->thread_name[t], w->thread_name_len[t]}, 0, {NULL, 0}};
-    out->labels[2] = (ppk_label){PPK_STR("task name"), 0, {out->task_name, (size_t)n}, 0,
-                                 {NULL, 0}};
+    out->labels[2] = (ppk_label){PPK_STR("task name"), 0, task, 0, {NULL, 0}};
     out->values[0] = W1_VALUE;
     out->values[1] = W1_VALUE;
-
-    const uint16_t *fn = w->stack_fn + w->stack_off[j];
-    for (uint32_t f = 0; f < w->stack_depth[j]; f++) out->frames[f] = w->fn_frame[fn[f]];
     out->data.frames = out->frames;
     out->data.n_frames = w->stack_depth[j];
     out->data.labels = out->labels;
@@ -206,6 +230,16 @@ static inline const ppk_sample_data *w1_next(struct w1 *w, enum w1_variant varia
     out->data.n_values = 2;
     out->data.timestamp_ns = 0;
     return &out->data;
+}
+
+/* Produces sample w->k of the given variant into `out`, its frames copied into
+ * out->frames, and advances to the next. */
+static inline const ppk_sample_data *w1_next(struct w1 *w, enum w1_variant variant,
+                                             struct w1_sample *out) {
+    const ppk_sample_data *d = w1_next_labels(w, variant, out);
+    const uint16_t *fn = w->stack_fn + w->stack_off[out->stack];
+    for (uint32_t f = 0; f < d->n_frames; f++) out->frames[f] = w->fn_frame[fn[f]];
+    return d;
 }
 
 #endif
