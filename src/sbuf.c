@@ -157,13 +157,20 @@ int ppk__sbuf_push_ids(ppk__sbuf *sb, const ppk_id_frame *frames, size_t n) {
     size_t room = sb->omitted ? 0 : sb->max_frames - sb->n_frames, off;
     if (n <= room && reserve(sb, n * PPK__FREC_ID_BYTES, &off) == 0) {
         /* Room for all of them: each record where the last one ended (records are
-         * multiples of 8 bytes), written without a check. */
+         * multiples of 8 bytes), written without a check. Through locals: a write
+         * through the byte buffer could alias the builder's fields. */
+        uint8_t *buf = sb->buf;
+        ppk__rec *r = sb->frames + sb->n_frames;
+        size_t at = off;
         for (size_t i = 0; i < n; i++) {
             size_t len = ppk__id_rec_bytes(0, frames[i].line);
-            ppk__put_id_rec(sb->buf + off, frames[i].function, 0, frames[i].line);
-            commit_frame(sb, off, len);
-            off += len;
+            ppk__put_id_rec(buf + at, frames[i].function, 0, frames[i].line);
+            r[i].off = at;
+            r[i].len = len;
+            at += len;
         }
+        sb->n_frames += n;
+        sb->len = at;
         return 0;
     }
     /* Past max_frames or max_bytes, or out of memory: one at a time, undone on error. */
