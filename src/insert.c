@@ -103,20 +103,21 @@ static int frame_id(ppk_profile *p, ppk__degraded *dg, const ppk_frame *f, uint3
     return rec_id(p, &p->locations, &lr, sizeof lr, 8, loc);
 }
 
-/* Remembers that record `rec` resolves to `value` in cache `d`/`values`; *cached is
- * its id there. Over budget the record is simply not cached (*cached PPK_DICT_NONE). */
-static int cache(ppk_profile *p, ppk__dict *d, uint32_t **values, size_t *cap,
-                 const uint8_t *rec, size_t len, uint64_t hash, uint32_t value,
+/* Remembers that record `rec` resolves to `value` (`size` bytes) in cache `d`, whose
+ * values by id are an array at the pointer `values` points to; *cached is its id there.
+ * Over budget the record is simply not cached (*cached PPK_DICT_NONE). */
+static int cache(ppk_profile *p, ppk__dict *d, void *values, size_t *cap, size_t size,
+                 const uint8_t *rec, size_t len, uint64_t hash, const void *value,
                  uint32_t *cached) {
     *cached = PPK_DICT_NONE;
-    void *arr = *values;
-    if (ppk__grow(&p->mem, &arr, cap, d->n, (size_t)d->n + 1, sizeof(uint32_t))) {
+    void *arr;
+    memcpy(&arr, values, sizeof arr); /* the array's own pointer type, read as void * */
+    if (ppk__grow(&p->mem, &arr, cap, d->n, (size_t)d->n + 1, size))
         return why(p) == LIMIT ? 0 : PPK_ENOMEM;
-    }
-    *values = arr;
+    memcpy(values, &arr, sizeof arr);
     uint32_t id = ppk__dict_intern(d, rec, len, hash, 8, NULL);
     if (id == PPK_DICT_NONE) return why(p) == LIMIT ? 0 : PPK_ENOMEM;
-    (*values)[id] = value;
+    memcpy((uint8_t *)arr + (size_t)id * size, value, size);
     *cached = id;
     return 0;
 }
@@ -128,7 +129,7 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
     uint64_t hash = ppk__hash(rec, len);
     uint32_t id = ppk__dict_find(&p->frame_recs, rec, len, hash);
     if (id != PPK_DICT_NONE) {
-        *loc = p->frame_loc[id];
+        *loc = p->frame_val[id].loc;
         *rid = id;
         return 0;
     }
@@ -147,9 +148,15 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
     } else {
         rc = frame_id(p, dg, &f, loc);
     }
-    return rc ? rc
-              : cache(p, &p->frame_recs, &p->frame_loc, &p->frame_loc_cap, rec, len, hash,
-                      *loc, rid);
+    if (rc) return rc;
+    ppk__frame_val v;
+    memset(&v, 0, sizeof v);
+    uint32_t kind;
+    memcpy(&kind, rec, sizeof kind);
+    if (len == sizeof(ppk__idrec) && kind == PPK__FREC_ID16) memcpy(v.id16, rec, len);
+    v.loc = *loc;
+    return cache(p, &p->frame_recs, &p->frame_val, &p->frame_val_cap, sizeof v, rec,
+                 len, hash, &v, rid);
 }
 
 /* The one-frame stack "[pprofkit: memory limit]", made once per window past budget. */
@@ -177,7 +184,7 @@ static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r, uint3
     size_t n = r->n_frames;
     *cacheable = 0;
     if (n && !r->omitted) {
-        *stack = ppk__stack_cache_find(&p->sc, &p->frame_recs, r);
+        *stack = ppk__stack_cache_find(&p->sc, &p->frame_recs, p->frame_val, r);
         if (*stack != PPK_DICT_NONE) return 0;
     }
     int all = n && !r->omitted, rc = 0;
@@ -240,8 +247,8 @@ static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
     int rc = label_id(p, dg, &l, out, &is_new);
     if (rc || is_new) return rc;
     uint32_t cached;
-    return cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, rec, r->len, r->hash,
-                 *out, &cached);
+    return cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, sizeof *out, rec,
+                 r->len, r->hash, out, &cached);
 }
 
 /* Whether label `id` has the placeholder as its key. */

@@ -201,7 +201,7 @@ void ppk_profile_free(ppk_profile *p) {
         ppk__sbuf_destroy(p->sbuf);
         ppk__mem_free(&p->aux, p->sbuf, sizeof *p->sbuf);
     }
-    ppk__mem_free(&p->mem, p->frame_loc, p->frame_loc_cap * sizeof *p->frame_loc);
+    ppk__mem_free(&p->mem, p->frame_val, p->frame_val_cap * sizeof *p->frame_val);
     ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
     ppk__stack_cache_destroy(&p->sc, &p->mem);
     ppk__pb_destroy(&p->pb);
@@ -334,7 +334,7 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
     ppk__dict_shrink(&p->strings.d);
     shrink(&p->mem, (void **)&p->values, &p->values_cap, samples, p->n_types * sizeof(int64_t));
-    shrink(&p->mem, (void **)&p->frame_loc, &p->frame_loc_cap, frames, sizeof *p->frame_loc);
+    shrink(&p->mem, (void **)&p->frame_val, &p->frame_val_cap, frames, sizeof *p->frame_val);
     shrink(&p->mem, (void **)&p->label_of, &p->label_of_cap, labels, sizeof *p->label_of);
     ppk__stack_cache_reset(&p->sc, &p->mem, stacks);
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);

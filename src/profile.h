@@ -130,8 +130,8 @@ struct ppk_profile {
     /* Caches keyed by records (record.h), hashed at push: a known frame record gives
      * its location at the cost of one lookup, a known label record its label. */
     ppk__dict frame_recs, label_recs;
-    uint32_t *frame_loc;      /* by frame_recs id: location id */
-    size_t frame_loc_cap;
+    ppk__frame_val *frame_val; /* by frame_recs id: location id (stack_cache.h) */
+    size_t frame_val_cap;
     uint32_t *label_of;       /* by label_recs id: labels id */
     size_t label_of_cap;
     ppk__stack_cache sc;      /* a known stack without a lookup per frame */

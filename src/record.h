@@ -86,6 +86,8 @@ typedef struct ppk__recs {
     /* The hash of the bytes from the first frame record to the end of the last one
      * (label records pushed in between included); 0 without frames. */
     uint64_t stack_hash;
+    size_t span_len;      /* of those bytes; 0 without frames */
+    int span_frames_only; /* no label record among them */
 } ppk__recs;
 
 /* Decodes a frame record into views of its strings (valid while the record is). A

@@ -316,9 +316,15 @@ void ppk__sbuf_seal(const ppk__sbuf *sb, ppk__recs *out) {
     out->timestamp_ns = sb->timestamp_ns;
     out->fit = sb->fit;
     out->stack_hash = 0;
+    out->span_len = 0;
+    out->span_frames_only = 1;
     if (!sb->n_frames) return;
     const ppk__rec *last = &sb->frames[sb->n_frames - 1];
     size_t start = sb->frames[0].off, len = last->off + last->len - start;
+    out->span_len = len;
+    for (size_t i = 0; i < sb->n_labels; i++)
+        if (sb->labels[i].off > start && sb->labels[i].off < start + len)
+            out->span_frames_only = 0;
     /* XXH3 uses its vector code only past 240 bytes. */
     out->stack_hash = len > 240 ? XXH3_64bits_dispatch(sb->buf + start, len)
                                 : ppk__hash(sb->buf + start, len);

@@ -7,6 +7,10 @@
  * comparing each frame record byte for byte with the cached one, so the hash is only
  * a hint: two stacks that share a hash never get each other's id (the second is simply
  * not cached). A known stack then costs one probe and n compares instead of n lookups.
+ * When every frame is a 16-byte record by id laid out back to back (the common case,
+ * ppk_sample_push_frames_id), each is compared with the copy that the window keeps of
+ * it in a dense array by frame_recs id (ppk__frame_val): one read of 16 bytes a frame
+ * from a small array, not a dict entry and then the key it points to.
  *
  * Open addressing with linear probing, at most 3/4 full; the entries' ids live in the
  * window's arena, so they go with it at reset. Nothing is ever required to be cached:
@@ -24,6 +28,13 @@
 #include "arena.h"
 #include "dict.h"
 #include "record.h"
+
+/* What a window keeps for each of its frame_recs ids: the location, and the record
+ * itself when it is a 16-byte frame by id (zero otherwise, which no such record is). */
+typedef struct ppk__frame_val {
+    uint64_t id16[2];
+    uint32_t loc;
+} ppk__frame_val;
 
 typedef struct ppk__stack_slot {
     uint64_t hash;
@@ -60,14 +71,33 @@ static inline int ppk__rec_eq(const uint8_t *a, const uint8_t *b, size_t len) {
     return memcmp(a, b, len) == 0;
 }
 
-/* The stack of sample `r` if it is cached: every frame record equal to the cached
- * record of the same position in `frame_recs`. Else PPK_DICT_NONE. Inline: it runs at
- * every flush, under the shard's lock. */
+/* Whether the sample's n frame records are 16-byte records by id, back to back, equal
+ * to those of frame_recs ids `ids` (in vals). */
+static inline int ppk__id16_run_eq(const ppk__frame_val *vals, const uint32_t *ids,
+                                   const uint8_t *run, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x[2];
+        memcpy(x, run + i * sizeof(ppk__idrec), sizeof x);
+        const uint64_t *y = vals[ids[i]].id16;
+        if ((x[0] ^ y[0]) | (x[1] ^ y[1])) return 0;
+    }
+    return 1;
+}
+
+/* The stack of sample `r` (with frames) if it is cached: every frame record equal to
+ * the cached record of the same position in `frame_recs`. Else PPK_DICT_NONE. Inline:
+ * it runs at every flush, under the shard's lock. */
 static inline uint32_t ppk__stack_cache_find(const ppk__stack_cache *c,
-                                             const ppk__dict *frame_recs, const ppk__recs *r) {
+                                             const ppk__dict *frame_recs,
+                                             const ppk__frame_val *vals, const ppk__recs *r) {
     if (!c->slots) return PPK_DICT_NONE;
     const uint32_t *recs = ppk__stack_slot_of(c->slots, c->mask, r->stack_hash)->recs;
     if (!recs || recs[0] != r->n_frames) return PPK_DICT_NONE;
+    /* Records are at least 16 bytes, so a run of n in 16n bytes is all 16-byte ones. */
+    if (r->span_frames_only && r->span_len == r->n_frames * sizeof(ppk__idrec))
+        return ppk__id16_run_eq(vals, recs + 2, r->buf + r->frames[0].off, r->n_frames)
+                   ? recs[1]
+                   : PPK_DICT_NONE;
     for (size_t i = 0; i < r->n_frames; i++) {
         uint32_t len;
         const uint8_t *rec = ppk__dict_key(frame_recs, recs[2 + i], &len);

@@ -7,12 +7,16 @@
  * different stacks. The hash must not depend on what the builder's buffer held before
  * (the padding between records is zeroed), and label records pushed between frames
  * must not change which stack a sample gets. Samples with omitted frames are not cached
- * and still resolve to one stack.
+ * and still resolve to one stack. Frames by function id in 16-byte records are compared
+ * against the window's dense copies of them (ppk__frame_val): a frame that differs in
+ * its id or its line, a 32-byte record by id, or a label between the frames must still
+ * give the right stack.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
+#include "fdict.h"
 #include "profile.h"
 #include "sbuf.h"
 
@@ -168,9 +172,99 @@ static void test_omitted_frames_not_cached(void) {
     fx_done(&f);
 }
 
+/* The cache's answer for sample r: its stack id, or PPK_DICT_NONE. */
+static uint32_t find(ppk_profile *p, const ppk__recs *r) {
+    return ppk__stack_cache_find(&p->sc, &p->frame_recs, p->frame_val, r);
+}
+
+/* Builds a sample of n frames by id in x's builder (one push of them all, or a label
+ * after frame `label_after` if it is less than n), one value of 1, sealed into x->r. */
+static void build_ids(fx *x, const ppk_id_frame *f, size_t n, size_t label_after) {
+    ppk__sbuf *sb = &x->sb;
+    ppk__sbuf_clear(sb, SIZE_MAX);
+    size_t first = label_after < n ? label_after + 1 : n;
+    CHECK_EQ_INT(ppk__sbuf_push_ids(sb, f, first), 0);
+    if (first < n) {
+        ppk_label l;
+        memset(&l, 0, sizeof l);
+        l.key = PPK_STR("thread name");
+        l.str = PPK_STR("main");
+        CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
+        CHECK_EQ_INT(ppk__sbuf_push_ids(sb, f + first, n - first), 0);
+    }
+    sb->values[0] = 1;
+    ppk__sbuf_seal(sb, &x->r);
+}
+
+/* Frames by id: a hit compares the dense copies; the same hash for other frames (one
+ * id, or one line, changed) is not merged; a 32-byte record by id and a label between
+ * frames take the record-by-record compare and still find their stack. */
+static void test_id_frames(void) {
+    fx f;
+    fx_init(&f, 64);
+    ppk_profile *p = f.p;
+    ppk__fdict d;
+    CHECK_EQ_INT(ppk__fdict_init(&d, NULL, 64, 1 << 20, 4096, 2), 0);
+    p->fdict = &d;
+    const char *names[] = {"leaf", "mid", "main", "other"};
+    ppk_function_id id[4];
+    for (int i = 0; i < 4; i++) {
+        ppk_function fn = {cstr(names[i]), {NULL, 0}, cstr("a.py"), 0};
+        CHECK_EQ_INT(ppk__fdict_intern(&d, &fn, &id[i]), 0);
+    }
+    ppk_id_frame a[3] = {{id[0], 3}, {id[1], 10}, {id[2], 1}};
+    ppk_id_frame b[3] = {{id[0], 3}, {id[3], 10}, {id[2], 1}}; /* another function */
+    ppk_id_frame c[3] = {{id[0], 3}, {id[1], 11}, {id[2], 1}}; /* another line */
+    ppk_id_frame wide[3] = {{id[0], 3}, {id[1], -1}, {id[2], 1}}; /* a 32-byte record */
+
+    build_ids(&f, a, 3, 3);
+    CHECK(f.r.span_frames_only);
+    CHECK_EQ_U64(f.r.span_len, 3 * sizeof(ppk__idrec));
+    uint64_t hash_a = f.r.stack_hash;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(stacks(p), 1);
+    CHECK_EQ_U64(p->sc.n, 1);
+    CHECK_EQ_U64(find(p, &f.r), 0); /* a hit */
+    build_ids(&f, b, 3, 3);
+    f.r.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(stacks(p), 2);
+    build_ids(&f, c, 3, 3);
+    f.r.stack_hash = hash_a;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(stacks(p), 3);
+    CHECK_EQ_U64(find(p, &f.r), PPK_DICT_NONE);
+    /* A label after the first frame: the records are not back to back. */
+    build_ids(&f, a, 3, 0);
+    CHECK(!f.r.span_frames_only);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(find(p, &f.r), 0);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(stacks(p), 3);
+    /* A 32-byte record: cached, then found again, and not A's stack. */
+    build_ids(&f, wide, 3, 3);
+    CHECK(f.r.span_len > 3 * sizeof(ppk__idrec));
+    uint32_t cached = (uint32_t)p->sc.n;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(p->sc.n, cached + 1);
+    CHECK_EQ_U64(find(p, &f.r), 3);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(stacks(p), 4);
+
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    CHECK_EQ_U64(s.samples_added, 8);
+    CHECK_EQ_U64(s.samples_aggregated, 5); /* A's stack also with the label */
+    p->fdict = NULL;
+    fx_done(&f);
+    ppk__fdict_destroy(&d);
+}
+
 int main(void) {
     RUN(test_forced_collision_is_not_merged);
     RUN(test_hash_is_stable);
     RUN(test_omitted_frames_not_cached);
+    RUN(test_id_frames);
     return check_summary();
 }
