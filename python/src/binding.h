@@ -139,8 +139,8 @@ const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *loc
  * the queue is full or the version has no such queue (3.11). */
 int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *));
 #define PPK_PY_HOLDER_CALLS (PY_VERSION_HEX >= 0x030C0000)
-/* internals.c: a walk through thread t's complete frames, innermost first, with the
- * GIL held (valid while it is). */
+/* internals.c: a walk through thread t's frames, innermost first, with the GIL held
+ * (valid while it is). */
 typedef struct ppk_py_walk {
     const void *f;                  /* the next frame, NULL at the end */
     const char *lo, *top, *deepest; /* the data stack's chunk; its deepest frame walked */
@@ -148,12 +148,19 @@ typedef struct ppk_py_walk {
 /* Begins it, prefetching the top `prefetch` bytes of the thread's data stack (32 KiB
  * at most). */
 void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch);
-/* A frame: its code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti). */
+/* A frame: its code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti),
+ * and whether it is complete whatever the offset (a generator's frame). Any other frame
+ * is complete if its offset is past its code's prologue (ppk_py_frame_traceable): one
+ * that is not (a function still in its prologue) is left out, as PyFrame_GetBack does. */
 typedef struct ppk_py_frame_ref {
     PyCodeObject *code;
     int lasti;
+    int complete;
 } ppk_py_frame_ref;
-/* The walk's next frames, up to max of them, into refs: how many (0 at the end). */
+/* internals.c: whether instruction offset lasti of code is past its prologue. */
+int ppk_py_frame_traceable(PyCodeObject *code, int lasti);
+/* The walk's next frames (but C-stack entry frames), up to max of them, into refs: how
+ * many (0 at the end). */
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
 /* How many bytes from the top of the data stack the frames walked so far take. */
 static inline size_t ppk_py_walk_span(const ppk_py_walk *w) {

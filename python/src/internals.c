@@ -107,18 +107,31 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
 /* ---- frames ------------------------------------------------------------------------ */
 /* A thread's interpreter frames are a linked list from its current frame
  * (tstate->cframe->current_frame on 3.11 and 3.12, tstate->current_frame on 3.13)
- * through `previous`. Frames that are incomplete (a function still in its prologue, and
- * on 3.12 and later the C-stack entry frames) are skipped, as PyThreadState_GetFrame and
- * PyFrame_GetBack skip them; a frame's code is f_code (f_executable on 3.13, always a
- * code object on a complete frame) and its instruction the one _PyInterpreterFrame_LASTI
- * gives. Reading them creates no frame object. */
+ * through `previous`. Frames that are incomplete (on 3.12 and later the C-stack entry
+ * frames, and a function still in its prologue) are left out, as PyThreadState_GetFrame
+ * and PyFrame_GetBack leave them out: the walk skips the former; the latter is a matter
+ * of the code's first traceable instruction, which the caller's frame cache knows
+ * (ppk_py_frame_traceable). A frame's code is f_code (f_executable on 3.13, a code
+ * object on every frame but the C-stack entry ones) and its instruction the one
+ * _PyInterpreterFrame_LASTI gives. Reading them creates no frame object. */
 
 /* How much of the top of a thread's data stack ppk_py_walk_begin prefetches at most. */
 #define PREFETCH_MAX 32768
 
-static _PyInterpreterFrame *first_complete(_PyInterpreterFrame *f) {
-    while (f && _PyFrame_IsIncomplete(f)) f = f->previous;
+/* The walk's next frame that may be complete: a C-stack entry frame (3.12 and later)
+ * never is. Whether the others are depends on their code (ppk_py_frame_traceable), which
+ * the walk leaves to the caller: its frame cache knows without reading the code. */
+static _PyInterpreterFrame *maybe_complete(_PyInterpreterFrame *f) {
+#if PY_VERSION_HEX >= 0x030C0000
+    while (f && f->owner == FRAME_OWNED_BY_CSTACK) f = f->previous;
+#endif
     return f;
+}
+
+int ppk_py_frame_traceable(PyCodeObject *code, int lasti) {
+    /* _PyFrame_IsIncomplete's test, on the offset: an instruction before the first
+     * traceable one is the function's prologue. */
+    return lasti >= 0 && lasti / (int)sizeof(_Py_CODEUNIT) >= code->_co_firsttraceable;
 }
 
 void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch) {
@@ -137,9 +150,9 @@ void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch) {
         for (const char *p = w->top; p > lo; p -= 64) __builtin_prefetch(p - 1);
     }
 #if PY_VERSION_HEX >= 0x030D0000
-    w->f = first_complete(t->current_frame);
+    w->f = maybe_complete(t->current_frame);
 #else
-    w->f = t->cframe ? first_complete(t->cframe->current_frame) : NULL;
+    w->f = t->cframe ? maybe_complete(t->cframe->current_frame) : NULL;
 #endif
 }
 
@@ -154,7 +167,8 @@ size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max) {
 #endif
         int i = _PyInterpreterFrame_LASTI(f);
         refs[n].lasti = i < 0 ? -1 : i * (int)sizeof(_Py_CODEUNIT); /* as PyFrame_GetLasti */
-        w->f = f = first_complete(f->previous);
+        refs[n].complete = f->owner == FRAME_OWNED_BY_GENERATOR;
+        w->f = f = maybe_complete(f->previous);
     }
     return n;
 }

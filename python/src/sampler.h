@@ -21,7 +21,8 @@ typedef struct gframe {
     ppk_function_id fid; /* the function in the recorder's dictionary; 0: not known */
     PyCodeObject *code;  /* and instruction offset: the frame cache's key (below) */
     int lasti;
-    uint32_t slot;       /* of the frame cache entry it came from */
+    uint16_t slot;       /* of the frame cache entry it came from (FCACHE_SIZE) */
+    uint8_t traceable;   /* lasti is past the code's prologue (ppk_py_frame_traceable) */
 } gframe;
 
 typedef struct glabel {
@@ -61,6 +62,7 @@ typedef struct gthread {
  * cached); an evicted code is released at the next tick, since strings of the tick
  * being gathered may point into it. */
 #define FCACHE_SIZE 4096
+_Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
 
 /* What a thread had at its previous sample, for the deltas; and its frames then, which
  * are still its frames if its CPU clock has not moved since (ppk_py_gather_thread). */

@@ -211,7 +211,7 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
     /* The entry holds a reference to code. */
     *e = (gframe){ppk_py_utf8(code->co_qualname), ppk_py_utf8(code->co_filename), code->co_firstlineno,
                   line > 0 ? line : 0, 0, (PyCodeObject *)Py_NewRef(code), lasti,
-                  (uint32_t)(e - sp->fcache)};
+                  (uint16_t)(e - sp->fcache), (uint8_t)ppk_py_frame_traceable(code, lasti)};
     *out = *e;
     return 0;
 }
@@ -305,10 +305,19 @@ static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t
             entries[i] = fcache_entry(sp, refs[i].code, refs[i].lasti);
             __builtin_prefetch(entries[i]);
         }
-        for (size_t i = 0; i < n; i++)
-            if (entry_frame(sp, entries[i], refs[i].code, refs[i].lasti, &out[i])) return -1;
-        b->frames.n += n;
-        gt->n_frames += n;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const ppk_py_frame_ref *r = &refs[i];
+            const gframe *e = entries[i];
+            /* Whether a frame is past its prologue is known to its cache entry: the
+             * code object is read only when there is none. */
+            int known = e->code == r->code && e->lasti == r->lasti;
+            if (!r->complete && !(known ? e->traceable : ppk_py_frame_traceable(r->code, r->lasti)))
+                continue;
+            if (entry_frame(sp, entries[i], r->code, r->lasti, &out[k++])) return -1;
+        }
+        b->frames.n += k;
+        gt->n_frames += k;
     }
     gt->stack_bytes = ppk_py_walk_span(&w);
     /* Every entry still holds its code unless a deeper frame evicted one. */
