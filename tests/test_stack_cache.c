@@ -84,6 +84,13 @@ static void fx_done(fx *f) {
     ppk_profile_free(f->p);
 }
 
+/* Adds x's sample under stack_hash `hash`; the window must then hold `want` stacks. */
+static void add_as(fx *x, uint64_t hash, uint64_t want) {
+    x->r.stack_hash = hash;
+    CHECK_EQ_INT(ppk__profile_add_recs(x->p, &x->r), 0);
+    CHECK_EQ_U64(stacks(x->p), want);
+}
+
 static const fr A[] = {{"leaf", "a.py", 3}, {"mid", "a.py", 10}, {"main", "main.py", 1}};
 static const fr B[] = {{"leaf", "a.py", 3}, {"other", "b.py", 7}, {"main", "main.py", 1}};
 
@@ -104,14 +111,10 @@ static void test_forced_collision_is_not_merged(void) {
 
     build(&f, B, 3, 3);
     CHECK(f.r.stack_hash != hash_a);
-    f.r.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
-    CHECK_EQ_U64(stacks(p), 2);
+    add_as(&f, hash_a, 2);
     /* Fewer frames under the same hash: a third stack. */
     build(&f, A, 2, 2);
-    f.r.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
-    CHECK_EQ_U64(stacks(p), 3);
+    add_as(&f, hash_a, 3);
     /* The hash stays A's: A still hits, and B with its own hash is its own stack. */
     build(&f, A, 3, 3);
     CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
@@ -227,13 +230,9 @@ static void test_id_frames(void) {
     CHECK_EQ_U64(p->sc.n, 1);
     CHECK_EQ_U64(find(p, &f.r), 0); /* a hit */
     build_ids(&f, b, 3, 3);
-    f.r.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
-    CHECK_EQ_U64(stacks(p), 2);
+    add_as(&f, hash_a, 2);
     build_ids(&f, c, 3, 3);
-    f.r.stack_hash = hash_a;
-    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
-    CHECK_EQ_U64(stacks(p), 3);
+    add_as(&f, hash_a, 3);
     CHECK_EQ_U64(find(p, &f.r), PPK_DICT_NONE);
     /* A label after the first frame: the records are not back to back. */
     build_ids(&f, a, 3, 0);
