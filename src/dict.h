@@ -86,4 +86,10 @@ static inline const uint8_t *ppk__dict_key(const ppk__dict *d, uint32_t id, uint
     return e->len <= PPK_DICT_INLINE ? e->key.bytes : e->key.ptr;
 }
 
+/* Starts fetching the slot where a lookup of `hash` begins (a hint; no effect on the
+ * dict). */
+static inline void ppk__dict_prefetch(const ppk__dict *d, uint64_t hash) {
+    if (d->slots) __builtin_prefetch(&d->slots[(uint32_t)hash & d->mask]);
+}
+
 #endif

@@ -177,16 +177,12 @@ static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
     return 0;
 }
 
-/* The sample's stack: from the stack cache, or frame by frame. *cacheable tells whether
- * it may be put in the cache (every frame record cached, nothing omitted). */
+/* The sample's stack, frame by frame (not found in the stack cache). *cacheable tells
+ * whether it may be put in the cache (every frame record cached, nothing omitted). */
 static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r, uint32_t *stack,
                     int *cacheable) {
     size_t n = r->n_frames;
     *cacheable = 0;
-    if (n && !r->omitted) {
-        *stack = ppk__stack_cache_find(&p->sc, &p->frame_recs, p->frame_val, r);
-        if (*stack != PPK_DICT_NONE) return 0;
-    }
     int all = n && !r->omitted, rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         rc = frame_rec_loc(p, dg, r->buf + r->frames[i].off, r->frames[i].len,
@@ -293,6 +289,11 @@ static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
     return 0;
 }
 
+static uint64_t sample_hash(uint32_t stack, uint32_t set) {
+    ppk__sample_rec sr = {stack, set};
+    return ppk__hash(&sr, sizeof sr);
+}
+
 /* The aggregated sample (stack, set): 0, LIMIT or PPK_ENOMEM. */
 static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id) {
     size_t nt = p->n_types;
@@ -304,7 +305,7 @@ static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id)
     p->values = arr;
     ppk__sample_rec sr = {stack, set};
     int is_new;
-    *id = ppk__dict_intern(&p->samples, &sr, sizeof sr, ppk__hash(&sr, sizeof sr), 4, &is_new);
+    *id = ppk__dict_intern(&p->samples, &sr, sizeof sr, sample_hash(stack, set), 4, &is_new);
     if (*id == PPK_DICT_NONE) return why(p);
     if (is_new) memset(&p->values[(size_t)*id * nt], 0, nt * sizeof(int64_t));
     return 0;
@@ -333,11 +334,31 @@ static int keep_timestamped(ppk_profile *p, const ppk__recs *r, uint32_t stack, 
     return 0;
 }
 
+/* The sample's stack and label set. A stack the cache may hold is matched after the
+ * labels: its entry is fetched while they are resolved, and the sample map's slot for
+ * (its stack, the set) while its frames are compared (both likely cache misses). A
+ * stack not cached is resolved first, so that its strings are interned before the
+ * labels'. */
+static int stack_and_set(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
+                         uint32_t *stack, uint32_t *set, int *cacheable) {
+    const uint32_t *e = r->n_frames && !r->omitted ? ppk__stack_cache_entry(&p->sc, r) : NULL;
+    int rc;
+    *stack = PPK_DICT_NONE;
+    *cacheable = 0;
+    if (e) {
+        __builtin_prefetch(e);
+        if ((rc = label_set_id(p, dg, r, set))) return rc;
+        ppk__dict_prefetch(&p->samples, sample_hash(ppk__stack_entry_stack(e), *set));
+        *stack = ppk__stack_cache_match(e, &p->frame_recs, p->frame_val, r);
+    }
+    if (*stack == PPK_DICT_NONE && (rc = stack_id(p, dg, r, stack, cacheable))) return rc;
+    return e ? 0 : label_set_id(p, dg, r, set);
+}
+
 static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
     uint32_t stack, set, id;
     int rc, cacheable;
-    if ((rc = stack_id(p, dg, r, &stack, &cacheable)) || (rc = label_set_id(p, dg, r, &set)))
-        return rc;
+    if ((rc = stack_and_set(p, dg, r, &stack, &set, &cacheable))) return rc;
     uint32_t resolved = stack;
     if (r->timestamp_ns) {
         rc = keep_timestamped(p, r, stack, set);

@@ -84,15 +84,22 @@ static inline int ppk__id16_run_eq(const ppk__frame_val *vals, const uint32_t *i
     return 1;
 }
 
-/* The stack of sample `r` (with frames) if it is cached: every frame record equal to
- * the cached record of the same position in `frame_recs`. Else PPK_DICT_NONE. Inline:
- * it runs at every flush, under the shard's lock. */
-static inline uint32_t ppk__stack_cache_find(const ppk__stack_cache *c,
-                                             const ppk__dict *frame_recs,
-                                             const ppk__frame_val *vals, const ppk__recs *r) {
-    if (!c->slots) return PPK_DICT_NONE;
-    const uint32_t *recs = ppk__stack_slot_of(c->slots, c->mask, r->stack_hash)->recs;
-    if (!recs || recs[0] != r->n_frames) return PPK_DICT_NONE;
+/* The entry cached under sample r's stack_hash, or NULL; not read yet (see
+ * ppk__stack_cache_match), so that the caller may fetch it while doing other work. */
+static inline const uint32_t *ppk__stack_cache_entry(const ppk__stack_cache *c,
+                                                     const ppk__recs *r) {
+    return c->slots ? ppk__stack_slot_of(c->slots, c->mask, r->stack_hash)->recs : NULL;
+}
+
+/* The stack of entry `recs` (a stack id, a candidate until matched). */
+static inline uint32_t ppk__stack_entry_stack(const uint32_t *recs) { return recs[1]; }
+
+/* The stack of sample `r` (with frames) if entry `recs` holds it: every frame record
+ * equal to the cached record of the same position in `frame_recs`. Else PPK_DICT_NONE.
+ * Inline: it runs at every flush, under the shard's lock. */
+static inline uint32_t ppk__stack_cache_match(const uint32_t *recs, const ppk__dict *frame_recs,
+                                              const ppk__frame_val *vals, const ppk__recs *r) {
+    if (recs[0] != r->n_frames) return PPK_DICT_NONE;
     /* Records are at least 16 bytes, so a run of n in 16n bytes is all 16-byte ones. */
     if (r->span_frames_only && r->span_len == r->n_frames * sizeof(ppk__idrec))
         return ppk__id16_run_eq(vals, recs + 2, r->buf + r->frames[0].off, r->n_frames)

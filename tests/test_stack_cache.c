@@ -177,7 +177,8 @@ static void test_omitted_frames_not_cached(void) {
 
 /* The cache's answer for sample r: its stack id, or PPK_DICT_NONE. */
 static uint32_t find(ppk_profile *p, const ppk__recs *r) {
-    return ppk__stack_cache_find(&p->sc, &p->frame_recs, p->frame_val, r);
+    const uint32_t *e = ppk__stack_cache_entry(&p->sc, r);
+    return e ? ppk__stack_cache_match(e, &p->frame_recs, p->frame_val, r) : PPK_DICT_NONE;
 }
 
 /* Builds a sample of n frames by id in x's builder (one push of them all, or a label
