@@ -86,6 +86,23 @@ static inline const uint8_t *ppk__dict_key(const ppk__dict *d, uint32_t id, uint
     return e->len <= PPK_DICT_INLINE ? e->key.bytes : e->key.ptr;
 }
 
+/* For a caller that keeps its own copy of each key by id and compares with it: the
+ * ids whose stored hash matches `hash` in its high half, in probe order. *i starts at
+ * ppk__dict_slot(d, hash); each call gives the next id, or PPK_DICT_NONE at the end.
+ * The key must have been looked for with this hash (ppk__hash). */
+static inline uint32_t ppk__dict_slot(const ppk__dict *d, uint64_t hash) {
+    return (uint32_t)hash & d->mask;
+}
+
+static inline uint32_t ppk__dict_next_id(const ppk__dict *d, uint64_t hash, uint32_t *i) {
+    uint64_t tag = hash & 0xffffffff00000000ull;
+    for (uint64_t s; (s = d->slots[*i]) != 0;) {
+        *i = (*i + 1) & d->mask;
+        if ((s & 0xffffffff00000000ull) == tag) return (uint32_t)s - 1;
+    }
+    return PPK_DICT_NONE;
+}
+
 /* Starts fetching the slot where a lookup of `hash` begins (a hint; no effect on the
  * dict). */
 static inline void ppk__dict_prefetch(const ppk__dict *d, uint64_t hash) {

@@ -122,12 +122,35 @@ static int cache(ppk_profile *p, ppk__dict *d, void *values, size_t *cap, size_t
     return 0;
 }
 
-/* The location of a frame record; *rid its frame_recs id, or PPK_DICT_NONE if it could
- * not be cached. */
+/* Whether `rec` (len bytes) is a 16-byte record by id. */
+static int is_id16(const uint8_t *rec, size_t len) {
+    uint32_t kind;
+    memcpy(&kind, rec, sizeof kind);
+    return len == sizeof(ppk__idrec) && kind == PPK__FREC_ID16;
+}
+
+/* The frame_recs id of record `rec` (ppk__hash `hash`), or PPK_DICT_NONE. A 16-byte
+ * record by id is compared with the dense copy beside its location (one read, where
+ * the dict would read its entry and then the key it points to). */
+static uint32_t frame_rec_find(const ppk_profile *p, const uint8_t *rec, size_t len,
+                               uint64_t hash) {
+    if (!is_id16(rec, len) || !p->frame_recs.slots)
+        return ppk__dict_find(&p->frame_recs, rec, len, hash);
+    uint64_t x[2];
+    memcpy(x, rec, sizeof x);
+    uint32_t i = ppk__dict_slot(&p->frame_recs, hash), id;
+    while ((id = ppk__dict_next_id(&p->frame_recs, hash, &i)) != PPK_DICT_NONE) {
+        const uint64_t *y = p->frame_val[id].id16;
+        if (((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0) break;
+    }
+    return id;
+}
+
+/* The location of a frame record whose ppk__hash is `hash`; *rid its frame_recs id, or
+ * PPK_DICT_NONE if it could not be cached. */
 static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, size_t len,
-                         uint32_t *loc, uint32_t *rid) {
-    uint64_t hash = ppk__hash(rec, len);
-    uint32_t id = ppk__dict_find(&p->frame_recs, rec, len, hash);
+                         uint64_t hash, uint32_t *loc, uint32_t *rid) {
+    uint32_t id = frame_rec_find(p, rec, len, hash);
     if (id != PPK_DICT_NONE) {
         *loc = p->frame_val[id].loc;
         *rid = id;
@@ -151,9 +174,7 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
     if (rc) return rc;
     ppk__frame_val v;
     memset(&v, 0, sizeof v);
-    uint32_t kind;
-    memcpy(&kind, rec, sizeof kind);
-    if (len == sizeof(ppk__idrec) && kind == PPK__FREC_ID16) memcpy(v.id16, rec, len);
+    if (is_id16(rec, len)) memcpy(v.id16, rec, len);
     v.loc = *loc;
     return cache(p, &p->frame_recs, &p->frame_val, &p->frame_val_cap, sizeof v, rec,
                  len, hash, &v, rid);
@@ -177,6 +198,8 @@ static int overflow_stack(ppk_profile *p, ppk__degraded *dg, uint32_t *stack) {
     return 0;
 }
 
+#define FRAME_BLOCK 16
+
 /* The sample's stack, frame by frame (not found in the stack cache). *cacheable tells
  * whether it may be put in the cache (every frame record cached, nothing omitted). */
 static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r, uint32_t *stack,
@@ -184,10 +207,20 @@ static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r, uint3
     size_t n = r->n_frames;
     *cacheable = 0;
     int all = n && !r->omitted, rc = 0;
-    for (size_t i = 0; !rc && i < n; i++) {
-        rc = frame_rec_loc(p, dg, r->buf + r->frames[i].off, r->frames[i].len,
-                           &p->stack_buf[i], &p->rec_buf[i]);
-        all &= p->rec_buf[i] != PPK_DICT_NONE;
+    /* A block of frames at a time: their hashes first and their slots in frame_recs
+     * fetched together, so that the lookups' cache misses overlap. */
+    for (size_t b = 0; !rc && b < n; b += FRAME_BLOCK) {
+        size_t m = n - b < FRAME_BLOCK ? n - b : FRAME_BLOCK;
+        uint64_t h[FRAME_BLOCK];
+        for (size_t j = 0; j < m; j++) {
+            h[j] = ppk__hash(r->buf + r->frames[b + j].off, r->frames[b + j].len);
+            ppk__dict_prefetch(&p->frame_recs, h[j]);
+        }
+        for (size_t i = b; !rc && i < b + m; i++) {
+            rc = frame_rec_loc(p, dg, r->buf + r->frames[i].off, r->frames[i].len, h[i - b],
+                               &p->stack_buf[i], &p->rec_buf[i]);
+            all &= p->rec_buf[i] != PPK_DICT_NONE;
+        }
     }
     if (!rc && r->omitted) {
         char name[64];

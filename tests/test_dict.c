@@ -384,6 +384,33 @@ static void test_forced_hash_collision(void) {
     env_done(&e);
 }
 
+/* ppk__dict_next_id: the ids stored with a hash's high half, from where its probe
+ * starts to the empty slot that ends the run, in insertion order for one hash; none
+ * with another high half. */
+static void test_next_id(void) {
+    env e;
+    env_init(&e);
+    const uint64_t h = 0x0123456789abcdefull;
+    uint64_t h_lo = (h & 0xffffffffull) | 0xdead000000000000ull; /* other high half */
+    const char *keys[] = {"alpha", "bravo", "charlie", "delta"};
+    uint64_t hashes[] = {h, h, h_lo, h};
+    for (uint32_t k = 0; k < 4; k++)
+        CHECK_EQ_U64(ppk__dict_intern(&e.d, keys[k], strlen(keys[k]), hashes[k], 1, NULL), k);
+    uint32_t i = ppk__dict_slot(&e.d, h), got[8], n = 0, id;
+    while (n < 8 && (id = ppk__dict_next_id(&e.d, h, &i)) != PPK_DICT_NONE) got[n++] = id;
+    CHECK_EQ_U64(n, 3);
+    CHECK_EQ_U64(got[0], 0);
+    CHECK_EQ_U64(got[1], 1);
+    CHECK_EQ_U64(got[2], 3);
+    i = ppk__dict_slot(&e.d, h_lo);
+    CHECK_EQ_U64(ppk__dict_next_id(&e.d, h_lo, &i), 2);
+    CHECK_EQ_U64(ppk__dict_next_id(&e.d, h_lo, &i), PPK_DICT_NONE);
+    uint64_t absent = 0x7777777700000000ull | (h & 0xffffffffull);
+    i = ppk__dict_slot(&e.d, absent);
+    CHECK_EQ_U64(ppk__dict_next_id(&e.d, absent, &i), PPK_DICT_NONE);
+    env_done(&e);
+}
+
 /* reserve makes room: the next `extra` new keys allocate no table memory. */
 static void test_reserve(void) {
     env e;
@@ -423,6 +450,7 @@ int main(void) {
     RUN(test_align_zero_no_copy);
     RUN(test_key_alignment);
     RUN(test_forced_hash_collision);
+    RUN(test_next_id);
     RUN(test_reserve);
     RUN(test_destroy_empty);
     return check_summary();

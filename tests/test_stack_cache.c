@@ -256,6 +256,9 @@ static void test_id_frames(void) {
     ppk_profile_stats_get(p, &s);
     CHECK_EQ_U64(s.samples_added, 8);
     CHECK_EQ_U64(s.samples_aggregated, 5); /* A's stack also with the label */
+    /* (leaf 3) (mid 10) (main 1) (other 10) (mid 11) (mid -1); four functions. */
+    CHECK_EQ_U64(s.locations, 6);
+    CHECK_EQ_U64(s.functions, 4);
     p->fdict = NULL;
     fx_done(&f);
     ppk__fdict_destroy(&d);
