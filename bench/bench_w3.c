@@ -28,7 +28,9 @@
  *   add_ns            ns per sample of the add loop, the figure W3 defines: each producer's
  *                     loop time minus its exports, summed, over the samples;
  *   add_ns_net        the same net of the workload's own cost (the same loop drawing the
- *                     samples and reading their frames without any pprofkit call);
+ *                     samples and reading their frames without any pprofkit call: by
+ *                     strings their names' lengths, by id their ids and lines gathered
+ *                     into an array as push_ids does);
  *   frames_per_sample mean stack depth; ns_per_frame = add_ns / frames_per_sample (and
  *                     ns_per_frame_net);
  *   intern_ns_new, intern_ns_known  (api id) ns per ppk_recorder_intern_function of the
@@ -266,14 +268,20 @@ static inline __attribute__((always_inline)) int push_id(ppk_sample *s, const st
     }
 }
 
+/* The ids and lines of the stack's functions `fn` into fr, as a profiler that walks its
+ * stack gathers them. */
+static void gather(const struct w3 *w, const uint16_t *fn, uint32_t depth, ppk_id_frame *fr) {
+    for (uint32_t f = 0; f < depth; f++)
+        fr[f] = (ppk_id_frame){atomic_load_explicit(&g.ids[fn[f]], memory_order_relaxed),
+                               w->fn_line[fn[f]]};
+}
+
 /* The whole stack by ppk_sample_push_frames_id (--api ids), its ids and lines gathered
  * into an array first; a stale id makes the call push nothing, and each frame is then
  * pushed on its own. */
 static int push_ids(ppk_sample *s, const struct w3 *w, const uint16_t *fn, uint32_t depth) {
     static _Thread_local ppk_id_frame fr[W3_MAX_DEPTH];
-    for (uint32_t f = 0; f < depth; f++)
-        fr[f] = (ppk_id_frame){atomic_load_explicit(&g.ids[fn[f]], memory_order_relaxed),
-                               w->fn_line[fn[f]]};
+    gather(w, fn, depth, fr);
     int rc = ppk_sample_push_frames_id(s, fr, depth);
     if (rc != PPK_ESTALE) return rc;
     rc = 0;
@@ -330,14 +338,21 @@ static void *produce(void *arg) {
     if (rc) fail("setting up a producer", rc);
     /* The workload alone: the same draws and frame reads without pprofkit calls. */
     volatile size_t sink = 0;
+    ppk_id_frame fr[W3_MAX_DEPTH];
     double t0 = bench_now_ns();
     for (uint64_t k = 0; !rc && k < g.samples; k++) {
         w3_next(w, &x);
         if ((int)(k % (uint64_t)g.threads) != p->index) continue;
         uint32_t depth;
         const uint16_t *fn = w3_stack(w, x.stack, &depth);
-        for (uint32_t f = 0; f < depth; f++)
-            sink += w->fn_name[fn[f]].len + w->fn_file[fn[f]].len + (size_t)w->fn_line[fn[f]];
+        if (g.by_id) {
+            gather(w, fn, depth, fr);
+            sink += (size_t)fr[depth - 1].function;
+        } else {
+            for (uint32_t f = 0; f < depth; f++)
+                sink += w->fn_name[fn[f]].len + w->fn_file[fn[f]].len +
+                        (size_t)w->fn_line[fn[f]];
+        }
         p->frames += depth;
     }
     p->gen_s = (bench_now_ns() - t0) * 1e-9;
