@@ -130,7 +130,7 @@ struct ppk_profile {
     /* Caches keyed by records (record.h), hashed at push: a known frame record gives
      * its location at the cost of one lookup, a known label record its label. */
     ppk__dict frame_recs, label_recs;
-    ppk__frame_val *frame_val; /* by frame_recs id: location id (stack_cache.h) */
+    ppk__frame_val *frame_val; /* by frame_recs id: location id, record by id (stack_cache.h) */
     size_t frame_val_cap;
     uint32_t *label_of;       /* by label_recs id: labels id */
     size_t label_of_cap;
