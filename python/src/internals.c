@@ -63,22 +63,12 @@ const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *loc
 /* ---- A call that the GIL's holder runs -------------------------------------------- */
 /* CPython 3.12 and later keep a queue of pending calls per interpreter that any thread
  * runs at its next bytecode boundary (the main thread's own queue is Py_AddPendingCall's);
- * _PyEval_AddPendingCall with no flags adds to it. 3.12 tells every thread of the
- * interpreter (a shared eval breaker); 3.13.0 tells only the calling thread, so the
- * holder is told here, under the GIL's mutex: a holder cannot drop the GIL meanwhile, so
- * its thread state cannot be freed. 3.11 runs pending calls in the main thread only. */
+ * _PyEval_AddPendingCall with no flags adds to it and tells the interpreter's threads
+ * (3.12: the shared eval breaker; 3.13: the GIL's holder, or the next thread to take
+ * it). 3.11 runs pending calls in the main thread only. */
 #if PY_VERSION_HEX >= 0x030C0000
 int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *)) {
-    if (_PyEval_AddPendingCall(interp, fn, NULL, 0) != 0) return -1;
-#if PY_VERSION_HEX >= 0x030D0000
-    struct _gil_runtime_state *gil = gil_of(interp);
-    pthread_mutex_lock(&gil->mutex);
-    PyThreadState *holder = __atomic_load_n(&gil->last_holder, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&gil->locked, __ATOMIC_RELAXED) && holder && holder->interp == interp)
-        _Py_set_eval_breaker_bit(holder, _PY_CALLS_TO_DO_BIT);
-    pthread_mutex_unlock(&gil->mutex);
-#endif
-    return 0;
+    return _PyEval_AddPendingCall(interp, fn, NULL, 0) == 0 ? 0 : -1;
 }
 #else
 int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *)) {

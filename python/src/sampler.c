@@ -380,6 +380,7 @@ static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_coun
 /* Phase 1 and what goes with it while the GIL is held, in the sampler's thread or in the
  * GIL's holder (holder_callback). */
 static void phase1(SamplerObject *sp, struct phase1 *p) {
+    sp->pass_ident = PyThread_get_thread_ident();
     p->hold = mono_ns();
     sp->pre_fresh = p->hold - sp->phase0_ns <= CPU_FRESH_NS;
     RecorderObject *r = sp->recorder;
@@ -395,6 +396,7 @@ static void phase1(SamplerObject *sp, struct phase1 *p) {
      * the next phase 0 cannot know what ran then. */
     sp->released_valid = p->ok && ppk_py_gil_takes(sp->interp) == sp->gil_takes_released;
     p->release = mono_ns();
+    sp->pass_ident = 0;
 }
 
 /* Runs, with the GIL, in whichever thread reaches a bytecode boundary first (CPython 3.12
@@ -410,13 +412,26 @@ static int holder_callback(void *unused) {
     if (go) sp->holder_state = HOLDER_RUNNING;
     pthread_mutex_unlock(&sp->lock);
     if (!go) return 0; /* the sampler gave up waiting, or a call was queued twice */
+    /* The pass runs in a thread of the program: what it clears or leaves of the error
+     * indicator must not be that thread's (there is none at a bytecode boundary; kept
+     * all the same). A finalizer run by the pass may drop the last reference to the
+     * sampler: it goes only once the sampler thread no longer waits for this one. */
+    Py_INCREF(sp);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#endif
     struct phase1 p;
     phase1(sp, &p);
+    PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#endif
     pthread_mutex_lock(&sp->lock);
     sp->holder_out = p;
     sp->holder_state = HOLDER_DONE;
     pthread_cond_signal(&sp->wake);
     pthread_mutex_unlock(&sp->lock);
+    Py_DECREF(sp);
     return 0;
 }
 
@@ -447,16 +462,13 @@ static int ask_holder(SamplerObject *sp, struct phase1 *p) {
     }
     pthread_mutex_unlock(&sp->lock);
     if (!room) return 0;
-    if (ppk_py_holder_call(sp->interp, holder_callback)) {
-        pthread_mutex_lock(&sp->lock);
-        sp->holder_state = HOLDER_IDLE;
-        sp->holder_queued--;
-        pthread_mutex_unlock(&sp->lock);
-        return 0;
-    }
-    int64_t until = mono_ns() + HOLDER_WAIT_NS;
+    /* Not queued (the queue is full): a call queued at an earlier tick may still take
+     * this request, and may have begun. */
+    int queued = ppk_py_holder_call(sp->interp, holder_callback) == 0;
+    int64_t until = mono_ns() + (queued ? HOLDER_WAIT_NS : 0);
     struct timespec ts = {until / 1000000000, until % 1000000000};
     pthread_mutex_lock(&sp->lock);
+    if (!queued && sp->holder_queued > 0) sp->holder_queued--;
     while (sp->holder_state == HOLDER_ASKED && !sp->stop)
         if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
     if (sp->holder_state == HOLDER_ASKED) sp->holder_state = HOLDER_IDLE; /* not begun */
@@ -673,6 +685,8 @@ static int sampler_start(SamplerObject *sp) {
     sp->cb_tasks = TASKS_NONE;
     sp->tasks_by_cb = 0;
     sp->main_task = NULL;
+    sp->holder_state = HOLDER_IDLE;
+    sp->holder_queued = 0; /* one queued before a stop finds nothing to do */
     int rc = ppk_sample_create(sp->recorder->rec, &sp->builder);
     if (!rc) rc = ppk_sample_create(sp->recorder->rec, &sp->cb_builder);
     if (rc) {
@@ -700,6 +714,7 @@ static int sampler_start(SamplerObject *sp) {
         return -1;
     }
     sp->state = SAMPLER_RUNNING;
+    Py_INCREF(sp); /* the thread's, until stop() has joined it */
     live_add(sp);
     if (sp->main_ident && !main_sampler) main_sampler = sp;
     return 0;
@@ -718,14 +733,21 @@ static void flush_tasks(SamplerObject *sp) {
 }
 
 /* Stops and joins the thread (with the GIL released), then frees its state. A stop
- * or start in progress in another thread is waited for. */
-static void sampler_stop(SamplerObject *sp) {
+ * or start in progress in another thread is waited for. -1 (an exception set) when
+ * called from inside a pass (a finalizer its release of references ran): the thread
+ * running the pass would wait for itself. */
+static int sampler_stop(SamplerObject *sp) {
+    if (sp->pass_ident && sp->pass_ident == PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Sampler.stop() called by the sampler's own pass (a finalizer)");
+        return -1;
+    }
     while (sp->state == SAMPLER_STARTING) nap();
     if (sp->state == SAMPLER_STOPPING) {
         while (sp->state == SAMPLER_STOPPING) nap();
-        return;
+        return 0;
     }
-    if (sp->state != SAMPLER_RUNNING) return;
+    if (sp->state != SAMPLER_RUNNING) return 0;
     sp->state = SAMPLER_STOPPING;
     live_remove(sp);
     pthread_t thread = sp->thread;
@@ -739,6 +761,8 @@ static void sampler_stop(SamplerObject *sp) {
     flush_tasks(sp);
     release_thread_state(sp);
     sp->state = SAMPLER_STOPPED;
+    Py_DECREF(sp); /* the thread's */
+    return 0;
 }
 
 /* In a forked child: the thread, and the thread state it had (CPython deleted it in
@@ -750,6 +774,7 @@ static void after_fork_child(SamplerObject *sp) {
     init_sync(sp);
     memset(&sp->st, 0, sizeof sp->st); /* the child's figures are its own */
     release_builders(sp);
+    Py_DECREF(sp); /* the thread's (a restart takes another) */
 }
 
 void ppk_py_samplers_after_fork_child(void) {
@@ -761,7 +786,11 @@ void ppk_py_samplers_after_fork_child(void) {
 }
 
 void ppk_py_samplers_stop_all(void) {
-    while (live) sampler_stop(live);
+    while (live)
+        if (sampler_stop(live)) {
+            PyErr_WriteUnraisable(NULL);
+            break;
+        }
 }
 
 /* ---- The Python type --------------------------------------------------------------- */
@@ -842,7 +871,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 static void Sampler_dealloc(SamplerObject *sp) {
-    sampler_stop(sp);
+    /* Not running: a running sampler holds a reference to itself. */
     free_buffers(sp);
     pthread_cond_destroy(&sp->wake);
     pthread_cond_destroy(&sp->handoff);
@@ -861,7 +890,7 @@ static PyObject *Sampler_start(SamplerObject *sp, PyObject *unused) {
 
 static PyObject *Sampler_stop(SamplerObject *sp, PyObject *unused) {
     (void)unused;
-    sampler_stop(sp);
+    if (sampler_stop(sp)) return NULL;
     Py_RETURN_NONE;
 }
 

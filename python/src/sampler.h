@@ -102,8 +102,8 @@ typedef struct tslot {
  * of phase 0, phase 0's reading is that one: CPU time the thread spends between that
  * reading and the walk is counted at its next sample (a tenth of a period at 100 Hz at
  * most). Otherwise (a long wait for the GIL) its clock is read in phase 2, without the
- * GIL, and gthread.cpu_now is CPU_LATER until then. Either way each thread costs one
- * clock read a tick (a system call of 1-2 us here). */
+ * GIL, and gthread.cpu_now is CPU_LATER until then (a second clock read that tick: a
+ * system call of 1-2 us here). */
 #define CPU_FRESH_NS 1000000
 #define CPU_LATER (-2)
 /* Ticks in a row at most on which phase 0 takes an idle thread's clock as unchanged
@@ -249,6 +249,7 @@ typedef struct SamplerObject {
      * _DONE) and holder_queued (a call is in CPython's queue) under lock; holder_out
      * is what that phase 1 did, written by it before _DONE. */
     int holder_state, holder_queued;
+    unsigned long pass_ident; /* the thread running phase 1 (GIL), 0 when none */
     struct phase1 {
         int64_t hold, release; /* CLOCK_MONOTONIC: phase 1 began and ended */
         int open, ok;          /* the recorder was open; the pass gathered */
