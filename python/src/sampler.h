@@ -246,8 +246,8 @@ typedef struct SamplerObject {
     int stop;            /* under lock */
     /* Phase 1 run by whichever thread holds the GIL (holder_callback, CPython 3.12 and
      * later), while the sampler waits: holder_state (HOLDER_IDLE, _ASKED, _RUNNING,
-     * _DONE) and holder_queued (a call is in CPython's queue) under lock; holder_out
-     * is what that phase 1 did, written by it before _DONE. */
+     * _DONE) and holder_queued (calls in CPython's queue, not run yet) under lock;
+     * holder_out is what that phase 1 did, written by it before _DONE. */
     int holder_state, holder_queued;
     unsigned long pass_ident; /* the thread running phase 1 (GIL), 0 when none */
     struct phase1 {
