@@ -638,9 +638,12 @@ class LimitsTest(unittest.TestCase):
         with pprofkit.Recorder([pprofkit.SAMPLES, pprofkit.CPU_TIME], memory_limit=65536,
                                chunk_size=4096) as rec:
             with pprofkit.Sample(rec) as smp:
+                # Every sample a new function, string and numeric label: past the
+                # budget each needs room the window no longer has (a string label
+                # becomes the placeholder's, which may be in already; the number is new).
                 for i in range(n):
                     smp.record([("fn%d" % i, "file%d.py" % i, i)], [1, i],
-                               {"k": "value%d" % i})
+                               {"k": "value%d" % i, "n": i})
             e = rec.export()
             st = rec.stats()
         p = support.decode(e.data)
