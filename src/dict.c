@@ -87,18 +87,6 @@ static uint64_t inline_word(const void *key, size_t len) {
     return w;
 }
 
-/* Whether the len bytes at a and b are equal; 16 bytes (a frame by id's record, a
- * numeric label) compared inline. */
-static int bytes_eq(const uint8_t *a, const void *b, size_t len) {
-    if (len == 16) {
-        uint64_t x[2], y[2];
-        memcpy(x, a, sizeof x);
-        memcpy(y, b, sizeof y);
-        return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
-    }
-    return memcmp(a, b, len) == 0;
-}
-
 static uint32_t probe(const ppk__dict *d, const void *key, size_t len, uint64_t hash) {
     uint32_t lo = (uint32_t)hash;
     uint64_t tag = hash & 0xffffffff00000000ull;
@@ -111,7 +99,7 @@ static uint32_t probe(const ppk__dict *d, const void *key, size_t len, uint64_t 
         if ((s & 0xffffffff00000000ull) == tag) {
             const ppk__dent *e = &d->ents[(uint32_t)s - 1];
             if (e->len == len && e->hash_lo == lo &&
-                (small ? e->key.word == word : bytes_eq(e->key.ptr, key, len)))
+                (small ? e->key.word == word : ppk__bytes_eq(e->key.ptr, key, len)))
                 return i;
         }
         i = (i + 1) & d->mask;

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "arena.h"
@@ -84,6 +85,20 @@ static inline const uint8_t *ppk__dict_key(const ppk__dict *d, uint32_t id, uint
     const ppk__dent *e = &d->ents[id];
     *len = e->len;
     return e->len <= PPK_DICT_INLINE ? e->key.bytes : e->key.ptr;
+}
+
+/* Whether the 16 bytes at a and b are equal (two 8-byte words: a frame by id's record,
+ * a numeric label). */
+static inline int ppk__eq16(const void *a, const void *b) {
+    uint64_t x[2], y[2];
+    memcpy(x, a, sizeof x);
+    memcpy(y, b, sizeof y);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+
+/* Whether the len bytes at a and b are equal; 16 of them compared inline. */
+static inline int ppk__bytes_eq(const void *a, const void *b, size_t len) {
+    return len == 16 ? ppk__eq16(a, b) : memcmp(a, b, len) == 0;
 }
 
 /* For a caller that keeps its own copy of each key by id and compares with it: the

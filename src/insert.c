@@ -136,13 +136,9 @@ static uint32_t frame_rec_find(const ppk_profile *p, const uint8_t *rec, size_t 
                                uint64_t hash) {
     if (!is_id16(rec, len) || !p->frame_recs.slots)
         return ppk__dict_find(&p->frame_recs, rec, len, hash);
-    uint64_t x[2];
-    memcpy(x, rec, sizeof x);
     uint32_t i = ppk__dict_slot(&p->frame_recs, hash), id;
-    while ((id = ppk__dict_next_id(&p->frame_recs, hash, &i)) != PPK_DICT_NONE) {
-        const uint64_t *y = p->frame_val[id].id16;
-        if (((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0) break;
-    }
+    while ((id = ppk__dict_next_id(&p->frame_recs, hash, &i)) != PPK_DICT_NONE)
+        if (ppk__eq16(rec, p->frame_val[id].id16)) break;
     return id;
 }
 

@@ -59,28 +59,13 @@ static inline ppk__stack_slot *ppk__stack_slot_of(ppk__stack_slot *slots, uint32
     return &slots[i];
 }
 
-/* Whether two records of len bytes are equal; a 16-byte record (a frame by id, the
- * common one) compared inline. */
-static inline int ppk__rec_eq(const uint8_t *a, const uint8_t *b, size_t len) {
-    if (len == sizeof(ppk__idrec)) {
-        uint64_t x[2], y[2];
-        memcpy(x, a, sizeof x);
-        memcpy(y, b, sizeof y);
-        return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
-    }
-    return memcmp(a, b, len) == 0;
-}
 
 /* Whether the sample's n frame records are 16-byte records by id, back to back, equal
  * to those of frame_recs ids `ids` (in vals). */
 static inline int ppk__id16_run_eq(const ppk__frame_val *vals, const uint32_t *ids,
                                    const uint8_t *run, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint64_t x[2];
-        memcpy(x, run + i * sizeof(ppk__idrec), sizeof x);
-        const uint64_t *y = vals[ids[i]].id16;
-        if ((x[0] ^ y[0]) | (x[1] ^ y[1])) return 0;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (!ppk__eq16(run + i * sizeof(ppk__idrec), vals[ids[i]].id16)) return 0;
     return 1;
 }
 
@@ -108,7 +93,7 @@ static inline uint32_t ppk__stack_cache_match(const uint32_t *recs, const ppk__d
     for (size_t i = 0; i < r->n_frames; i++) {
         uint32_t len;
         const uint8_t *rec = ppk__dict_key(frame_recs, recs[2 + i], &len);
-        if (len != r->frames[i].len || !ppk__rec_eq(rec, r->buf + r->frames[i].off, len))
+        if (len != r->frames[i].len || !ppk__bytes_eq(rec, r->buf + r->frames[i].off, len))
             return PPK_DICT_NONE;
     }
     return recs[1];
