@@ -1,7 +1,10 @@
 """What the test programs report about the profiler running them (for the tests'
 tolerances): its rate, the sampler's and the recorder's statistics so far, or {} when none runs;
-and spin(), the CPU loop of the programs that need no function of their own for it."""
+the sampler's statistics once it stopped (report_at_stop); and spin(), the CPU loop of the
+programs that need no function of their own for it."""
 
+import json
+import sys
 import time
 
 
@@ -24,3 +27,24 @@ def sampler_info():
     if p is None:
         return {}
     return {"rate": p.rate, "sampler": p.sampler.stats(), "recorder": p.recorder.stats()}
+
+
+def report_at_stop():
+    """Prints, when the profiler stops (at exit, after the program's last line), one JSON
+    line {"at_stop": the sampler's final statistics}: the program keeps being sampled
+    after it printed sampler_info(). Nothing when no profiler runs."""
+    try:
+        import pprofkit
+    except ImportError:
+        return
+    p = pprofkit.current()
+    if p is None:
+        return
+    before = p.on_stop
+
+    def on_stop(summary):
+        print(json.dumps({"at_stop": summary["sampler"]}), file=sys.stdout, flush=True)
+        if before is not None:
+            before(summary)
+
+    p.on_stop = on_stop

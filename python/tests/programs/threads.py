@@ -3,8 +3,10 @@ with `main-busy` after the seconds, the main thread computes in a hot function o
 too (main_hot) before it joins them.
 
 Prints one JSON line on stdout: per thread (by name) its ident, native id, lifetime and
-CPU time in its body, and its CPU clock at the end (measured inside the thread, in ns), and the sampler's statistics at the
-end of the program (when a profiler runs), for the tests' tolerances.
+CPU time in its body, and its CPU clock at the end (measured inside the thread, in ns), and
+the sampler's statistics at the end of the program (when a profiler runs), for the tests'
+tolerances; with `main-busy`, a second line when the profiler stops, with the sampler's
+final statistics (progutil.report_at_stop: the main thread is sampled until then).
 """
 
 import json
@@ -69,6 +71,8 @@ def main():
     # A GIL switch every 1 ms rather than 5: the sampler then waits less for the GIL
     # among three CPU-bound threads, and the tests' tolerances stay small.
     sys.setswitchinterval(0.001)
+    if sys.argv[2:3] == ["main-busy"]:
+        progutil.report_at_stop()
     deadline = time.monotonic() + SECONDS
     threads = [threading.Thread(target=body, args=(fn, deadline), name=name)
                for name, fn in [("worker-alpha", alpha_hot), ("worker-beta", beta_hot),
