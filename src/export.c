@@ -111,7 +111,7 @@ static int make_export(ppk_recorder *r, ppk_profile **w, uint64_t seq, int64_t n
     size_t n = r->n_shards;
     memset(e, 0, sizeof *e);
     e->codec = r->codec;
-    e->start_ns = w[0]->start_ns; /* the earliest: after fork a window starts when emptied */
+    e->start_ns = w[0]->start_ns; /* the earliest of the shards' windows */
     for (size_t i = 1; i < n; i++)
         if (w[i]->start_ns < e->start_ns) e->start_ns = w[i]->start_ns;
     e->end_ns = now > e->start_ns ? now : e->start_ns;
@@ -300,7 +300,7 @@ void ppk__recorder_settle_locked(ppk_recorder *r) {
 
 void ppk__shard_settle_locked(ppk__shard *sh) {
     if (sh->reset_pending) {
-        ppk_profile_reset(sh->active, 0);
+        ppk_profile_reset(sh->active, sh->forked_ns);
         sh->reset_pending = 0;
     }
 }

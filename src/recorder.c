@@ -70,12 +70,14 @@ static void fork_child(ppk__forkable *f) {
         ppk__pb_init(&r->pb, &r->enc_mem);
     }
     r->exporting = 0;
+    int64_t forked_ns = ppk_now_ns(); /* (clock_gettime: async-signal-safe) */
     for (size_t i = 0; i < r->n_shards; i++) {
         ppk__shard *sh = &r->shards[i];
         /* Emptied by the next call that takes the lock (ppk__shard_settle_locked):
          * a reset frees memory, and a user allocator's lock may be held by a thread
          * that no longer exists. */
         sh->reset_pending = 1;
+        sh->forked_ns = forked_ns;
         sh->flushed = sh->dropped_nomem = sh->dropped_closed = sh->dropped_stale = 0;
     }
     r->thread_running = 0;

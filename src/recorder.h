@@ -26,6 +26,7 @@ typedef struct ppk__shard {
     ppk_profile *active;
     ppk_profile *spare;   /* NULL while an export holds it */
     int reset_pending;    /* a forked child's active window is to be emptied */
+    int64_t forked_ns;    /* when (ppk_now_ns): the child's window starts at the fork */
     int closed;           /* the recorder is being freed */
     uint64_t flushed, dropped_nomem, dropped_closed, dropped_stale;
     char pad_[64];        /* another shard's lock is on another cache line */

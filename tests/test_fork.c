@@ -286,14 +286,18 @@ static void *child_flush(void *arg) {
 }
 
 /* In the child of case 1. Returns the exit status. */
-static int child_case1(ppk_recorder *r, ppk_sample *half) {
+static int child_case1(ppk_recorder *r, ppk_sample *half, int64_t before_fork) {
     alarm(30 * SLOW);
     int before = check_failures_;
+    int64_t entered = ppk_now_ns();
+    sleep_ms(5);
 
-    /* Usable and empty: nothing of the parent's, and no wait for its export. */
+    /* Usable and empty: nothing of the parent's, and no wait for its export. Its
+     * window starts at the fork (not when the child first used the recorder). */
     ppk_export e;
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+    CHECK(e.start_ns >= before_fork && e.start_ns <= entered);
     pr_profile pp;
     if (pr_parse(e.data.data, e.data.len, &pp) == 0) {
         CHECK_EQ_U64(pp.nsamples, 0);
@@ -386,9 +390,10 @@ static void test_fork_during_export(void) {
     CHECK_EQ_INT(ppk_sample_set_value(half, 0, 1), 0);
 
     fflush(NULL);
+    int64_t before_fork = ppk_now_ns();
     pid_t pid = fork();
     CHECK(pid >= 0);
-    if (pid == 0) _exit(child_case1(r, half));
+    if (pid == 0) _exit(child_case1(r, half, before_fork));
 
     /* The parent: its recording went on meanwhile; let it run a little more. */
     sleep_ms(20);
