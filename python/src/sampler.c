@@ -93,8 +93,19 @@
 #include <errno.h>
 
 /* The sampler whose main_callback runs (GIL-protected): a pending call cannot be taken
- * back, so the callback finds its sampler here, and nothing once it stopped. */
+ * back, so the callback finds its sampler here, and nothing once it stopped. A forked
+ * child inherits the parent's queue of pending calls, and runs them at its first
+ * bytecode boundaries, in the at-fork handlers that run before the package's: there,
+ * main_callback would sample the child with the parent's clocks (a wall time from
+ * before the fork) and take sp->lock, which a thread of the parent may have held at the
+ * fork. So the child forgets the sampler inside fork() (child_forgets_callbacks), and
+ * its callbacks do nothing until the package's handler starts the sampler again. */
 static SamplerObject *main_sampler;
+
+/* pthread_atfork's child handler: runs in the child before fork() returns. */
+static void child_forgets_callbacks(void) {
+    main_sampler = NULL;
+}
 
 /* ---- The main thread's callback ---------------------------------------------------- */
 
@@ -700,13 +711,15 @@ static int sampler_start(SamplerObject *sp) {
     sp->ts = sp->fcache && (!sp->tasks_on || !ppk_py_tasks_init(sp))
                  ? PyThreadState_New(sp->interp)
                  : NULL;
-    if (!sp->ts || baseline(sp, mono_ns())) {
+    int64_t now = mono_ns();
+    if (!sp->ts || baseline(sp, now)) {
         release_thread_state(sp);
         sp->state = SAMPLER_STOPPED;
         PyErr_NoMemory();
         return -1;
     }
     sp->stop = 0;
+    sp->st.started_ns = (uint64_t)now;
     if (pthread_create(&sp->thread, NULL, sampler_main, sp)) {
         release_thread_state(sp);
         sp->state = SAMPLER_STOPPED;
@@ -973,5 +986,13 @@ PyTypeObject ppk_py_SamplerType = {
 };
 
 int ppk_py_sampler_ready(void) {
+    static int atfork_set; /* once a process, whatever the number of module inits */
+    if (!atfork_set) {
+        if (pthread_atfork(NULL, NULL, child_forgets_callbacks)) {
+            PyErr_SetString(PyExc_OSError, "pprofkit: pthread_atfork failed");
+            return -1;
+        }
+        atfork_set = 1;
+    }
     return ppk_py_walk_ready() ? -1 : PyType_Ready(&ppk_py_SamplerType);
 }

@@ -572,7 +572,8 @@ class TestFork(ProfilerTest):
 
     def test_fork_and_multiprocessing(self):
         run = self.cli(["forks.py"])
-        lines = {d["role"]: d for d in run.json()}
+        lines = {d["role"]: d for d in run.json() if "role" in d}
+        stopped = {d["pid"]: d for d in run.json() if "at_stop" in d}
         self.assertEqual(sorted(lines), ["fork", "mp", "parent"], run.out)
         parent = lines["parent"]
         self.assertEqual(parent["fork_status"], 0)
@@ -616,13 +617,43 @@ class TestFork(ProfilerTest):
             if role == "parent":
                 self.assert_near(wall["MainThread"], duration, interval,
                                  "parent MainThread wall vs its profiles' duration")
-            else:
-                # From the fork to its last sample, against what the child measured
-                # from the fork to its os._exit(): the sampler's baseline is taken in
-                # the fork handler, before the child's first clock reading.
-                self.assert_near(wall["MainThread"], me["lifetime_ns"], interval,
-                                 "%s child MainThread wall vs its lifetime" % role)
-        print("\n  fork (MainThread wall, duration ms): %r" % report, file=sys.stderr)
+                continue
+            # A child's life: from its sampler's start in the fork handler (the
+            # baseline its first sample counts from) to the end of its work, and to
+            # the stop of its profiler (at os._exit, after multiprocessing's teardown).
+            # Its last sample comes at most an interval before the end of its work (it
+            # is sampled until the stop) and before the stop.
+            start = me["sampler"]["started_ns"]
+            life, life_to_stop = me["now_ns"] - start, stopped[pid]["now_ns"] - start
+            report[role] += (round(life / MS, 1), round(life_to_stop / MS, 1))
+            self.assertGreaterEqual(wall["MainThread"], life - interval, (role, report))
+            self.assertLessEqual(wall["MainThread"], life_to_stop, (role, report))
+            # Its window starts at the fork, before the sampler's start.
+            self.assertLessEqual(wall["MainThread"], duration, (role, report))
+        print("\n  fork (MainThread wall, duration; children: life to the end of the work, "
+              "to the profiler's stop; ms): %r" % report, file=sys.stderr)
+
+    def test_fork_with_a_request_pending(self):
+        # The parent forks while its main thread holds the GIL in C code, the sampler's
+        # request to it (a pending call) unanswered: the child inherits the request and
+        # runs it at its first bytecode, in an at-fork handler that runs before the
+        # package's (programs/fork_pending.py). No sample may come of it: each child's
+        # profile has nothing of that handler, and its main thread's wall time is within
+        # its own sampler's life (a sample taken there would count from the parent's).
+        out_dir = self.tmpdir()
+        run = self.run_python(["fork_pending.py", out_dir, "4"], out_dir=out_dir)
+        lines = run.json()
+        children = {d["pid"]: d for d in lines if "started_ns" in d}
+        self.assertEqual(sorted(children), sorted(lines[-1]["children"]), run.out)
+        for pid, child in children.items():
+            profiles = load(run.pid_files(pid))
+            self.assertTrue(profiles, pid)
+            frames = {f[0] for _, stack, _, _ in samples_of(profiles) for f in stack}
+            self.assertIn("child_work", frames, pid)
+            self.assertNotIn("early_child", frames, pid)
+            wall = merged_by(profiles, "wall-time", lambda s, l: l.get("thread name"))
+            self.assertLessEqual(wall["MainThread"], child["stopped_ns"] - child["started_ns"],
+                                 (pid, child))
 
     def test_subprocesses(self):
         # With --subprocesses, a subprocess running Python and a multiprocessing "spawn"

@@ -1,9 +1,10 @@
 """A profiled program that forks: an os.fork() child that leaves through os._exit(), and
 a multiprocessing child made with the "fork" start method, while the parent works.
 
-Every process prints one JSON line on stdout: its role, pid and the lifetime of its main
-thread from the fork (children) in ns; the parent's line also has its children's pids
-and exit statuses.
+Every process prints one JSON line on stdout: its role, pid, its clock at the end of its
+work (children: time.monotonic_ns()) and the profiler's statistics; the parent's line also
+has its children's pids and exit statuses. Each prints another when its profiler stops
+(progutil.report_at_stop).
 """
 
 import json
@@ -38,23 +39,21 @@ def child_work(seconds):
 
 
 def mp_work(seconds):
-    t0 = time.monotonic_ns()
     busy(seconds)
-    print(json.dumps({"role": "mp", "pid": os.getpid(),
-                      "lifetime_ns": time.monotonic_ns() - t0, **progutil.sampler_info()}),
+    print(json.dumps({"role": "mp", "pid": os.getpid(), "now_ns": time.monotonic_ns(),
+                      **progutil.sampler_info()}),
           flush=True)
 
 
 def main():
+    progutil.report_at_stop()
     parent_work(0.2)
     sys.stdout.flush()
     t0 = time.monotonic_ns()
     pid = os.fork()
     if pid == 0:
-        t0 = time.monotonic_ns()
         child_work(0.4)
-        print(json.dumps({"role": "fork", "pid": os.getpid(),
-                          "lifetime_ns": time.monotonic_ns() - t0,
+        print(json.dumps({"role": "fork", "pid": os.getpid(), "now_ns": time.monotonic_ns(),
                           **progutil.sampler_info()}), flush=True)
         os._exit(0)  # the profiler wraps it: the child's last window is written
     parent_work(0.3)

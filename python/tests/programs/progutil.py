@@ -4,6 +4,7 @@ the sampler's statistics once it stopped (report_at_stop); and spin(), the CPU l
 programs that need no function of their own for it."""
 
 import json
+import os
 import sys
 import time
 
@@ -30,9 +31,10 @@ def sampler_info():
 
 
 def report_at_stop():
-    """Prints, when the profiler stops (at exit, after the program's last line), one JSON
-    line {"at_stop": the sampler's final statistics}: the program keeps being sampled
-    after it printed sampler_info(). Nothing when no profiler runs."""
+    """Prints, when the profiler stops (at exit or os._exit, after the program's last
+    line; in a forked child too), one JSON line: {"at_stop": the sampler's final
+    statistics, "pid", "now_ns": time.monotonic_ns() then}. No sample is taken after
+    it. Nothing when no profiler runs."""
     try:
         import pprofkit
     except ImportError:
@@ -43,7 +45,8 @@ def report_at_stop():
     before = p.on_stop
 
     def on_stop(summary):
-        print(json.dumps({"at_stop": summary["sampler"]}), file=sys.stdout, flush=True)
+        print(json.dumps({"at_stop": summary["sampler"], "pid": os.getpid(),
+                          "now_ns": time.monotonic_ns()}), file=sys.stdout, flush=True)
         if before is not None:
             before(summary)
 
