@@ -444,7 +444,8 @@ PPK_API void ppk_profile_stats_get(const ppk_profile *p, ppk_profile_stats *st);
  *   ppk_sample_free(s); ppk_recorder_free(rec);  // exports the last window
  *
  * Fork: after fork() the child's recorders are usable and empty (what was recorded
- * before the fork is the parent's to export), no lock is held, and a started exporter
+ * before the fork is the parent's to export; the child's first window starts at the
+ * fork), no lock is held, and a started exporter
  * thread is started again in the child by its next flush or export. The parent goes on
  * unaffected. A window the parent was exporting at the moment of the fork is left to
  * the parent: the child neither exports nor frees it (at most one window of memory per
