@@ -339,7 +339,7 @@ class TestFlameCommand(ProfilerTest):
     def test_run_flame_forked_children_leave_it_to_the_parent(self):
         page = os.path.join(self.tmpdir(), "page.html")
         run = self.cli(["--flame", page, "forks.py"])
-        parent = [d for d in run.json() if d["role"] == "parent"][0]
+        parent = [d for d in run.json() if d.get("role") == "parent"][0]
         pids = {parent["pid"], parent["fork_pid"], parent["mp_pid"]}
         self.check_summary(run, pids)
         with_page = [l for l in run.summary_lines() if l.endswith("; flame graph: " + page)]
