@@ -322,11 +322,13 @@ def _at_exit():
 
 
 def _before_fork():
+    _native._before_fork()
     _lock.acquire()
 
 
 def _after_fork_parent():
     _lock.release()
+    _native._after_fork_parent()
 
 
 def _after_fork_child():

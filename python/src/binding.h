@@ -118,6 +118,10 @@ int ppk_py_sample_ready(void);
 
 /* sampler.c */
 int ppk_py_sampler_ready(void);
+/* Before fork() (with the GIL): waits until the main thread does not hand the GIL over
+ * inside a pending call, and keeps it from doing so until the fork is done. */
+void ppk_py_samplers_before_fork(void);
+void ppk_py_samplers_after_fork_parent(void);
 /* In a forked child: every started sampler forgets its thread (Sampler._after_fork_child
  * starts it again). */
 void ppk_py_samplers_after_fork_child(void);

@@ -18,7 +18,8 @@
  * so. (Were the main thread to release the GIL in between, the thread that takes it
  * would find the breaker set with nothing to do for it, and check it until the next
  * forced switch recomputes it: a few ms of slower bytecode dispatch, rarely.) CPython
- * 3.13 wakes the interpreter itself.
+ * 3.13 wakes the main thread itself, except in a child forked from another thread
+ * (below).
  */
 #define Py_BUILD_CORE 1 /* for the internal headers below */
 #include "binding.h"
@@ -89,8 +90,15 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
 }
 #else
 void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) {
-    (void)interp;
-    (void)main_ts;
+    /* 3.13 signals the main thread's pending calls on _PyRuntime.main_tstate, which a
+     * fork() from another thread leaves pointing at the parent's main thread state: in
+     * such a child the main thread would never notice a request. Its own state is
+     * signalled here then, while it holds the GIL (so it is alive). */
+    int locked;
+    if (!main_ts || main_ts == _PyRuntime.main_tstate ||
+        ppk_py_gil_last_holder(interp, &locked) != main_ts || !locked)
+        return;
+    _Py_set_eval_breaker_bit((PyThreadState *)main_ts, _PY_CALLS_TO_DO_BIT);
 }
 #endif
 

@@ -337,6 +337,20 @@ static PyObject *mod_now_ns(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(ppk_now_ns());
 }
 
+static PyObject *mod_before_fork(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    ppk_py_samplers_before_fork();
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_after_fork_parent(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    ppk_py_samplers_after_fork_parent();
+    Py_RETURN_NONE;
+}
+
 static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -355,6 +369,12 @@ static PyObject *mod_stop_samplers(PyObject *self, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"strerror", mod_strerror, METH_O, "strerror(code) -> the message of a PPK_E* code"},
     {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> CLOCK_REALTIME in ns (ppk_now_ns)"},
+    {"_before_fork", mod_before_fork, METH_NOARGS,
+     "Called before os.fork() (os.register_at_fork): waits until the main thread does not "
+     "hand the GIL to a sampler inside a pending call (a child would inherit CPython's "
+     "mark of pending calls being handled, and never run one)."},
+    {"_after_fork_parent", mod_after_fork_parent, METH_NOARGS,
+     "Called in the parent after os.fork(): ends what _before_fork began."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "Called in a forked child (os.register_at_fork): forgets calls that were in progress "
      "in other threads of the parent, and the samplers' threads."},

@@ -199,6 +199,14 @@ static int finalizing(void) {
 #endif
 }
 
+/* yield_gil lets the GIL go inside a pending call. CPython marks its pending calls as
+ * being handled meanwhile (a flag, or the handling thread), and a child forked then by
+ * the thread that took the GIL inherits the mark and never runs a pending call: its
+ * main thread would never sample itself, nor hand the GIL over. So the package's
+ * before-fork handler sets `forking` and waits until no yield_gil is in progress
+ * (yields_active); yield_gil keeps the GIL while `forking` is set. */
+static atomic_int forking, yields_active;
+
 /* How long the main thread waits, without the GIL, for the sampler to take it. */
 #define HANDOFF_WAIT_NS 10000000
 
@@ -219,6 +227,13 @@ static int yield_gil(void *unused) {
     int wanted = sp->gil_wanted;
     pthread_mutex_unlock(&sp->lock);
     if (!wanted) return 0; /* the sampler had the GIL without it */
+    /* Announced before `forking` is read, as the forking thread sets `forking` before
+     * it reads this (ppk_py_samplers_before_fork): one of the two sees the other. */
+    atomic_fetch_add(&yields_active, 1);
+    if (atomic_load(&forking)) {
+        atomic_fetch_sub(&yields_active, 1);
+        return 0;
+    }
     int64_t until = mono_ns() + HANDOFF_WAIT_NS;
     struct timespec ts = {until / 1000000000, until % 1000000000};
     Py_BEGIN_ALLOW_THREADS
@@ -227,6 +242,7 @@ static int yield_gil(void *unused) {
         if (pthread_cond_timedwait(&sp->handoff, &sp->lock, &ts) == ETIMEDOUT) break;
     pthread_mutex_unlock(&sp->lock);
     Py_END_ALLOW_THREADS
+    atomic_fetch_sub(&yields_active, 1);
     return 0;
 }
 
@@ -790,7 +806,18 @@ static void after_fork_child(SamplerObject *sp) {
     Py_DECREF(sp); /* the thread's (a restart takes another) */
 }
 
+void ppk_py_samplers_before_fork(void) {
+    atomic_store(&forking, 1);
+    while (atomic_load(&yields_active)) nap(); /* lets the main thread return */
+}
+
+void ppk_py_samplers_after_fork_parent(void) {
+    atomic_store(&forking, 0);
+}
+
 void ppk_py_samplers_after_fork_child(void) {
+    atomic_store(&forking, 0);
+    atomic_store(&yields_active, 0); /* (none: before_fork waited for them) */
     while (live) {
         SamplerObject *sp = live;
         live_remove(sp);

@@ -655,6 +655,40 @@ class TestFork(ProfilerTest):
             self.assertLessEqual(wall["MainThread"], child["stopped_ns"] - child["started_ns"],
                                  (pid, child))
 
+    def test_fork_from_another_thread(self):
+        # A thread other than the main one forks (programs/fork_thread.py): in the child
+        # it is the main thread and the only one, under its own name; its wall time is
+        # its sampler's life, as for the other children; the parent's files hold none of
+        # the child's work. It samples itself as a main thread does (its callbacks, pending
+        # calls): the parent's main thread must not have been handing the GIL over inside
+        # a pending call when the thread that took the GIL forked (the child would
+        # inherit CPython's mark of pending calls being handled, and never run one).
+        run = self.cli(["fork_thread.py"])
+        out = run.json()
+        lines = {d["role"]: d for d in out if "role" in d}
+        stopped = {d["pid"]: d for d in out if "at_stop" in d}
+        self.assertEqual(sorted(lines), ["child", "parent"], run.out)
+        child, parent = lines["child"], lines["parent"]
+        self.assertEqual((parent["child_status"], child["pid"]), (0, parent["child_pid"]))
+        self.check_summary(run, {parent["pid"], child["pid"]})
+        profiles = load(run.pid_files(child["pid"]))
+        cpu = merged_by(profiles, "cpu-time", lambda s, l: (l.get("thread name"), leaf(s)))
+        wall = merged_by(profiles, "wall-time", lambda s, l: l.get("thread name"))
+        self.assertEqual(set(wall), {"forker"}, wall)
+        start = child["sampler"]["started_ns"]
+        interval = longest_interval(child["rate"], child["sampler"])
+        self.assertGreaterEqual(wall["forker"], child["now_ns"] - start - interval, wall)
+        self.assertLessEqual(wall["forker"], stopped[child["pid"]]["now_ns"] - start, wall)
+        self.assertEqual(max(cpu, key=cpu.get), ("forker", "spin"), cpu)
+        st = stopped[child["pid"]]["at_stop"]
+        self.assertGreater(st["main_callbacks"], st["ticks"] // 2, st)
+        print("\n  fork from a thread: child wall %.1f ms; %d ticks, %d main callbacks, %d "
+              "main blocked" % (wall["forker"] / MS, st["ticks"], st["main_callbacks"],
+                                st["main_blocked"]), file=sys.stderr)
+        fns = {f[0] for _, stack, _, _ in samples_of(load(run.pid_files(parent["pid"])))
+               for f in stack}
+        self.assertNotIn("child_work", fns)
+
     def test_subprocesses(self):
         # With --subprocesses, a subprocess running Python and a multiprocessing "spawn"
         # process profile themselves: files with their own pids, each with its own work

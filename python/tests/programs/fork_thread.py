@@ -1,0 +1,53 @@
+"""A thread other than the main one forks: in the child, that thread is the only one and
+the interpreter's main thread. Run under the profiler (python -m pprofkit run).
+
+Prints one JSON line per process: the child's (role "child") when it ends its work, with
+its pid, its clock then (now_ns, time.monotonic_ns()) and the profiler's statistics; the
+parent's (role "parent") with the child's pid and exit status. Each process prints
+another line when its profiler stops (progutil.report_at_stop).
+"""
+
+import json
+import os
+import threading
+import time
+
+import progutil
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def child_work(seconds):
+    spin(seconds)
+
+
+def forker(out):
+    spin(0.1)
+    pid = os.fork()
+    if pid == 0:
+        child_work(0.3)
+        print(json.dumps({"role": "child", "pid": os.getpid(), "now_ns": time.monotonic_ns(),
+                          "thread": threading.current_thread().name,
+                          **progutil.sampler_info()}), flush=True)
+        os._exit(0)  # the profiler wraps it: the child's last window is written
+    _, status = os.waitpid(pid, 0)
+    out.update(pid=pid, status=os.waitstatus_to_exitcode(status))
+
+
+def main():
+    progutil.report_at_stop()
+    out = {}
+    t = threading.Thread(target=forker, args=(out,), name="forker")
+    t.start()
+    spin(0.2)
+    t.join()
+    print(json.dumps({"role": "parent", "pid": os.getpid(), "child_pid": out["pid"],
+                      "child_status": out["status"]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
