@@ -81,7 +81,9 @@
  *
  * Fork: the thread does not exist in a child. The module's _after_fork_child (the
  * package's os.register_at_fork handler) makes every sampler forget it; the sampler's
- * own _after_fork_child() then starts a new one if it ran.
+ * own _after_fork_child() then starts a new one if it ran. Pending calls the child
+ * inherits find no sampler until then (child_forgets_callbacks), and no yield_gil is
+ * in progress at the fork (ppk_py_samplers_before_fork).
  *
  * Files: sampler.h (the data of a tick, the object), sampler_walk.c (phase 1),
  * sampler_record.c (phase 2), sampler_tasks.h, sampler_tasks.c and
