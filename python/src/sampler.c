@@ -819,7 +819,7 @@ void ppk_py_samplers_after_fork_parent(void) {
 
 void ppk_py_samplers_after_fork_child(void) {
     atomic_store(&forking, 0);
-    atomic_store(&yields_active, 0); /* (none: before_fork waited for them) */
+    atomic_store(&yields_active, 0); /* (a fork not made through os.fork may count one) */
     while (live) {
         SamplerObject *sp = live;
         live_remove(sp);

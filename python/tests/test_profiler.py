@@ -570,6 +570,18 @@ class TestFork(ProfilerTest):
     """Issue 11: after os.fork() and multiprocessing's fork, the child profiles itself
     into files with its own pid; the parent loses nothing."""
 
+    def assert_child_life(self, wall, me, stopped):
+        """A forked child's main thread's wall time, from its sampler's start (in the fork
+        handler) to its last sample: at least to an INTERVAL before the end of its work
+        (me: its line, with now_ns and the sampler's statistics), at most to its
+        profiler's stop (stopped: its report_at_stop line). Returns both lives (ns)."""
+        start = me["sampler"]["started_ns"]
+        life, life_to_stop = me["now_ns"] - start, stopped["now_ns"] - start
+        interval = longest_interval(me["rate"], me["sampler"])
+        self.assertGreaterEqual(wall, life - interval, (wall, life, life_to_stop))
+        self.assertLessEqual(wall, life_to_stop, (wall, life, life_to_stop))
+        return life, life_to_stop
+
     def test_fork_and_multiprocessing(self):
         run = self.cli(["forks.py"])
         lines = {d["role"]: d for d in run.json() if "role" in d}
@@ -618,16 +630,10 @@ class TestFork(ProfilerTest):
                 self.assert_near(wall["MainThread"], duration, interval,
                                  "parent MainThread wall vs its profiles' duration")
                 continue
-            # A child's life: from its sampler's start in the fork handler (the
-            # baseline its first sample counts from) to the end of its work, and to
-            # the stop of its profiler (at os._exit, after multiprocessing's teardown).
-            # Its last sample comes at most an interval before the end of its work (it
-            # is sampled until the stop) and before the stop.
-            start = me["sampler"]["started_ns"]
-            life, life_to_stop = me["now_ns"] - start, stopped[pid]["now_ns"] - start
+            # A child's life, to its profiler's stop at os._exit (after
+            # multiprocessing's teardown for the mp child).
+            life, life_to_stop = self.assert_child_life(wall["MainThread"], me, stopped[pid])
             report[role] += (round(life / MS, 1), round(life_to_stop / MS, 1))
-            self.assertGreaterEqual(wall["MainThread"], life - interval, (role, report))
-            self.assertLessEqual(wall["MainThread"], life_to_stop, (role, report))
             # Its window starts at the fork, before the sampler's start.
             self.assertLessEqual(wall["MainThread"], duration, (role, report))
         print("\n  fork (MainThread wall, duration; children: life to the end of the work, "
@@ -675,10 +681,7 @@ class TestFork(ProfilerTest):
         cpu = merged_by(profiles, "cpu-time", lambda s, l: (l.get("thread name"), leaf(s)))
         wall = merged_by(profiles, "wall-time", lambda s, l: l.get("thread name"))
         self.assertEqual(set(wall), {"forker"}, wall)
-        start = child["sampler"]["started_ns"]
-        interval = longest_interval(child["rate"], child["sampler"])
-        self.assertGreaterEqual(wall["forker"], child["now_ns"] - start - interval, wall)
-        self.assertLessEqual(wall["forker"], stopped[child["pid"]]["now_ns"] - start, wall)
+        self.assert_child_life(wall["forker"], child, stopped[child["pid"]])
         self.assertEqual(max(cpu, key=cpu.get), ("forker", "spin"), cpu)
         st = stopped[child["pid"]]["at_stop"]
         self.assertGreater(st["main_callbacks"], st["ticks"] // 2, st)

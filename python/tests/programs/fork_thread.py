@@ -31,7 +31,6 @@ def forker(out):
     if pid == 0:
         child_work(0.3)
         print(json.dumps({"role": "child", "pid": os.getpid(), "now_ns": time.monotonic_ns(),
-                          "thread": threading.current_thread().name,
                           **progutil.sampler_info()}), flush=True)
         os._exit(0)  # the profiler wraps it: the child's last window is written
     _, status = os.waitpid(pid, 0)
