@@ -52,7 +52,7 @@ void ppk__fdict_destroy(ppk__fdict *d) {
         ppk__fchunk *chunk = atomic_load(&d->chunks[c]);
         if (!chunk) continue;
         for (size_t i = 0; i < PPK__FD_CHUNK; i++)
-            if (atomic_load(&chunk->live[i]))
+            if (PPK__FD_GEN(atomic_load(&chunk->state[i])))
                 ppk__mem_free(&d->mem, chunk->e[i].strs, alloc_size(entry_strs(&chunk->e[i])));
         ppk__mem_free(&d->mem, chunk, sizeof *chunk);
     }
@@ -75,18 +75,23 @@ static ppk__fentry *entry(ppk__fdict *d, size_t slot) {
     return &chunk_of(d, slot)->e[slot % PPK__FD_CHUNK];
 }
 
-/* Whether the entry in `slot` is live (under the lock). */
-static int live(ppk__fdict *d, size_t slot) {
-    return atomic_load_explicit(&chunk_of(d, slot)->live[slot % PPK__FD_CHUNK],
-                                memory_order_relaxed) != 0;
+/* The word of `slot`, whose chunk exists (under the lock). */
+static _Atomic uint64_t *state_of(ppk__fdict *d, size_t slot) {
+    return &chunk_of(d, slot)->state[slot % PPK__FD_CHUNK];
 }
 
-/* Marks the entry in `slot` used in the current epoch (under the lock). */
+/* Whether the entry in `slot` is live (under the lock). */
+static int live(ppk__fdict *d, size_t slot) {
+    return PPK__FD_GEN(atomic_load_explicit(state_of(d, slot), memory_order_relaxed)) != 0;
+}
+
+/* Marks the live entry in `slot` used in the current epoch (under the lock: nothing
+ * else frees it meanwhile). */
 static void mark_used(ppk__fdict *d, size_t slot) {
-    _Atomic uint32_t *u = &chunk_of(d, slot)->last_used[slot % PPK__FD_CHUNK];
+    _Atomic uint64_t *st = state_of(d, slot);
     uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
-    if (atomic_load_explicit(u, memory_order_relaxed) != epoch)
-        atomic_store_explicit(u, epoch, memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(st, memory_order_relaxed);
+    if ((uint32_t)w != epoch) ppk__fdict_mark(st, w, PPK__FD_GEN(w), epoch);
 }
 
 /* ---- interning ------------------------------------------------------------------- */
@@ -190,10 +195,7 @@ static uint32_t take_slot(ppk__fdict *d) {
         ppk__fchunk *chunk = ppk__mem_alloc(&d->mem, sizeof *chunk);
         if (!chunk) return 0;
         memset(chunk, 0, sizeof *chunk);
-        for (size_t i = 0; i < PPK__FD_CHUNK; i++) {
-            atomic_init(&chunk->live[i], 0);
-            atomic_init(&chunk->last_used[i], 0);
-        }
+        for (size_t i = 0; i < PPK__FD_CHUNK; i++) atomic_init(&chunk->state[i], PPK__FD_FREE);
         atomic_store_explicit(&d->chunks[c], chunk, memory_order_release);
     }
     return (uint32_t)++d->slots_used;
@@ -229,9 +231,9 @@ static int add_locked(ppk__fdict *d, const ppk_str s[3], int64_t start_line, uin
     e->start_line = start_line;
     e->hash = hash;
     e->gen++;
-    mark_used(d, slot - 1);
     *id = d->tag | (uint64_t)e->gen << 24 | slot;
-    atomic_store_explicit(&chunk_of(d, slot - 1)->live[(slot - 1) % PPK__FD_CHUNK], e->gen,
+    atomic_store_explicit(state_of(d, slot - 1),
+                          PPK__FD_WORD(e->gen, atomic_load_explicit(&d->epoch, memory_order_relaxed)),
                           memory_order_relaxed);
     *b = BUCKET(slot, hash);
     d->n++;
@@ -279,12 +281,12 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
 /* ---- resolution, eviction, figures ----------------------------------------------- */
 
 int ppk__fdict_get_locked(ppk__fdict *d, ppk_function_id id, ppk_frame *f) {
-    size_t i;
-    ppk__fchunk *c = ppk__fdict_chunk(d, id, &i);
+    ppk__fdict_view v = ppk__fdict_view_of(d);
+    _Atomic uint64_t *st = ppk__fdict_word(&v, id);
     uint32_t gen = ppk__fdict_gen(id);
-    if (!c || !gen || atomic_load_explicit(&c->live[i], memory_order_relaxed) != gen)
+    if (!st || !gen || PPK__FD_GEN(atomic_load_explicit(st, memory_order_relaxed)) != gen)
         return PPK_ESTALE;
-    const ppk__fentry *e = &c->e[i];
+    const ppk__fentry *e = entry(d, (size_t)(id & 0xffffff) - 1);
     f->name = (ppk_str){e->strs, e->name_len};
     f->system_name = (ppk_str){e->strs + e->name_len, e->system_name_len};
     f->filename = (ppk_str){e->strs + e->name_len + e->system_name_len, e->filename_len};
@@ -292,7 +294,7 @@ int ppk__fdict_get_locked(ppk__fdict *d, ppk_function_id id, ppk_frame *f) {
     return 0;
 }
 
-/* Frees the live entry in `slot`; the lock held. */
+/* Frees the entry in `slot`, whose word was just cleared; the lock held. */
 static void evict(ppk__fdict *d, size_t slot) {
     ppk__fentry *e = entry(d, slot);
     size_t mask = d->index_cap - 1;
@@ -300,8 +302,6 @@ static void evict(ppk__fdict *d, size_t slot) {
     while (B_SLOT(d->index[i]) != slot + 1) i = (i + 1) & mask;
     d->index[i] = TOMB;
     d->tombs++;
-    atomic_store_explicit(&chunk_of(d, slot)->live[slot % PPK__FD_CHUNK], 0,
-                          memory_order_relaxed);
     ppk__mem_free(&d->mem, e->strs, alloc_size(entry_strs(e)));
     e->strs = NULL;
     d->bytes -= entry_strs(e) + PPK__FD_ENTRY_BYTES;
@@ -316,11 +316,13 @@ void ppk__fdict_end_epoch(ppk__fdict *d) {
     pthread_mutex_lock(&d->lock);
     uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
     for (size_t slot = 0; slot < d->slots_used; slot++) {
-        ppk__fchunk *c = chunk_of(d, slot);
-        size_t i = slot % PPK__FD_CHUNK;
-        /* Evicted when unused during epochs last_used + 1 .. epoch (which ends now). */
-        if (atomic_load_explicit(&c->live[i], memory_order_relaxed) &&
-            epoch - atomic_load_explicit(&c->last_used[i], memory_order_relaxed) >= d->ttl)
+        _Atomic uint64_t *st = state_of(d, slot);
+        uint64_t w = atomic_load_explicit(st, memory_order_relaxed);
+        /* Evicted when unused during epochs last use + 1 .. epoch (which ends now),
+         * unless a push marks it used meanwhile (the exchange then fails). */
+        if (PPK__FD_GEN(w) && epoch - (uint32_t)w >= d->ttl &&
+            atomic_compare_exchange_strong_explicit(st, &w, PPK__FD_FREE, memory_order_relaxed,
+                                                    memory_order_relaxed))
             evict(d, slot);
     }
     atomic_store_explicit(&d->epoch, epoch + 1, memory_order_relaxed);

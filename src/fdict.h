@@ -6,19 +6,23 @@
  * PPK__FD_CHUNK slots, allocated when first needed and kept until the dictionary is
  * freed, so a slot never moves: a push checks its id with two atomic loads and no lock
  * (ppk__fdict_check). A chunk keeps what pushes read, each slot's live generation and
- * last use, in two arrays of its own (8 KiB), apart from the entries (56 KiB), so that
- * a push's check stays in cache when the dictionary no longer does. Everything else takes the dictionary's lock: interning, a window
- * resolving an id it has not seen (ppk__fdict_get_locked), and eviction.
+ * last use, in one 64-bit word a slot (8 KiB a chunk), apart from the entries (56 KiB),
+ * so that a push's check stays in cache when the dictionary no longer does, and is one
+ * load and one compare when the id was already used in the current epoch. Everything
+ * else takes the dictionary's lock: interning, a window resolving an id it has not seen
+ * (ppk__fdict_get_locked), and eviction.
  *
  * An id is tag (16 bits, the dictionary's) | generation (24 bits, the slot's) | slot + 1
- * (24 bits). A slot's `live` is the generation of its live entry, 0 when free; eviction
- * frees it and reuse takes the next generation; a slot whose generations are used up is
- * not reused.
+ * (24 bits). A slot's word is the generation of its live entry (high half; 0 when
+ * free) and the epoch of its last use (low half); eviction frees it and reuse takes the
+ * next generation; a slot whose generations are used up is not reused. A push marks
+ * its use with a compare-and-swap that keeps the generation, and eviction frees a slot
+ * with one that expects the last use it judged by: neither undoes the other.
  * So an id names at most one function ever: a stale id is refused, never resolved to
  * another function. The tag tells dictionaries apart (a recorder's id given to another).
  *
- * Use: a push or an intern stores the current epoch (exports so far) in the entry's
- * last_used when it differs; ppk__fdict_end_epoch (at each export) evicts the entries
+ * Use: a push or an intern stores the current epoch (exports so far) in the slot's
+ * last use when it differs; ppk__fdict_end_epoch (at each export) evicts the entries
  * whose last use is ttl epochs old.
  *
  * Bounds: at most max_entries live entries and max_bytes of entry bytes (strings plus
@@ -53,10 +57,17 @@ typedef struct ppk__fentry {
 } ppk__fentry;
 
 typedef struct ppk__fchunk {
-    _Atomic uint32_t live[PPK__FD_CHUNK];      /* the live entry's generation; 0: free */
-    _Atomic uint32_t last_used[PPK__FD_CHUNK]; /* epoch of its last push or intern */
+    /* PPK__FD_WORD(the live entry's generation, the epoch of its last push or intern),
+     * or PPK__FD_FREE */
+    _Atomic uint64_t state[PPK__FD_CHUNK];
     ppk__fentry e[PPK__FD_CHUNK];
 } ppk__fchunk;
+
+#define PPK__FD_WORD(gen, epoch) ((uint64_t)(gen) << 32 | (uint32_t)(epoch))
+#define PPK__FD_GEN(word) ((uint32_t)((word) >> 32))
+/* A free slot's word: generation 0 and a last use no push expects (a push of an id with
+ * generation 0 expects PPK__FD_WORD(0, epoch), and the epoch never reaches 2^32 - 1). */
+#define PPK__FD_FREE ((uint64_t)UINT32_MAX)
 
 typedef struct ppk__fdict {
     pthread_mutex_t lock;
@@ -86,14 +97,29 @@ void ppk__fdict_destroy(ppk__fdict *d);
 /* 0, PPK_EINVAL, PPK_ENULL, PPK_EFULL, PPK_ENOMEM; *id is 0 on error. */
 int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id);
 
-/* The chunk of `id` if its tag is this dictionary's and its slot allocated, else NULL;
- * *i its index in the chunk. No lock. */
-static inline ppk__fchunk *ppk__fdict_chunk(ppk__fdict *d, ppk_function_id id, size_t *i) {
-    if ((id & 0xffff000000000000u) != d->tag) return NULL;
-    size_t slot = (size_t)(id & 0xffffff);
-    if (slot == 0 || --slot / PPK__FD_CHUNK >= d->n_chunks) return NULL;
-    *i = slot % PPK__FD_CHUNK;
-    return atomic_load_explicit(&d->chunks[slot / PPK__FD_CHUNK], memory_order_acquire);
+/* What a check reads of the dictionary, read once for a run of checks: fields that
+ * never change after init, and the current epoch. */
+typedef struct ppk__fdict_view {
+    uint64_t tag;
+    size_t n_chunks;
+    _Atomic(ppk__fchunk *) *chunks;
+    uint32_t epoch;
+} ppk__fdict_view;
+
+static inline ppk__fdict_view ppk__fdict_view_of(ppk__fdict *d) {
+    ppk__fdict_view v = {d->tag, d->n_chunks, d->chunks,
+                         atomic_load_explicit(&d->epoch, memory_order_relaxed)};
+    return v;
+}
+
+/* The word of `id`'s slot if its tag is this dictionary's and its slot allocated, else
+ * NULL. No lock. */
+static inline _Atomic uint64_t *ppk__fdict_word(const ppk__fdict_view *v, ppk_function_id id) {
+    if ((id ^ v->tag) >> 48) return NULL;
+    size_t slot = (size_t)(id & 0xffffff) - 1; /* slot 0, none, wraps past n_chunks */
+    if (slot / PPK__FD_CHUNK >= v->n_chunks) return NULL;
+    ppk__fchunk *c = atomic_load_explicit(&v->chunks[slot / PPK__FD_CHUNK], memory_order_acquire);
+    return c ? &c->state[slot % PPK__FD_CHUNK] : NULL;
 }
 
 /* The generation an id carries. */
@@ -101,28 +127,33 @@ static inline uint32_t ppk__fdict_gen(ppk_function_id id) {
     return (uint32_t)(id >> 24) & 0xffffff;
 }
 
-/* 0 if `id` is live, and marks it used in this epoch; PPK_ESTALE if not. No lock: an
- * eviction may still come between this and the window's resolution of the id, which
- * then refuses it (ppk__fdict_get_locked). */
-static inline int ppk__fdict_check_at(ppk__fdict *d, ppk_function_id id, uint32_t epoch) {
-    size_t i;
-    ppk__fchunk *c = ppk__fdict_chunk(d, id, &i);
-    uint32_t gen = ppk__fdict_gen(id); /* 0 is no generation: a free slot's */
-    if (!c || !gen || atomic_load_explicit(&c->live[i], memory_order_relaxed) != gen)
-        return PPK_ESTALE;
-    /* Written only when it changes: the line is read by every pushing thread. */
-    if (atomic_load_explicit(&c->last_used[i], memory_order_relaxed) != epoch)
-        atomic_store_explicit(&c->last_used[i], epoch, memory_order_relaxed);
-    return 0;
+/* Marks a slot whose word is `w` used in `epoch`, as long as its generation is `gen`
+ * (not 0): 0, or PPK_ESTALE if it is not (or no longer) that generation's. */
+static inline int ppk__fdict_mark(_Atomic uint64_t *state, uint64_t w, uint32_t gen,
+                                  uint32_t epoch) {
+    while (gen && PPK__FD_GEN(w) == gen)
+        if (atomic_compare_exchange_weak_explicit(state, &w, PPK__FD_WORD(gen, epoch),
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return 0;
+    return PPK_ESTALE;
 }
 
-/* The epoch that pushes mark their ids with. */
-static inline uint32_t ppk__fdict_epoch(ppk__fdict *d) {
-    return atomic_load_explicit(&d->epoch, memory_order_relaxed);
+/* 0 if `id` is live, and marks it used in the view's epoch; PPK_ESTALE if not. No
+ * lock: an eviction may still come between this and the window's resolution of the
+ * id, which then refuses it (ppk__fdict_get_locked). An id used already in this epoch
+ * costs one load and one compare past finding its slot; only a change is written (the
+ * line is read by every pushing thread). */
+static inline int ppk__fdict_check_in(const ppk__fdict_view *v, ppk_function_id id) {
+    _Atomic uint64_t *st = ppk__fdict_word(v, id);
+    if (!st) return PPK_ESTALE;
+    uint64_t w = atomic_load_explicit(st, memory_order_relaxed);
+    uint32_t gen = ppk__fdict_gen(id);
+    return w == PPK__FD_WORD(gen, v->epoch) ? 0 : ppk__fdict_mark(st, w, gen, v->epoch);
 }
 
 static inline int ppk__fdict_check(ppk__fdict *d, ppk_function_id id) {
-    return ppk__fdict_check_at(d, id, ppk__fdict_epoch(d));
+    ppk__fdict_view v = ppk__fdict_view_of(d);
+    return ppk__fdict_check_in(&v, id);
 }
 
 void ppk__fdict_lock(ppk__fdict *d);

@@ -108,10 +108,23 @@ int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t 
     int rc = check(s, 1);
     if (rc) return rc;
     if (n && !frames) return PPK_ENULL;
-    ppk__fdict *d = &atomic_load(&s->rec)->fdict;
-    uint32_t epoch = ppk__fdict_epoch(d);
-    for (size_t i = 0; i < n; i++)
-        if (ppk__fdict_check_at(d, frames[i].function, epoch)) return PPK_ESTALE;
+    ppk__fdict_view v = ppk__fdict_view_of(&atomic_load(&s->rec)->fdict);
+    /* The common case in one pass: each id checked and its 16-byte record written (a
+     * line past 32 bits needs a longer record: the general case). */
+    uint8_t *at = ppk__sbuf_id16_room(&s->sb, n);
+    size_t i = 0;
+    for (; at && i < n; i++) {
+        if (ppk__fdict_check_in(&v, frames[i].function)) return PPK_ESTALE;
+        if (frames[i].line < 0 || frames[i].line > (int64_t)UINT32_MAX) break;
+        ppk__idrec rec = {PPK__FREC_ID16, (uint32_t)frames[i].line, frames[i].function};
+        memcpy(at + i * sizeof rec, &rec, sizeof rec);
+    }
+    if (at && i == n) {
+        ppk__sbuf_id16_commit(&s->sb, n);
+        return 0;
+    }
+    for (; i < n; i++)
+        if (ppk__fdict_check_in(&v, frames[i].function)) return PPK_ESTALE;
     return ppk__sbuf_push_ids(&s->sb, frames, n);
 }
 

@@ -163,6 +163,30 @@ static inline int ppk__sbuf_push_id(ppk__sbuf *sb, uint64_t id, uint64_t address
     return ppk__sbuf_push_id_slow(sb, id, address, line);
 }
 
+/* Where n 16-byte records by id (ppk__idrec, written by the caller) go at the end of
+ * the sample, if they fit in the buffer and within max_frames (none omitted so far);
+ * else NULL: ppk__sbuf_push_ids() then. Nothing changes until ppk__sbuf_id16_commit(). */
+static inline uint8_t *ppk__sbuf_id16_room(ppk__sbuf *sb, size_t n) {
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    if (!n || sb->omitted || n > sb->max_frames - sb->n_frames || off > sb->cap ||
+        n > (sb->cap - off) / sizeof(ppk__idrec))
+        return NULL;
+    memset(sb->buf + sb->len, 0, 8); /* padding, as ppk__sbuf_push_id() */
+    return sb->buf + off;
+}
+
+/* Makes the n records written where ppk__sbuf_id16_room() said the sample's frames. */
+static inline void ppk__sbuf_id16_commit(ppk__sbuf *sb, size_t n) {
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    ppk__rec *r = sb->frames + sb->n_frames;
+    for (size_t i = 0; i < n; i++) {
+        r[i].off = off + i * sizeof(ppk__idrec);
+        r[i].len = sizeof(ppk__idrec);
+    }
+    sb->n_frames += n;
+    sb->len = off + n * sizeof(ppk__idrec);
+}
+
 /* n frames by function id (checked by the caller), as n ppk__sbuf_push_id() calls: 0,
  * or PPK_ENOMEM with the sample as it was. */
 int ppk__sbuf_push_ids(ppk__sbuf *sb, const ppk_id_frame *frames, size_t n);
