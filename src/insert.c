@@ -258,12 +258,13 @@ static int label_id(ppk_profile *p, ppk__degraded *dg, const ppk_label *l, uint3
 /* A label record is cached on its second sighting only: when its label is already in
  * the window. A label seen once (a unique task name, a request id) would otherwise
  * leave a copy of its record and a cache entry that nothing ever hits (a third of a W1
- * storm window); a label seen twice costs one more uncached lookup. */
+ * storm window); a label seen twice costs one more uncached lookup. *rid is the
+ * record's label_recs id, or PPK_DICT_NONE if it is not cached. */
 static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
-                        const ppk__rec *r, uint32_t *out) {
-    uint32_t id = ppk__dict_find(&p->label_recs, rec, r->len, r->hash);
-    if (id != PPK_DICT_NONE) {
-        *out = p->label_of[id];
+                        const ppk__rec *r, uint32_t *out, uint32_t *rid) {
+    *rid = ppk__dict_find(&p->label_recs, rec, r->len, r->hash);
+    if (*rid != PPK_DICT_NONE) {
+        *out = p->label_of[*rid];
         return 0;
     }
     ppk_label l;
@@ -271,9 +272,8 @@ static int label_rec_id(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec,
     int is_new = 0;
     int rc = label_id(p, dg, &l, out, &is_new);
     if (rc || is_new) return rc;
-    uint32_t cached;
     return cache(p, &p->label_recs, &p->label_of, &p->label_of_cap, sizeof *out, rec,
-                 r->len, r->hash, out, &cached);
+                 r->len, r->hash, out, rid);
 }
 
 /* Whether label `id` has the placeholder as its key. */
@@ -282,13 +282,21 @@ static int placeholder_key(const ppk_profile *p, uint32_t id) {
            ppk__label_get(p, id).key == p->ids.placeholder;
 }
 
+/* The sample's label set: from the set cache, or label by label. *cacheable tells
+ * whether the set may be put in the cache (every label record cached, none left
+ * out). */
 static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
-                        uint32_t *set) {
+                        uint32_t *set, int *cacheable) {
+    *cacheable = 0;
+    const uint32_t *e = r->n_labels ? ppk__stack_cache_find(&p->setc, r->labels_hash) : NULL;
+    if (e && (*set = ppk__set_cache_match(e, &p->label_recs, r)) != PPK_DICT_NONE) return 0;
     uint32_t *b = p->label_buf;
     size_t n = 0;
-    int placeholder_seen = 0;
+    int placeholder_seen = 0, all = 1;
     for (size_t i = 0; i < r->n_labels; i++) {
-        int rc = label_rec_id(p, dg, r->buf + r->labels[i].off, &r->labels[i], &b[n]);
+        int rc = label_rec_id(p, dg, r->buf + r->labels[i].off, &r->labels[i], &b[n],
+                              &p->lrec_buf[i]);
+        all &= p->lrec_buf[i] != PPK_DICT_NONE;
         if (rc && rc != LIMIT) return rc;
         /* Keys are distinct, but two new ones past the budget both become the
          * placeholder: the second is left out, so no key appears twice. */
@@ -306,7 +314,10 @@ static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
         b[j] = v;
     }
     int rc = rec_id(p, &p->label_sets, b, n * sizeof(uint32_t), 4, set);
-    if (rc != LIMIT) return rc;
+    if (rc != LIMIT) {
+        *cacheable = !rc && all && n == r->n_labels;
+        return rc;
+    }
     dg->label_sets_dropped++;
     if (p->ids.empty_set == PPK_DICT_NONE) {
         p->mem.over_ok = 1;
@@ -367,27 +378,28 @@ static int keep_timestamped(ppk_profile *p, const ppk__recs *r, uint32_t stack, 
  * labels: its entry is fetched while they are resolved, and the sample map's slot for
  * (its stack, the set) while its frames are compared (both likely cache misses). A
  * stack not cached is resolved first, so that its strings are interned before the
- * labels'. */
+ * labels'. *stack_new and *set_new tell which of them may be put in their caches. */
 static int stack_and_set(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
-                         uint32_t *stack, uint32_t *set, int *cacheable) {
-    const uint32_t *e = r->n_frames && !r->omitted ? ppk__stack_cache_entry(&p->sc, r) : NULL;
+                         uint32_t *stack, uint32_t *set, int *stack_new, int *set_new) {
+    const uint32_t *e = r->n_frames && !r->omitted ? ppk__stack_cache_find(&p->sc, r->stack_hash)
+                                                   : NULL;
     int rc;
     *stack = PPK_DICT_NONE;
-    *cacheable = 0;
+    *stack_new = 0;
     if (e) {
         __builtin_prefetch(e);
-        if ((rc = label_set_id(p, dg, r, set))) return rc;
+        if ((rc = label_set_id(p, dg, r, set, set_new))) return rc;
         ppk__dict_prefetch(&p->samples, sample_hash(ppk__stack_entry_stack(e), *set));
         *stack = ppk__stack_cache_match(e, &p->frame_recs, p->frame_val, r);
     }
-    if (*stack == PPK_DICT_NONE && (rc = stack_id(p, dg, r, stack, cacheable))) return rc;
-    return e ? 0 : label_set_id(p, dg, r, set);
+    if (*stack == PPK_DICT_NONE && (rc = stack_id(p, dg, r, stack, stack_new))) return rc;
+    return e ? 0 : label_set_id(p, dg, r, set, set_new);
 }
 
 static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
     uint32_t stack, set, id;
-    int rc, cacheable;
-    if ((rc = stack_and_set(p, dg, r, &stack, &set, &cacheable))) return rc;
+    int rc, stack_new, set_new;
+    if ((rc = stack_and_set(p, dg, r, &stack, &set, &stack_new, &set_new))) return rc;
     uint32_t resolved = stack;
     if (r->timestamp_ns) {
         rc = keep_timestamped(p, r, stack, set);
@@ -415,9 +427,12 @@ static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
     for (size_t i = 0; i < p->n_types; i++)
         v[i] = ppk__sat_add(v[i], r->values[i], &dg->values_saturated);
     /* Not cached (no room, the hash taken): the next sample of this stack resolves it
-     * frame by frame. */
-    if (cacheable && ppk__stack_cache_put(&p->sc, &p->mem, &p->arena, r->stack_hash, p->rec_buf,
+     * frame by frame, of this set label by label. */
+    if (stack_new && ppk__stack_cache_put(&p->sc, &p->mem, &p->arena, r->stack_hash, p->rec_buf,
                                           r->n_frames, resolved))
+        p->mem.limited = 0;
+    if (set_new && ppk__stack_cache_put(&p->setc, &p->mem, &p->arena, r->labels_hash,
+                                        p->lrec_buf, r->n_labels, set))
         p->mem.limited = 0;
     return 0;
 }

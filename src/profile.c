@@ -156,7 +156,8 @@ int ppk_profile_create(const ppk_profile_config *cfg, ppk_profile **out) {
     p->cfg_text = ppk__mem_alloc(&p->mem, text);
     p->stack_buf = ppk__mem_alloc_array(&p->mem, 2 * p->max_frames, sizeof(uint32_t));
     p->rec_buf = p->stack_buf ? p->stack_buf + p->max_frames : NULL;
-    p->label_buf = ppk__mem_alloc_array(&p->mem, p->max_labels, sizeof(uint32_t));
+    p->label_buf = ppk__mem_alloc_array(&p->mem, 2 * p->max_labels, sizeof(uint32_t));
+    p->lrec_buf = p->label_buf ? p->label_buf + p->max_labels : NULL;
     if (!p->cfg_text || !p->stack_buf || !p->label_buf ||
         ppk__strtab_init(&p->strings, &p->mem, &p->arena, cfg->max_string_len) != 0 ||
         ppk__dict_reserve(&p->strings.d, 2 * p->n_types + 3 + PPK_DICT_HEADROOM) != 0) {
@@ -204,6 +205,7 @@ void ppk_profile_free(ppk_profile *p) {
     ppk__mem_free(&p->mem, p->frame_val, p->frame_val_cap * sizeof *p->frame_val);
     ppk__mem_free(&p->mem, p->label_of, p->label_of_cap * sizeof *p->label_of);
     ppk__stack_cache_destroy(&p->sc, &p->mem);
+    ppk__stack_cache_destroy(&p->setc, &p->mem);
     ppk__pb_destroy(&p->pb);
     ppk__arena_destroy(&p->arena);
     free_rules(p);
@@ -215,7 +217,7 @@ void ppk_profile_free(ppk_profile *p) {
                   p->endpoint_counts_cap * sizeof *p->endpoint_counts);
     ppk__mem_free(&p->mem, p->cfg_text, p->cfg_text_len);
     ppk__mem_free(&p->mem, p->stack_buf, 2 * p->max_frames * sizeof(uint32_t));
-    ppk__mem_free(&p->mem, p->label_buf, p->max_labels * sizeof(uint32_t));
+    ppk__mem_free(&p->mem, p->label_buf, 2 * p->max_labels * sizeof(uint32_t));
     assert(p->aux.bytes == 0);
     PPK_MEM_DELETE(p, ppk_profile, mem);
 }
@@ -329,7 +331,7 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
      * arrays that grew for a burst shrink back (G4), each within the budget or not now. */
     ppk__arena_reset(&p->arena);
     size_t samples = p->samples.n, frames = p->frame_recs.n, labels = p->label_recs.n;
-    size_t stacks = p->sc.n;
+    size_t stacks = p->sc.n, sets = p->setc.n;
     size_t endpoints = p->endpoints.n, counts = p->endpoint_names.n;
     for (size_t i = 0; i < N_TABLES; i++) ppk__dict_shrink(t[i]);
     ppk__dict_shrink(&p->strings.d);
@@ -337,6 +339,7 @@ void ppk_profile_reset(ppk_profile *p, int64_t start_ns) {
     shrink(&p->mem, (void **)&p->frame_val, &p->frame_val_cap, frames, sizeof *p->frame_val);
     shrink(&p->mem, (void **)&p->label_of, &p->label_of_cap, labels, sizeof *p->label_of);
     ppk__stack_cache_reset(&p->sc, &p->mem, stacks);
+    ppk__stack_cache_reset(&p->setc, &p->mem, sets);
     shrink(&p->mem, (void **)&p->ts, &p->ts_cap, p->ts_n, sizeof *p->ts);
     shrink(&p->mem, (void **)&p->ts_values, &p->ts_values_cap, p->ts_n,
            p->n_types * sizeof(int64_t));

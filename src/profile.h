@@ -135,6 +135,7 @@ struct ppk_profile {
     uint32_t *label_of;       /* by label_recs id: labels id */
     size_t label_of_cap;
     ppk__stack_cache sc;      /* a known stack without a lookup per frame */
+    ppk__stack_cache setc;    /* a known label set without a lookup per label */
 
     int64_t *values;          /* n_types per aggregated sample */
     size_t values_cap;        /* in samples */
@@ -171,6 +172,7 @@ struct ppk_profile {
     uint32_t *stack_buf;      /* max_frames location ids */
     uint32_t *rec_buf;        /* max_frames frame_recs ids (same allocation) */
     uint32_t *label_buf;      /* max_labels label ids */
+    uint32_t *lrec_buf;       /* max_labels label_recs ids (same allocation) */
     /* Outside the budget (`mem` has the limit): the encoder's buffer and
      * ppk_profile_add's sample, which are scratch, not the window's content. */
     ppk__mem aux;

@@ -86,6 +86,9 @@ typedef struct ppk__recs {
     /* The hash of the bytes from the first frame record to the end of the last one
      * (label records pushed in between included); 0 without frames. */
     uint64_t stack_hash;
+    /* The label records' hashes combined in the order they were pushed; 0 without
+     * labels. */
+    uint64_t labels_hash;
     size_t span_len;      /* of those bytes; 0 without frames */
     int span_frames_only; /* no label record among them */
 } ppk__recs;

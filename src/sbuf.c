@@ -318,6 +318,10 @@ void ppk__sbuf_seal(const ppk__sbuf *sb, ppk__recs *out) {
     out->stack_hash = 0;
     out->span_len = 0;
     out->span_frames_only = 1;
+    uint64_t lh = 0;
+    for (size_t i = 0; i < sb->n_labels; i++)
+        lh = (lh ^ sb->labels[i].hash) * 0x9E3779B97F4A7C15u + i;
+    out->labels_hash = lh;
     if (!sb->n_frames) return;
     const ppk__rec *last = &sb->frames[sb->n_frames - 1];
     size_t start = sb->frames[0].off, len = last->off + last->len - start;

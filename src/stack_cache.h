@@ -1,5 +1,6 @@
 /*
- * stack_cache.h - a window's cache from a sample's frame records to its stack id.
+ * stack_cache.h - a window's cache from a sample's frame records to its stack id, and
+ * the same kind of table from its label records to its label set.
  *
  * A sample's frames arrive as records with one hash over all of them (stack_hash,
  * record.h). The cache maps that hash to the stack id and to the frame-record ids
@@ -11,6 +12,11 @@
  * ppk_sample_push_frames_id), each is compared with the copy that the window keeps of
  * it in a dense array by frame_recs id (ppk__frame_val): one read of 16 bytes a frame
  * from a small array, not a dict entry and then the key it points to.
+ *
+ * A window keeps a second such table for label sets (labels_hash, record.h): entries
+ * of the label_recs ids a set was made from, each confirmed against its label record
+ * (ppk__set_cache_match). A known set then costs one probe and n compares, instead of
+ * n lookups, a sort and a lookup of the set.
  *
  * Open addressing with linear probing, at most 3/4 full; the entries' ids live in the
  * window's arena, so they go with it at reset. Nothing is ever required to be cached:
@@ -69,11 +75,10 @@ static inline int ppk__id16_run_eq(const ppk__frame_val *vals, const uint32_t *i
     return 1;
 }
 
-/* The entry cached under sample r's stack_hash, or NULL; not read yet (see
- * ppk__stack_cache_match), so that the caller may fetch it while doing other work. */
-static inline const uint32_t *ppk__stack_cache_entry(const ppk__stack_cache *c,
-                                                     const ppk__recs *r) {
-    return c->slots ? ppk__stack_slot_of(c->slots, c->mask, r->stack_hash)->recs : NULL;
+/* The entry cached under `hash`, or NULL; not read yet (see ppk__stack_cache_match),
+ * so that the caller may fetch it while doing other work. */
+static inline const uint32_t *ppk__stack_cache_find(const ppk__stack_cache *c, uint64_t hash) {
+    return c->slots ? ppk__stack_slot_of(c->slots, c->mask, hash)->recs : NULL;
 }
 
 /* The stack of entry `recs` (a stack id, a candidate until matched). */
@@ -94,6 +99,20 @@ static inline uint32_t ppk__stack_cache_match(const uint32_t *recs, const ppk__d
         uint32_t len;
         const uint8_t *rec = ppk__dict_key(frame_recs, recs[2 + i], &len);
         if (len != r->frames[i].len || !ppk__bytes_eq(rec, r->buf + r->frames[i].off, len))
+            return PPK_DICT_NONE;
+    }
+    return recs[1];
+}
+
+/* The label set of sample `r` if entry `recs` of a label set cache holds it: every
+ * label record equal to the label_recs key of the same position. Else PPK_DICT_NONE. */
+static inline uint32_t ppk__set_cache_match(const uint32_t *recs, const ppk__dict *label_recs,
+                                            const ppk__recs *r) {
+    if (recs[0] != r->n_labels) return PPK_DICT_NONE;
+    for (size_t i = 0; i < r->n_labels; i++) {
+        uint32_t len;
+        const uint8_t *rec = ppk__dict_key(label_recs, recs[2 + i], &len);
+        if (len != r->labels[i].len || memcmp(rec, r->buf + r->labels[i].off, len) != 0)
             return PPK_DICT_NONE;
     }
     return recs[1];

@@ -10,7 +10,9 @@
  * and still resolve to one stack. Frames by function id in 16-byte records are compared
  * against the window's dense copies of them (ppk__frame_val): a frame that differs in
  * its id or its line, a 32-byte record by id, or a label between the frames must still
- * give the right stack.
+ * give the right stack. The label set cache (the same table, keyed by labels_hash) is
+ * held to the same rules: a forced collision or the same labels in another order must
+ * still give the right set, and a set is cached only once all its label records are.
  */
 #include <stdint.h>
 #include <string.h>
@@ -177,7 +179,7 @@ static void test_omitted_frames_not_cached(void) {
 
 /* The cache's answer for sample r: its stack id, or PPK_DICT_NONE. */
 static uint32_t find(ppk_profile *p, const ppk__recs *r) {
-    const uint32_t *e = ppk__stack_cache_entry(&p->sc, r);
+    const uint32_t *e = ppk__stack_cache_find(&p->sc, r->stack_hash);
     return e ? ppk__stack_cache_match(e, &p->frame_recs, p->frame_val, r) : PPK_DICT_NONE;
 }
 
@@ -264,10 +266,103 @@ static void test_id_frames(void) {
     ppk__fdict_destroy(&d);
 }
 
+/* Builds a sample of frames A with labels ("thread id" num, "thread name" name, "task
+ * name" task), in that order or reversed. */
+static void build_labels(fx *x, int64_t num, const char *name, const char *task, int reversed) {
+    ppk__sbuf *sb = &x->sb;
+    ppk__sbuf_clear(sb, SIZE_MAX);
+    for (size_t i = 0; i < 3; i++)
+        CHECK_EQ_INT(ppk__sbuf_push_simple_frame(sb, cstr(A[i].name), cstr(A[i].file), 0,
+                                                 A[i].line),
+                     0);
+    ppk_label l[3];
+    memset(l, 0, sizeof l);
+    l[0].key = PPK_STR("thread id");
+    l[0].is_num = 1;
+    l[0].num = num;
+    l[1].key = PPK_STR("thread name");
+    l[1].str = cstr(name);
+    l[2].key = PPK_STR("task name");
+    l[2].str = cstr(task);
+    for (size_t i = 0; i < 3; i++) CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l[reversed ? 2 - i : i]), 0);
+    sb->values[0] = 1;
+    ppk__sbuf_seal(sb, &x->r);
+}
+
+static uint64_t label_sets(ppk_profile *p) {
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    return s.label_sets;
+}
+
+/* The set of sample r in the cache, or PPK_DICT_NONE. */
+static uint32_t find_set(ppk_profile *p, const ppk__recs *r) {
+    const uint32_t *e = ppk__stack_cache_find(&p->setc, r->labels_hash);
+    return e ? ppk__set_cache_match(e, &p->label_recs, r) : PPK_DICT_NONE;
+}
+
+/* Label sets: cached once every label record is (their second sighting), then found
+ * by one probe; another order of the same labels is the same set; a forced collision
+ * (other labels under the same labels_hash: a value of the same length, a number) is
+ * compared, not merged; the cache is cleared with the window. */
+static void test_label_sets(void) {
+    fx f;
+    fx_init(&f, 64);
+    ppk_profile *p = f.p;
+
+    build_labels(&f, 1001, "Thread-1", "Task-1", 0);
+    uint64_t hash_1 = f.r.labels_hash;
+    CHECK(hash_1 != 0);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(p->setc.n, 0); /* its records are not cached yet */
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(p->setc.n, 1);
+    uint32_t set_1 = find_set(p, &f.r);
+    CHECK(set_1 != PPK_DICT_NONE);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(label_sets(p), 1);
+
+    /* The same labels reversed: another hash, the same set. */
+    build_labels(&f, 1001, "Thread-1", "Task-1", 1);
+    CHECK(f.r.labels_hash != hash_1);
+    CHECK_EQ_U64(find_set(p, &f.r), PPK_DICT_NONE);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(label_sets(p), 1);
+    CHECK_EQ_U64(find_set(p, &f.r), set_1); /* cached under its own hash too */
+
+    /* Under set 1's hash: a value of the same length, then another number. */
+    build_labels(&f, 1001, "Thread-2", "Task-1", 0);
+    f.r.labels_hash = hash_1;
+    CHECK_EQ_U64(find_set(p, &f.r), PPK_DICT_NONE);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(label_sets(p), 2);
+    build_labels(&f, 1002, "Thread-1", "Task-1", 0);
+    f.r.labels_hash = hash_1;
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(label_sets(p), 3);
+    /* Set 1 is still itself. */
+    build_labels(&f, 1001, "Thread-1", "Task-1", 0);
+    CHECK_EQ_U64(find_set(p, &f.r), set_1);
+
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    CHECK_EQ_U64(s.samples_added, 6);
+    CHECK_EQ_U64(s.samples_aggregated, 3); /* one stack, three sets */
+    CHECK_EQ_U64(s.labels, 5);             /* 1001 1002 Thread-1 Thread-2 Task-1 */
+
+    ppk_profile_reset(p, 0);
+    CHECK_EQ_U64(p->setc.n, 0);
+    CHECK_EQ_U64(find_set(p, &f.r), PPK_DICT_NONE);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(label_sets(p), 1);
+    fx_done(&f);
+}
+
 int main(void) {
     RUN(test_forced_collision_is_not_merged);
     RUN(test_hash_is_stable);
     RUN(test_omitted_frames_not_cached);
     RUN(test_id_frames);
+    RUN(test_label_sets);
     return check_summary();
 }
