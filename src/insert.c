@@ -376,20 +376,22 @@ static int keep_timestamped(ppk_profile *p, const ppk__recs *r, uint32_t stack, 
 
 /* The sample's stack and label set. A stack the cache may hold is matched after the
  * labels: its entry is fetched while they are resolved, and the sample map's slot for
- * (its stack, the set) while its frames are compared (both likely cache misses). A
- * stack not cached is resolved first, so that its strings are interned before the
- * labels'. *stack_new and *set_new tell which of them may be put in their caches. */
+ * (its stack, the set) while its frames are compared (all likely cache misses; the
+ * caller fetched the caches' slots). A stack not cached is resolved first, so that its
+ * strings are interned before the labels'. *stack_new and *set_new tell which of them
+ * may be put in their caches. */
 static int stack_and_set(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
                          uint32_t *stack, uint32_t *set, int *stack_new, int *set_new) {
-    const uint32_t *e = r->n_frames && !r->omitted ? ppk__stack_cache_find(&p->sc, r->stack_hash)
-                                                   : NULL;
+    const ppk__stack_slot *s =
+        r->n_frames && !r->omitted ? ppk__stack_cache_slot(&p->sc, r->stack_hash) : NULL;
+    const uint32_t *e = s ? s->recs : NULL;
     int rc;
     *stack = PPK_DICT_NONE;
     *stack_new = 0;
     if (e) {
-        __builtin_prefetch(e);
+        ppk__stack_entry_prefetch(e, r->n_frames);
         if ((rc = label_set_id(p, dg, r, set, set_new))) return rc;
-        ppk__dict_prefetch(&p->samples, sample_hash(ppk__stack_entry_stack(e), *set));
+        ppk__dict_prefetch(&p->samples, sample_hash(s->stack, *set));
         *stack = ppk__stack_cache_match(e, &p->frame_recs, p->frame_val, r);
     }
     if (*stack == PPK_DICT_NONE && (rc = stack_id(p, dg, r, stack, stack_new))) return rc;
@@ -438,6 +440,9 @@ static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
 }
 
 int ppk__profile_add_recs(ppk_profile *p, const ppk__recs *r) {
+    /* The caches' slots, likely cache misses, fetched while the undo record is made. */
+    ppk__stack_cache_prefetch(&p->sc, r->stack_hash);
+    ppk__stack_cache_prefetch(&p->setc, r->labels_hash);
     ppk__undo u;
     ppk__undo_save(p, &u);
     ppk__degraded dg;

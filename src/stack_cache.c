@@ -34,6 +34,7 @@ int ppk__stack_cache_put(ppk__stack_cache *c, ppk__mem *mem, ppk__arena *arena, 
     memcpy(recs + 2, rec_ids, n * sizeof *recs);
     s->hash = hash;
     s->recs = recs;
+    s->stack = stack;
     c->n++;
     return 0;
 }

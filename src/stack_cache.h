@@ -45,6 +45,7 @@ typedef struct ppk__frame_val {
 typedef struct ppk__stack_slot {
     uint64_t hash;
     const uint32_t *recs; /* [0] n, [1] stack, [2..] n frame_recs ids; NULL: empty */
+    uint32_t stack;       /* recs[1], here too: known before the entry is read */
 } ppk__stack_slot;
 
 typedef struct ppk__stack_cache {
@@ -75,14 +76,32 @@ static inline int ppk__id16_run_eq(const ppk__frame_val *vals, const uint32_t *i
     return 1;
 }
 
-/* The entry cached under `hash`, or NULL; not read yet (see ppk__stack_cache_match),
- * so that the caller may fetch it while doing other work. */
-static inline const uint32_t *ppk__stack_cache_find(const ppk__stack_cache *c, uint64_t hash) {
-    return c->slots ? ppk__stack_slot_of(c->slots, c->mask, hash)->recs : NULL;
+/* Starts fetching the slot where a lookup of `hash` begins (a hint). */
+static inline void ppk__stack_cache_prefetch(const ppk__stack_cache *c, uint64_t hash) {
+    if (c->slots) __builtin_prefetch(&c->slots[hash & c->mask]);
 }
 
-/* The stack of entry `recs` (a stack id, a candidate until matched). */
-static inline uint32_t ppk__stack_entry_stack(const uint32_t *recs) { return recs[1]; }
+/* The slot of the entry cached under `hash`, or NULL; the entry is not read (see
+ * ppk__stack_cache_match), so that the caller may fetch it while doing other work. */
+static inline const ppk__stack_slot *ppk__stack_cache_slot(const ppk__stack_cache *c,
+                                                           uint64_t hash) {
+    if (!c->slots) return NULL;
+    const ppk__stack_slot *s = ppk__stack_slot_of(c->slots, c->mask, hash);
+    return s->recs ? s : NULL;
+}
+
+/* The entry cached under `hash`, or NULL; not read yet. */
+static inline const uint32_t *ppk__stack_cache_find(const ppk__stack_cache *c, uint64_t hash) {
+    const ppk__stack_slot *s = ppk__stack_cache_slot(c, hash);
+    return s ? s->recs : NULL;
+}
+
+/* Starts fetching entry `recs` of n ids (a hint). */
+static inline void ppk__stack_entry_prefetch(const uint32_t *recs, size_t n) {
+    const char *p = (const char *)recs, *end = (const char *)(recs + 2 + n);
+    for (; p < end; p += 64) __builtin_prefetch(p);
+    __builtin_prefetch(end - 1);
+}
 
 /* The stack of sample `r` (with frames) if entry `recs` holds it: every frame record
  * equal to the cached record of the same position in `frame_recs`. Else PPK_DICT_NONE.
