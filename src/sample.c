@@ -131,22 +131,14 @@ int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t 
 int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value) {
     int rc = check(s, 1);
     if (rc) return rc;
-    ppk_label l;
-    memset(&l, 0, sizeof l);
-    l.key = key;
-    l.str = value;
+    ppk_label l = {.key = key, .str = value};
     return ppk__sbuf_push_label(&s->sb, &l);
 }
 
 int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num, ppk_str unit) {
     int rc = check(s, 1);
     if (rc) return rc;
-    ppk_label l;
-    memset(&l, 0, sizeof l);
-    l.key = key;
-    l.is_num = 1;
-    l.num = num;
-    l.num_unit = unit;
+    ppk_label l = {.key = key, .is_num = 1, .num = num, .num_unit = unit};
     return ppk__sbuf_push_label(&s->sb, &l);
 }
 

@@ -49,7 +49,7 @@ void ppk__sbuf_destroy(ppk__sbuf *sb) {
 void ppk__sbuf_clear(ppk__sbuf *sb, size_t keep_bytes) {
     sb->len = 0;
     sb->n_frames = sb->n_labels = sb->omitted = 0;
-    memset(sb->values, 0, sizeof sb->values);
+    memset(sb->values, 0, sb->n_types * sizeof *sb->values); /* the rest stay 0 */
     sb->timestamp_ns = 0;
     sb->fit = (ppk__fit_counts){0, 0};
     if (sb->cap > keep_bytes) {
@@ -252,8 +252,7 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
         return PPK_ESPANID;
     if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
     ppk__fit_counts fit = sb->fit;
-    ppk__lrec h;
-    memset(&h, 0, sizeof h);
+    ppk__lrec h = {0, 0, 0, 0, 0};
     /* The common case first, as for frames: ASCII within the limit, room in the buffer. */
     size_t off = (sb->len + 7) & ~(size_t)7;
     size_t exact = sizeof h + l->key.len + value.len;
@@ -262,7 +261,9 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
         off <= sb->cap && exact <= sb->cap - off &&
         ppk__copy_ascii(key, l->key.ptr, l->key.len) &
             ppk__copy_ascii(key + l->key.len, value.ptr, value.len)) {
-        memset(sb->buf + sb->len, 0, off - sb->len);
+        /* Zero padding: 8 bytes from the end of the last record, within this one's
+         * header (written below). */
+        memset(sb->buf + sb->len, 0, 8);
         h.key_len = (uint32_t)l->key.len;
         h.value_len = (uint32_t)value.len;
     } else {
