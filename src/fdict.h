@@ -4,18 +4,19 @@
  * An entry holds a function's strings, fitted for pprof at intern (repaired and cut as
  * the string table would), and its start line. Entries live in chunks of
  * PPK__FD_CHUNK slots, allocated when first needed and kept until the dictionary is
- * freed, so a slot never moves: a push checks its id with two atomic loads and no lock
- * (ppk__fdict_check). A chunk keeps what pushes read, each slot's live generation and
- * last use, in one 64-bit word a slot (8 KiB a chunk), apart from the entries (56 KiB),
- * so that a push's check stays in cache when the dictionary no longer does, and is one
- * load and one compare when the id was already used in the current epoch. Everything
- * else takes the dictionary's lock: interning, a window resolving an id it has not seen
- * (ppk__fdict_get_locked), and eviction.
+ * freed, so a slot never moves: a push checks its id with two atomic loads (its
+ * chunk, its slot's word) and no lock (ppk__fdict_check). A chunk keeps what pushes
+ * read, each slot's live generation and last use, in one 64-bit word a slot (8 KiB a
+ * chunk), apart from the entries (56 KiB), so that a push's check stays in cache when
+ * the dictionary no longer does, and is one compare when the id was already used in
+ * the current epoch. Everything else takes the dictionary's lock: interning, a window
+ * resolving an id it has not seen (ppk__fdict_get_locked), and eviction.
  *
  * An id is tag (16 bits, the dictionary's) | generation (24 bits, the slot's) | slot + 1
  * (24 bits). A slot's word is the generation of its live entry (high half; 0 when
- * free) and the epoch of its last use (low half); eviction frees it and reuse takes the
- * next generation; a slot whose generations are used up is not reused. A push marks
+ * free: PPK__FD_FREE) and the epoch of its last use (low half); eviction frees it and
+ * reuse takes the next generation; a slot whose generations are used up is not
+ * reused. A push marks
  * its use with a compare-and-swap that keeps the generation, and eviction frees a slot
  * with one that expects the last use it judged by: neither undoes the other.
  * So an id names at most one function ever: a stale id is refused, never resolved to
