@@ -325,7 +325,9 @@ void ppk__fdict_end_epoch(ppk__fdict *d) {
                                                     memory_order_relaxed))
             evict(d, slot);
     }
-    atomic_store_explicit(&d->epoch, epoch + 1, memory_order_relaxed);
+    /* 2^32 - 1 is skipped: it is the free word's (PPK__FD_FREE). */
+    atomic_store_explicit(&d->epoch, epoch + 1 == UINT32_MAX ? 0 : epoch + 1,
+                          memory_order_relaxed);
     /* Without tombstones, and smaller when most entries went (if that fails, the
      * tombstones stay: they cost probes, not correctness). */
     if (d->tombs && index_cap_for(d->n) * 4 <= d->index_cap) reindex(d, index_cap_for(d->n));

@@ -7,7 +7,7 @@
  * freed, so a slot never moves: a push checks its id with two atomic loads (its
  * chunk, its slot's word) and no lock (ppk__fdict_check). A chunk keeps what pushes
  * read, each slot's live generation and last use, in one 64-bit word a slot (8 KiB a
- * chunk), apart from the entries (56 KiB), so that a push's check stays in cache when
+ * chunk), apart from the entries (48 KiB), so that a push's check stays in cache when
  * the dictionary no longer does, and is one compare when the id was already used in
  * the current epoch. Everything else takes the dictionary's lock: interning, a window
  * resolving an id it has not seen (ppk__fdict_get_locked), and eviction.
@@ -17,8 +17,10 @@
  * free: PPK__FD_FREE) and the epoch of its last use (low half); eviction frees it and
  * reuse takes the next generation; a slot whose generations are used up is not
  * reused. A push marks
- * its use with a compare-and-swap that keeps the generation, and eviction frees a slot
- * with one that expects the last use it judged by: neither undoes the other.
+ * its use with a compare-and-swap that keeps the generation and only moves the last use
+ * forward (a push whose epoch was read before an export does not take back a later
+ * push's mark), and eviction frees a slot with one that expects the last use it judged
+ * by: neither undoes the other.
  * So an id names at most one function ever: a stale id is refused, never resolved to
  * another function. The tag tells dictionaries apart (a recorder's id given to another).
  *
@@ -67,7 +69,7 @@ typedef struct ppk__fchunk {
 #define PPK__FD_WORD(gen, epoch) ((uint64_t)(gen) << 32 | (uint32_t)(epoch))
 #define PPK__FD_GEN(word) ((uint32_t)((word) >> 32))
 /* A free slot's word: generation 0 and a last use no push expects (a push of an id with
- * generation 0 expects PPK__FD_WORD(0, epoch), and the epoch never reaches 2^32 - 1). */
+ * generation 0 expects PPK__FD_WORD(0, epoch), and the epoch skips 2^32 - 1). */
 #define PPK__FD_FREE ((uint64_t)UINT32_MAX)
 
 typedef struct ppk__fdict {
@@ -129,13 +131,16 @@ static inline uint32_t ppk__fdict_gen(ppk_function_id id) {
 }
 
 /* Marks a slot whose word is `w` used in `epoch`, as long as its generation is `gen`
- * (not 0): 0, or PPK_ESTALE if it is not (or no longer) that generation's. */
+ * (not 0): 0, or PPK_ESTALE if it is not (or no longer) that generation's. A word
+ * marked in `epoch` or a later one is left as it is. */
 static inline int ppk__fdict_mark(_Atomic uint64_t *state, uint64_t w, uint32_t gen,
                                   uint32_t epoch) {
-    while (gen && PPK__FD_GEN(w) == gen)
+    while (gen && PPK__FD_GEN(w) == gen) {
+        if ((int32_t)((uint32_t)w - epoch) >= 0) return 0;
         if (atomic_compare_exchange_weak_explicit(state, &w, PPK__FD_WORD(gen, epoch),
                                                   memory_order_relaxed, memory_order_relaxed))
             return 0;
+    }
     return PPK_ESTALE;
 }
 

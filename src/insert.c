@@ -282,9 +282,16 @@ static int placeholder_key(const ppk_profile *p, uint32_t id) {
            ppk__label_get(p, id).key == p->ids.placeholder;
 }
 
+/* Label set cache entries a window keeps, at most, per label set it holds: a set is
+ * cached under the order its labels were pushed in, so a program that pushes one set's
+ * labels in many orders would otherwise fill the window's budget with entries. */
+#define SETC_PER_SET 2
+
 /* The sample's label set: from the set cache, or label by label. *cacheable tells
- * whether the set may be put in the cache (every label record cached, none left
- * out). */
+ * whether the set may be put in the cache: it has labels, every label record is cached
+ * and none was left out, the window had the set before (a set seen once, such as one
+ * with a unique task name's label whose record is cached, would leave an entry that
+ * nothing hits), and the cache is within SETC_PER_SET entries a set. */
 static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
                         uint32_t *set, int *cacheable) {
     *cacheable = 0;
@@ -313,9 +320,13 @@ static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
         for (; j > 0 && b[j - 1] > v; j--) b[j] = b[j - 1];
         b[j] = v;
     }
-    int rc = rec_id(p, &p->label_sets, b, n * sizeof(uint32_t), 4, set);
+    size_t len = n * sizeof(uint32_t);
+    int is_new = 1, rc = 0;
+    *set = ppk__dict_intern(&p->label_sets, b, len, ppk__hash(b, len), 4, &is_new);
+    if (*set == PPK_DICT_NONE) rc = why(p);
     if (rc != LIMIT) {
-        *cacheable = !rc && all && n == r->n_labels;
+        *cacheable = !rc && all && n && n == r->n_labels && !is_new &&
+                     p->setc.n < SETC_PER_SET * (size_t)p->label_sets.n;
         return rc;
     }
     dg->label_sets_dropped++;

@@ -107,7 +107,8 @@ int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line) {
 int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t n) {
     int rc = check(s, 1);
     if (rc) return rc;
-    if (n && !frames) return PPK_ENULL;
+    if (!n) return 0;
+    if (!frames) return PPK_ENULL;
     ppk__fdict_view v = ppk__fdict_view_of(&atomic_load(&s->rec)->fdict);
     /* The common case in one pass: each id checked and its 16-byte record written (a
      * line past 32 bits needs a longer record: the general case). */

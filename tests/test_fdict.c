@@ -25,7 +25,10 @@
  *     another exports back to back with a TTL of one export; every sample flushed is in
  *     exactly one export, every refused flush is counted, and each sample's leaf
  *     function is the one its label names;
- *   - fork: a child keeps the dictionary: ids interned before fork() work there.
+ *   - fork: a child keeps the dictionary: ids interned before fork() work there;
+ *   - marks (src/fdict.h directly): a push whose epoch was read before an export (a
+ *     batch begun then) does not take back a later push's mark of the same function,
+ *     which then lives its whole TTL; the epoch skips the free slots' last use.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fdict.h"
 #include "pprof_read.h"
 #include "pprofkit.h"
 
@@ -725,6 +729,41 @@ static void test_fork(void) {
     ppk_recorder_free(r);
 }
 
+/* Whether the dictionary resolves `id`. */
+static int resolves(ppk__fdict *d, ppk_function_id id) {
+    ppk_frame f;
+    ppk__fdict_lock(d);
+    int rc = ppk__fdict_get_locked(d, id, &f);
+    ppk__fdict_unlock(d);
+    return rc == 0;
+}
+
+static void test_marks(void) {
+    ppk__fdict d;
+    CHECK_EQ_INT(ppk__fdict_init(&d, NULL, 64, 1 << 20, 4096, 1), 0);
+    ppk_function f = fn("f", "", "f.py", 0);
+    ppk_function_id id;
+    CHECK_EQ_INT(ppk__fdict_intern(&d, &f, &id), 0); /* used in epoch 0 */
+    ppk__fdict_view before = ppk__fdict_view_of(&d);
+    ppk__fdict_end_epoch(&d); /* TTL 1: used in the epoch that ends, kept */
+    CHECK(resolves(&d, id));
+    CHECK_EQ_INT(ppk__fdict_check(&d, id), 0); /* used in epoch 1 */
+    /* A check with the view of epoch 0, after the one in epoch 1: still live, and the
+     * mark stays at 1. */
+    CHECK_EQ_INT(ppk__fdict_check_in(&before, id), 0);
+    ppk__fdict_end_epoch(&d);
+    CHECK(resolves(&d, id));
+    ppk__fdict_end_epoch(&d); /* unused during epoch 2 */
+    CHECK(!resolves(&d, id));
+    CHECK_EQ_INT(ppk__fdict_check(&d, id), PPK_ESTALE);
+    CHECK_EQ_INT(ppk__fdict_check_in(&before, id), PPK_ESTALE);
+    /* The epoch after 2^32 - 2 is 0: a free slot's word never reads as a last use. */
+    atomic_store(&d.epoch, UINT32_MAX - 1);
+    ppk__fdict_end_epoch(&d);
+    CHECK_EQ_U64(atomic_load(&d.epoch), 0);
+    ppk__fdict_destroy(&d);
+}
+
 int main(void) {
     RUN(test_equivalence);
     RUN(test_identity);
@@ -735,5 +774,6 @@ int main(void) {
     RUN(test_flat_over_exports);
     RUN(test_threads);
     RUN(test_fork);
+    RUN(test_marks);
     return check_summary();
 }

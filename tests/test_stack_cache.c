@@ -11,8 +11,11 @@
  * against the window's dense copies of them (ppk__frame_val): a frame that differs in
  * its id or its line, a 32-byte record by id, or a label between the frames must still
  * give the right stack. The label set cache (the same table, keyed by labels_hash) is
- * held to the same rules: a forced collision or the same labels in another order must
- * still give the right set, and a set is cached only once all its label records are.
+ * held to the same rules: a forced collision (other labels, fewer or more labels with
+ * the same first ones) or the same labels in another order must still give the right
+ * set; a set is cached only once all its label records are and the window had it
+ * before, never without labels, and at most SETC_PER_SET entries a set (one set's
+ * labels pushed in every order).
  */
 #include <stdint.h>
 #include <string.h>
@@ -358,11 +361,95 @@ static void test_label_sets(void) {
     fx_done(&f);
 }
 
+/* Builds a sample of frames A with labels "a", "b", ... of value "v", the first n of
+ * `order` (indices into those keys). */
+static void build_keys(fx *x, const int *order, size_t n) {
+    static const char *keys[4] = {"a", "b", "c", "d"};
+    ppk__sbuf *sb = &x->sb;
+    ppk__sbuf_clear(sb, SIZE_MAX);
+    CHECK_EQ_INT(ppk__sbuf_push_simple_frame(sb, cstr(A[0].name), cstr(A[0].file), 0, 1), 0);
+    for (size_t i = 0; i < n; i++) {
+        ppk_label l;
+        memset(&l, 0, sizeof l);
+        l.key = cstr(keys[order[i]]);
+        l.str = PPK_STR("v");
+        CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
+    }
+    sb->values[0] = 1;
+    ppk__sbuf_seal(sb, &x->r);
+}
+
+/* Sets whose labels begin like a cached set's, under its hash: {a} and {a, b, c} under
+ * {a, b}'s. Samples without labels put nothing in the set cache. */
+static void test_label_set_prefixes(void) {
+    fx f;
+    fx_init(&f, 64);
+    ppk_profile *p = f.p;
+    static const int abc[3] = {0, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        build_keys(&f, abc, 0);
+        CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    }
+    CHECK_EQ_U64(p->setc.n, 0);
+    build_keys(&f, abc, 2);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    CHECK_EQ_U64(p->setc.n, 1);
+    uint64_t h2 = f.r.labels_hash;
+    build_keys(&f, abc, 1);
+    f.r.labels_hash = h2;
+    CHECK_EQ_U64(find_set(p, &f.r), PPK_DICT_NONE);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    build_keys(&f, abc, 3);
+    f.r.labels_hash = h2;
+    CHECK_EQ_U64(find_set(p, &f.r), PPK_DICT_NONE);
+    CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    CHECK_EQ_U64(s.label_sets, 4); /* {} {a, b} {a} {a, b, c} */
+    CHECK_EQ_U64(s.samples_aggregated, 4);
+    CHECK_EQ_U64(s.samples_added, 7);
+    fx_done(&f);
+}
+
+/* One set's four labels pushed in all 24 orders, three times over: one set, and at
+ * most SETC_PER_SET cache entries for it. */
+static void test_label_set_orders(void) {
+    fx f;
+    fx_init(&f, 64);
+    ppk_profile *p = f.p;
+    int order[4];
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 24; k++) {
+            /* The k-th permutation of 0..3 (factorial base). */
+            int left[4] = {0, 1, 2, 3}, m = 4, q = k;
+            for (int i = 0; i < 4; i++) {
+                int fact = i == 0 ? 6 : i == 1 ? 2 : 1, j = i < 3 ? q / fact : 0;
+                if (i < 3) q %= fact;
+                order[i] = left[j];
+                for (int t = j; t + 1 < m; t++) left[t] = left[t + 1];
+                m--;
+            }
+            build_keys(&f, order, 4);
+            CHECK_EQ_INT(ppk__profile_add_recs(p, &f.r), 0);
+        }
+    }
+    CHECK_EQ_U64(label_sets(p), 1);
+    CHECK(p->setc.n >= 1 && p->setc.n <= 2);
+    ppk_profile_stats s;
+    ppk_profile_stats_get(p, &s);
+    CHECK_EQ_U64(s.samples_aggregated, 1);
+    CHECK_EQ_U64(s.samples_added, 72);
+    fx_done(&f);
+}
+
 int main(void) {
     RUN(test_forced_collision_is_not_merged);
     RUN(test_hash_is_stable);
     RUN(test_omitted_frames_not_cached);
     RUN(test_id_frames);
     RUN(test_label_sets);
+    RUN(test_label_set_prefixes);
+    RUN(test_label_set_orders);
     return check_summary();
 }
