@@ -28,9 +28,14 @@
  *   - fork: a child keeps the dictionary: ids interned before fork() work there;
  *   - marks (src/fdict.h directly): a push whose epoch was read before an export (a
  *     batch begun then) does not take back a later push's mark of the same function,
- *     which then lives its whole TTL; the epoch skips the free slots' last use.
+ *     which then lives its whole TTL; the epoch skips the free slots' last use;
+ *   - batch marks (the same through the API, two threads): one thread pushes a function
+ *     in big batches, the other, round after round, begins a sample, exports, pushes
+ *     the function, exports again and flushes, with a TTL of one export: the function
+ *     was pushed in the period the second export ended, so no flush may be refused.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -729,6 +734,75 @@ static void test_fork(void) {
     ppk_recorder_free(r);
 }
 
+enum { MARK_BATCH = 2000, MARK_ROUNDS = 200 };
+
+typedef struct marker {
+    ppk_recorder *r;
+    _Atomic ppk_function_id id;
+    atomic_int stop;
+    atomic_long batches;
+} marker;
+
+static const ppk_function HOT = {PPK_STR("hot"), PPK_STR(""), PPK_STR("hot.py"), 0};
+
+static void *push_batches(void *arg) {
+    marker *m = arg;
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(m->r, &s), 0);
+    ppk_id_frame *fr = malloc(MARK_BATCH * sizeof *fr);
+    CHECK(fr != NULL);
+    while (fr && s && !atomic_load(&m->stop)) {
+        ppk_function_id id = atomic_load(&m->id);
+        for (size_t i = 0; i < MARK_BATCH; i++) fr[i] = (ppk_id_frame){id, (int64_t)i};
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        atomic_fetch_add(&m->batches, 1);
+        CHECK_EQ_INT(ppk_sample_push_frames_id(s, fr, MARK_BATCH), 0);
+        CHECK_EQ_INT(ppk_sample_drop(s), 0);
+    }
+    free(fr);
+    ppk_sample_free(s);
+    return NULL;
+}
+
+static void test_batch_marks(void) {
+    ppk_recorder_config cfg;
+    config(&cfg);
+    cfg.function_ttl_exports = 1;
+    cfg.profile.max_frames = MARK_BATCH;
+    marker m;
+    memset(&m, 0, sizeof m);
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &m.r), 0);
+    ppk_function_id id = 0;
+    CHECK_EQ_INT(ppk_recorder_intern_function(m.r, &HOT, &id), 0);
+    atomic_store(&m.id, id);
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, push_batches, &m), 0);
+    ppk_sample *s = NULL;
+    CHECK_EQ_INT(ppk_sample_create(m.r, &s), 0);
+    int flushed = 0;
+    for (int i = 0; i < MARK_ROUNDS; i++) {
+        /* Right after the other thread begins a batch: its epoch then likely predates
+         * the first export. */
+        long seen = atomic_load(&m.batches);
+        while (atomic_load(&m.batches) == seen) sched_yield();
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(export_drop(m.r), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame_id(s, id, 1), 0);
+        CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+        CHECK_EQ_INT(export_drop(m.r), 0);
+        flushed += ppk_sample_flush(s) == 0;
+    }
+    atomic_store(&m.stop, 1);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(flushed, MARK_ROUNDS);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(m.r, &st);
+    CHECK_EQ_U64(st.samples_dropped_stale, 0);
+    CHECK_EQ_U64(st.functions_evicted, 0);
+    ppk_sample_free(s);
+    ppk_recorder_free(m.r);
+}
+
 /* Whether the dictionary resolves `id`. */
 static int resolves(ppk__fdict *d, ppk_function_id id) {
     ppk_frame f;
@@ -775,5 +849,6 @@ int main(void) {
     RUN(test_threads);
     RUN(test_fork);
     RUN(test_marks);
+    RUN(test_batch_marks);
     return check_summary();
 }
