@@ -33,6 +33,9 @@
  *     in big batches, the other, round after round, begins a sample, exports, pushes
  *     the function, exports again and flushes, with a TTL of one export: the function
  *     was pushed in the period the second export ended, so no flush may be refused.
+ *     (A push may be: a batch whose epoch was read before an export can check its ids
+ *     after it, and the function may have had no push in the period it ended. Either
+ *     thread then interns the function again.)
  */
 #include <pthread.h>
 #include <sched.h>
@@ -739,25 +742,36 @@ enum { MARK_BATCH = 2000, MARK_ROUNDS = 200 };
 typedef struct marker {
     ppk_recorder *r;
     _Atomic ppk_function_id id;
-    atomic_int stop;
+    atomic_int stop, errors;
     atomic_long batches;
 } marker;
 
 static const ppk_function HOT = {PPK_STR("hot"), PPK_STR(""), PPK_STR("hot.py"), 0};
 
+/* The function's id, interned again (check.h is not for threads: errors counted). */
+static ppk_function_id intern_hot(marker *m) {
+    ppk_function_id id = 0;
+    if (ppk_recorder_intern_function(m->r, &HOT, &id)) atomic_fetch_add(&m->errors, 1);
+    atomic_store(&m->id, id);
+    return id;
+}
+
 static void *push_batches(void *arg) {
     marker *m = arg;
     ppk_sample *s = NULL;
-    CHECK_EQ_INT(ppk_sample_create(m->r, &s), 0);
     ppk_id_frame *fr = malloc(MARK_BATCH * sizeof *fr);
-    CHECK(fr != NULL);
+    if (!fr || ppk_sample_create(m->r, &s)) atomic_fetch_add(&m->errors, 1);
     while (fr && s && !atomic_load(&m->stop)) {
         ppk_function_id id = atomic_load(&m->id);
         for (size_t i = 0; i < MARK_BATCH; i++) fr[i] = (ppk_id_frame){id, (int64_t)i};
-        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        if (ppk_sample_start(s)) atomic_fetch_add(&m->errors, 1);
         atomic_fetch_add(&m->batches, 1);
-        CHECK_EQ_INT(ppk_sample_push_frames_id(s, fr, MARK_BATCH), 0);
-        CHECK_EQ_INT(ppk_sample_drop(s), 0);
+        int rc = ppk_sample_push_frames_id(s, fr, MARK_BATCH);
+        if (rc == PPK_ESTALE)
+            intern_hot(m);
+        else if (rc)
+            atomic_fetch_add(&m->errors, 1);
+        if (ppk_sample_drop(s)) atomic_fetch_add(&m->errors, 1);
     }
     free(fr);
     ppk_sample_free(s);
@@ -772,14 +786,12 @@ static void test_batch_marks(void) {
     marker m;
     memset(&m, 0, sizeof m);
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &m.r), 0);
-    ppk_function_id id = 0;
-    CHECK_EQ_INT(ppk_recorder_intern_function(m.r, &HOT, &id), 0);
-    atomic_store(&m.id, id);
+    intern_hot(&m);
     pthread_t t;
     CHECK_EQ_INT(pthread_create(&t, NULL, push_batches, &m), 0);
     ppk_sample *s = NULL;
     CHECK_EQ_INT(ppk_sample_create(m.r, &s), 0);
-    int flushed = 0;
+    int flushed = 0, refused = 0;
     for (int i = 0; i < MARK_ROUNDS; i++) {
         /* Right after the other thread begins a batch: its epoch then likely predates
          * the first export. */
@@ -787,18 +799,29 @@ static void test_batch_marks(void) {
         while (atomic_load(&m.batches) == seen) sched_yield();
         CHECK_EQ_INT(ppk_sample_start(s), 0);
         CHECK_EQ_INT(export_drop(m.r), 0);
-        CHECK_EQ_INT(ppk_sample_push_frame_id(s, id, 1), 0);
+        int rc = ppk_sample_push_frame_id(s, atomic_load(&m.id), 1);
+        if (rc == PPK_ESTALE) {
+            CHECK_EQ_INT(ppk_sample_drop(s), 0);
+            intern_hot(&m);
+            continue;
+        }
+        CHECK_EQ_INT(rc, 0);
         CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
         CHECK_EQ_INT(export_drop(m.r), 0);
-        flushed += ppk_sample_flush(s) == 0;
+        rc = ppk_sample_flush(s);
+        flushed += rc == 0;
+        refused += rc == PPK_ESTALE;
     }
     atomic_store(&m.stop, 1);
     pthread_join(t, NULL);
-    CHECK_EQ_INT(flushed, MARK_ROUNDS);
+    printf("batch marks: %d rounds, %d flushed, %d flushes refused\n", MARK_ROUNDS, flushed,
+           refused);
+    CHECK_EQ_INT(atomic_load(&m.errors), 0);
+    CHECK_EQ_INT(refused, 0);
+    CHECK(flushed >= MARK_ROUNDS / 2);
     ppk_recorder_stats st;
     ppk_recorder_stats_get(m.r, &st);
     CHECK_EQ_U64(st.samples_dropped_stale, 0);
-    CHECK_EQ_U64(st.functions_evicted, 0);
     ppk_sample_free(s);
     ppk_recorder_free(m.r);
 }
