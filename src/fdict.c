@@ -232,8 +232,8 @@ static int add_locked(ppk__fdict *d, const ppk_str s[3], int64_t start_line, uin
     e->hash = hash;
     e->gen++;
     *id = d->tag | (uint64_t)e->gen << 24 | slot;
-    atomic_store_explicit(state_of(d, slot - 1),
-                          PPK__FD_WORD(e->gen, atomic_load_explicit(&d->epoch, memory_order_relaxed)),
+    uint32_t epoch = atomic_load_explicit(&d->epoch, memory_order_relaxed);
+    atomic_store_explicit(state_of(d, slot - 1), PPK__FD_WORD(e->gen, epoch),
                           memory_order_relaxed);
     *b = BUCKET(slot, hash);
     d->n++;

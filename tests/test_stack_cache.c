@@ -51,6 +51,21 @@ typedef struct fx {
     ppk__recs r;
 } fx;
 
+/* Pushes the string label (key, value) into sb. */
+static void push_str_label(ppk__sbuf *sb, const char *key, const char *value) {
+    ppk_label l;
+    memset(&l, 0, sizeof l);
+    l.key = cstr(key);
+    l.str = cstr(value);
+    CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
+}
+
+/* Gives x's sample one value of 1 and seals it into x->r. */
+static void seal_one(fx *x) {
+    x->sb.values[0] = 1;
+    ppk__sbuf_seal(&x->sb, &x->r);
+}
+
 /* Builds a sample of n frames in x's builder (a label after frame `label_after`, or
  * none if it is n or more), one value of 1, sealed into x->r. */
 static void build(fx *x, const fr *f, size_t n, size_t label_after) {
@@ -60,16 +75,9 @@ static void build(fx *x, const fr *f, size_t n, size_t label_after) {
         CHECK_EQ_INT(ppk__sbuf_push_simple_frame(sb, cstr(f[i].name),
                                                  cstr(f[i].file), 0, f[i].line),
                      0);
-        if (i == label_after) {
-            ppk_label l;
-            memset(&l, 0, sizeof l);
-            l.key = PPK_STR("thread name");
-            l.str = PPK_STR("main");
-            CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
-        }
+        if (i == label_after) push_str_label(sb, "thread name", "main");
     }
-    sb->values[0] = 1;
-    ppk__sbuf_seal(sb, &x->r);
+    seal_one(x);
 }
 
 static uint64_t stacks(ppk_profile *p) {
@@ -194,15 +202,10 @@ static void build_ids(fx *x, const ppk_id_frame *f, size_t n, size_t label_after
     size_t first = label_after < n ? label_after + 1 : n;
     CHECK_EQ_INT(ppk__sbuf_push_ids(sb, f, first), 0);
     if (first < n) {
-        ppk_label l;
-        memset(&l, 0, sizeof l);
-        l.key = PPK_STR("thread name");
-        l.str = PPK_STR("main");
-        CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
+        push_str_label(sb, "thread name", "main");
         CHECK_EQ_INT(ppk__sbuf_push_ids(sb, f + first, n - first), 0);
     }
-    sb->values[0] = 1;
-    ppk__sbuf_seal(sb, &x->r);
+    seal_one(x);
 }
 
 /* Frames by id: a hit compares the dense copies; the same hash for other frames (one
@@ -287,9 +290,9 @@ static void build_labels(fx *x, int64_t num, const char *name, const char *task,
     l[1].str = cstr(name);
     l[2].key = PPK_STR("task name");
     l[2].str = cstr(task);
-    for (size_t i = 0; i < 3; i++) CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l[reversed ? 2 - i : i]), 0);
-    sb->values[0] = 1;
-    ppk__sbuf_seal(sb, &x->r);
+    for (size_t i = 0; i < 3; i++)
+        CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l[reversed ? 2 - i : i]), 0);
+    seal_one(x);
 }
 
 static uint64_t label_sets(ppk_profile *p) {
@@ -368,15 +371,8 @@ static void build_keys(fx *x, const int *order, size_t n) {
     ppk__sbuf *sb = &x->sb;
     ppk__sbuf_clear(sb, SIZE_MAX);
     CHECK_EQ_INT(ppk__sbuf_push_simple_frame(sb, cstr(A[0].name), cstr(A[0].file), 0, 1), 0);
-    for (size_t i = 0; i < n; i++) {
-        ppk_label l;
-        memset(&l, 0, sizeof l);
-        l.key = cstr(keys[order[i]]);
-        l.str = PPK_STR("v");
-        CHECK_EQ_INT(ppk__sbuf_push_label(sb, &l), 0);
-    }
-    sb->values[0] = 1;
-    ppk__sbuf_seal(sb, &x->r);
+    for (size_t i = 0; i < n; i++) push_str_label(sb, keys[order[i]], "v");
+    seal_one(x);
 }
 
 /* Sets whose labels begin like a cached set's, under its hash: {a} and {a, b, c} under
