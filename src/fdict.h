@@ -16,11 +16,10 @@
  * (24 bits). A slot's word is the generation of its live entry (high half; 0 when
  * free: PPK__FD_FREE) and the epoch of its last use (low half); eviction frees it and
  * reuse takes the next generation; a slot whose generations are used up is not
- * reused. A push marks
- * its use with a compare-and-swap that keeps the generation and only moves the last use
- * forward (a push whose epoch was read before an export does not take back a later
- * push's mark), and eviction frees a slot with one that expects the last use it judged
- * by: neither undoes the other.
+ * reused. A push marks its use with a compare-and-swap that keeps the generation and
+ * only moves the last use forward (a push whose epoch was read before an export does
+ * not take back a later push's mark), and eviction frees a slot with one that expects
+ * the last use it judged by: neither undoes the other.
  * So an id names at most one function ever: a stale id is refused, never resolved to
  * another function. The tag tells dictionaries apart (a recorder's id given to another).
  *
