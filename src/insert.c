@@ -62,10 +62,17 @@ static int str_id(ppk_profile *p, ppk__degraded *dg, ppk_str s, uint32_t *id) {
     return 0;
 }
 
+/* The id of record `rec` in d: 0, LIMIT or PPK_ENOMEM; *is_new (may be NULL) tells
+ * whether d had it before. */
+static int rec_id_new(ppk_profile *p, ppk__dict *d, const void *rec, size_t len,
+                      size_t align, uint32_t *id, int *is_new) {
+    *id = ppk__dict_intern(d, rec, len, ppk__hash(rec, len), align, is_new);
+    return *id == PPK_DICT_NONE ? why(p) : 0;
+}
+
 static int rec_id(ppk_profile *p, ppk__dict *d, const void *rec, size_t len, size_t align,
                   uint32_t *id) {
-    *id = ppk__dict_intern(d, rec, len, ppk__hash(rec, len), align, NULL);
-    return *id == PPK_DICT_NONE ? why(p) : 0;
+    return rec_id_new(p, d, rec, len, align, id, NULL);
 }
 
 /* The location of a frame: 0, LIMIT or PPK_ENOMEM. */
@@ -320,10 +327,8 @@ static int label_set_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
         for (; j > 0 && b[j - 1] > v; j--) b[j] = b[j - 1];
         b[j] = v;
     }
-    size_t len = n * sizeof(uint32_t);
-    int is_new = 1, rc = 0;
-    *set = ppk__dict_intern(&p->label_sets, b, len, ppk__hash(b, len), 4, &is_new);
-    if (*set == PPK_DICT_NONE) rc = why(p);
+    int is_new = 1;
+    int rc = rec_id_new(p, &p->label_sets, b, n * sizeof(uint32_t), 4, set, &is_new);
     if (rc != LIMIT) {
         *cacheable = !rc && all && n && n == r->n_labels && !is_new &&
                      p->setc.n < SETC_PER_SET * (size_t)p->label_sets.n;

@@ -316,21 +316,23 @@ void ppk__sbuf_seal(const ppk__sbuf *sb, ppk__recs *out) {
     out->values = sb->values;
     out->timestamp_ns = sb->timestamp_ns;
     out->fit = sb->fit;
-    out->stack_hash = 0;
-    out->span_len = 0;
+    size_t start = 0, len = 0; /* the frames' span: none without frames */
+    if (sb->n_frames) {
+        const ppk__rec *last = &sb->frames[sb->n_frames - 1];
+        start = sb->frames[0].off;
+        len = last->off + last->len - start;
+    }
+    out->span_len = len;
     out->span_frames_only = 1;
     uint64_t lh = 0;
-    for (size_t i = 0; i < sb->n_labels; i++)
+    for (size_t i = 0; i < sb->n_labels; i++) {
         lh = (lh ^ sb->labels[i].hash) * 0x9E3779B97F4A7C15u + i;
-    out->labels_hash = lh;
-    if (!sb->n_frames) return;
-    const ppk__rec *last = &sb->frames[sb->n_frames - 1];
-    size_t start = sb->frames[0].off, len = last->off + last->len - start;
-    out->span_len = len;
-    for (size_t i = 0; i < sb->n_labels; i++)
         if (sb->labels[i].off > start && sb->labels[i].off < start + len)
             out->span_frames_only = 0;
+    }
+    out->labels_hash = lh;
     /* XXH3 uses its vector code only past 240 bytes. */
-    out->stack_hash = len > 240 ? XXH3_64bits_dispatch(sb->buf + start, len)
-                                : ppk__hash(sb->buf + start, len);
+    out->stack_hash = !len       ? 0
+                      : len > 240 ? XXH3_64bits_dispatch(sb->buf + start, len)
+                                  : ppk__hash(sb->buf + start, len);
 }
