@@ -391,6 +391,7 @@ static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_coun
     sp->st.ticks++;
     sp->st.main_blocked += (uint64_t)(p->ok && sp->main_blocked_now);
     sp->st.stacks_reused += p->ok ? sp->pass_reused : 0;
+    sp->st.cpu_reads_deferred += p->ok ? sp->pass_deferred : 0;
     sp->st.refs_held = p->held;
     add_counts(sp, c);
     uint64_t wait = (uint64_t)(t->hold - t->wait), hold = (uint64_t)(t->release - t->hold);

@@ -1,6 +1,9 @@
 """Three CPU-bound threads, each with a hot function of its own, and a sleeping one;
 with `main-busy` after the seconds, the main thread computes in a hot function of its own
-too (main_hot) before it joins them.
+too (main_hot) before it joins them; with `crowd`, five more CPU-bound threads
+(crowd-0 .. crowd-4, in crowd_hot), and every thread, once its body is done and
+measured, waits LINGER seconds without running before it ends (the profiler then sees
+each idle before it goes).
 
 Prints one JSON line on stdout: per thread (by name) its ident, native id, lifetime and
 CPU time in its body, and its CPU clock at the end (measured inside the thread, in ns), and
@@ -17,7 +20,10 @@ import time
 import progutil
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+MODE = sys.argv[2] if len(sys.argv) > 2 else ""
+LINGER = 0.5
 results = {}
+linger = threading.Event()
 
 
 def alpha_hot(deadline):
@@ -52,6 +58,14 @@ def main_hot(deadline):
     return n
 
 
+def crowd_hot(deadline):
+    n = 0
+    while time.monotonic() < deadline:
+        for i in range(1000):
+            n += i & 7
+    return n
+
+
 def nap(deadline):
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -65,22 +79,32 @@ def body(fn, deadline):
                         "lifetime_ns": time.monotonic_ns() - t0,
                         "cpu_ns": time.thread_time_ns() - c0,
                         "cpu_total_ns": time.thread_time_ns()}
+    if MODE == "crowd":
+        linger.wait()
 
 
 def main():
     # A GIL switch every 1 ms rather than 5: the sampler then waits less for the GIL
     # among three CPU-bound threads, and the tests' tolerances stay small.
     sys.setswitchinterval(0.001)
-    if sys.argv[2:3] == ["main-busy"]:
+    if MODE == "main-busy":
         progutil.report_at_stop()
     deadline = time.monotonic() + SECONDS
+    bodies = [("worker-alpha", alpha_hot), ("worker-beta", beta_hot),
+              ("worker-gamma", gamma_hot), ("sleeper", nap)]
+    if MODE == "crowd":
+        bodies += [("crowd-%d" % i, crowd_hot) for i in range(5)]
     threads = [threading.Thread(target=body, args=(fn, deadline), name=name)
-               for name, fn in [("worker-alpha", alpha_hot), ("worker-beta", beta_hot),
-                                ("worker-gamma", gamma_hot), ("sleeper", nap)]]
+               for name, fn in bodies]
     for t in threads:
         t.start()
-    if sys.argv[2:3] == ["main-busy"]:
+    if MODE == "main-busy":
         body(main_hot, deadline)
+    if MODE == "crowd":
+        while len(results) < len(threads):
+            time.sleep(0.01)
+        time.sleep(LINGER)
+        linger.set()
     for t in threads:
         t.join()
     out = dict(progutil.sampler_info(), threads=results)
