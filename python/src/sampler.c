@@ -393,6 +393,7 @@ static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_coun
     sp->st.stacks_reused += p->ok ? sp->pass_reused : 0;
     sp->st.cpu_reads_deferred += p->ok ? sp->pass_deferred : 0;
     sp->st.refs_held = p->held;
+    sp->st.frame_cache_misses = p->misses;
     add_counts(sp, c);
     uint64_t wait = (uint64_t)(t->hold - t->wait), hold = (uint64_t)(t->release - t->hold);
     sp->st.gil_wait_ns_total += wait;
@@ -422,6 +423,7 @@ static void phase1(SamplerObject *sp, struct phase1 *p) {
     else if (p->open)
         ppk_py_forget_frames(sp);
     p->held = sp->refs.n + sp->old_refs.n;
+    p->misses = sp->fcache_misses;
     /* The GIL changed holders during the pass (a finalizer run by a release lets it go):
      * the next phase 0 cannot know what ran then. */
     sp->released_valid = p->ok && ppk_py_gil_takes(sp->interp) == sp->gil_takes_released;
@@ -727,6 +729,7 @@ static int sampler_start(SamplerObject *sp) {
     }
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
+    sp->fcache_misses = 0;
     sp->ts = sp->fcache && (!sp->tasks_on || !ppk_py_tasks_init(sp))
                  ? PyThreadState_New(sp->interp)
                  : NULL;

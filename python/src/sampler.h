@@ -217,6 +217,7 @@ static inline void gbuf_free(gbuf *b) {
     X(main_callback_ns_total) /* their time, in the main thread */                         \
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
+    X(frame_cache_misses)     /* frames whose line was computed (not in the frame cache) */ \
     X(cpu_reads_deferred)     /* running threads sampled with their clock reading left  \
                                * to a later tick (CLOCK_READS_RUNNING) */               \
     X(ticks_without_gil)      /* the main thread sampled itself and was alone */    \
@@ -275,6 +276,7 @@ typedef struct SamplerObject {
         int64_t hold, release; /* CLOCK_MONOTONIC: phase 1 began and ended */
         int open, ok;          /* the recorder was open; the pass gathered */
         size_t held;           /* references held after it */
+        uint64_t misses;       /* fcache_misses after it */
     } holder_out;
 
     /* The sampler thread's own state (its thread only, or under the GIL while it is
@@ -311,6 +313,7 @@ typedef struct SamplerObject {
      * that keep what the gathered frames point to alive until the next phase 1. */
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
     uint64_t fcache_evictions; /* entries whose code was replaced, ever */
+    uint64_t fcache_misses;    /* frames not found in it, since start */
     vec refs, old_refs; /* this pass's; the previous one's, until this one has taken
                          * what it reuses (the names of idle threads) */
 

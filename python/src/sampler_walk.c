@@ -199,6 +199,7 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
         *out = *e;
         return 0;
     }
+    sp->fcache_misses++;
     /* The evicted code is released at the next pass: strings gathered before in this
      * tick may point into it. The room is made first, so that a failure changes
      * nothing. */
@@ -471,6 +472,8 @@ int ppk_py_gather(SamplerObject *sp) {
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     sp->main_blocked_now = 0;
     PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t; t = PyThreadState_Next(t))
+        ppk_py_walk_prefetch(t);
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t && !rc;
          t = PyThreadState_Next(t)) {
         if (t == sp->ts) continue;
