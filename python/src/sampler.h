@@ -34,13 +34,14 @@ typedef struct glabel {
 typedef struct gthread {
     unsigned long ident;
     unsigned long native_id;
+    int64_t parent_id;   /* a waiting task's: the id of the task awaiting it (0: none;
+                          * beside ident: a task's visit reads both, sampler_tasks.h) */
     ppk_str name;      /* empty: unknown */
     PyObject *name_obj; /* the str it is the UTF-8 of (borrowed: a kept reference) */
     const void *ts;     /* its thread state (prefetched at the next tick) */
     ppk_str task_name; /* empty: no task, or no name */
     int64_t task_id;   /* 0: no task */
     ppk_str parent_name; /* a waiting task's: the task awaiting it (empty: none known) */
-    int64_t parent_id;   /* 0: none */
     ppk_str task_state;  /* a waiting task's: "waiting" (on a future) or "ready" (to run) */
     size_t first_frame, n_frames;
     size_t first_label, n_labels;

@@ -329,9 +329,11 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     tt->labels.n = 0;
     size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
     size_t nf = tt->frames.n, nr = nf + 6;
-    tstack *st = malloc(sizeof *st + nf * sizeof(gframe) + nl * sizeof(glabel) +
-                        nr * sizeof(PyObject *));
-    if (!st) return NULL;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(tstack) + nf * sizeof(gframe) + nl * sizeof(glabel) +
+                                     nr * sizeof(PyObject *)))
+        return NULL;
+    tstack *st = mem;
     memset(&st->gt, 0, sizeof st->gt);
     st->frames = (gframe *)(st + 1);
     st->labels = (glabel *)(st->frames + nf);

@@ -261,11 +261,7 @@ static void prefetch_entry(const task_table *tt, tslotv *v, size_t mask) {
     for (size_t i = ptr_hash(v->task, mask); tt->e[i].task; i = (i + 1) & mask) {
         const tentry *e = &tt->e[i];
         if (e->task != v->task) continue;
-        if (e->stack) {
-            __builtin_prefetch(&e->stack->gt.ident);
-            __builtin_prefetch(&e->stack->gt.parent_id);
-            __builtin_prefetch(&e->stack->visits, 1);
-        }
+        if (e->stack) __builtin_prefetch(e->stack, 1);
         if (e->fut_wr) __builtin_prefetch(e->fut_wr);
         if (e->fut) __builtin_prefetch(e->fut, 1);
         return;
