@@ -149,11 +149,6 @@ typedef struct ppk_py_walk {
     const void *f;                  /* the next frame, NULL at the end */
     const char *lo, *top, *deepest; /* the data stack's chunk; its deepest frame walked */
 } ppk_py_walk;
-/* Asks for what ppk_py_walk_begin reads of thread t first: where its current frame
- * is noted (3.11 and 3.12: on the thread's C stack) and the top of its data stack. A
- * pass asks for every thread's before it walks the first, so that these misses
- * overlap instead of coming one after the other. */
-void ppk_py_walk_prefetch(PyThreadState *t);
 /* Begins it, prefetching the top `prefetch` bytes of the thread's data stack (32 KiB
  * at most). */
 void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch);

@@ -132,15 +132,6 @@ int ppk_py_frame_traceable(PyCodeObject *code, int lasti) {
     return lasti >= 0 && lasti / (int)sizeof(_Py_CODEUNIT) >= code->_co_firsttraceable;
 }
 
-void ppk_py_walk_prefetch(PyThreadState *t) {
-#if PY_VERSION_HEX >= 0x030D0000
-    __builtin_prefetch(&t->current_frame);
-#else
-    if (t->cframe) __builtin_prefetch(&t->cframe->current_frame);
-#endif
-    __builtin_prefetch(&t->datastack_top);
-}
-
 void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch) {
     /* Most frames of a thread are in its data stack, below datastack_top, leaf last: a
      * walk from the leaf chases `previous` through them, one cache miss after the other

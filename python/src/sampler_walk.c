@@ -472,8 +472,6 @@ int ppk_py_gather(SamplerObject *sp) {
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     sp->main_blocked_now = 0;
     PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t; t = PyThreadState_Next(t))
-        ppk_py_walk_prefetch(t);
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t && !rc;
          t = PyThreadState_Next(t)) {
         if (t == sp->ts) continue;
