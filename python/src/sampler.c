@@ -316,14 +316,11 @@ static void skip_pass(SamplerObject *sp) {
     rec_counts c = {0};
     ppk_py_record_all(sp, now, &c);
     drop_cb_hold(sp);
-    struct timespec own;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     pthread_mutex_lock(&sp->lock);
     add_counts(sp, &c);
     sp->passless = 1;
     sp->st.ticks++;
     sp->st.ticks_without_gil++;
-    sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
     pthread_mutex_unlock(&sp->lock);
 }
 
@@ -385,8 +382,6 @@ typedef struct pass_times {
 /* Adds a pass to the statistics. */
 static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_counts *c,
                        const pass_times *t, int by_holder) {
-    struct timespec own;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     pthread_mutex_lock(&sp->lock);
     sp->st.ticks++;
     sp->st.main_blocked += (uint64_t)(p->ok && sp->main_blocked_now);
@@ -404,7 +399,6 @@ static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_coun
     sp->st.holder_ns_total += by_holder ? hold : 0;
     sp->st.tick_ns_total += (uint64_t)(t->end - t->hold);
     sp->st.prepare_ns_total += (uint64_t)(t->wait - t->prepare);
-    sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
     pthread_mutex_unlock(&sp->lock);
 }
 
@@ -548,6 +542,9 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
 static void *sampler_main(void *arg) {
     SamplerObject *sp = arg;
     pthread_setname_np(pthread_self(), "ppk-sampler"); /* a name top -H, perf and gdb show */
+    pthread_mutex_lock(&sp->lock);
+    sp->own_tid = (unsigned long)PyThread_get_thread_native_id();
+    pthread_mutex_unlock(&sp->lock);
     int64_t deadline = mono_ns();
     uint64_t rng = (uint64_t)deadline ^ (uint64_t)(uintptr_t)sp;
     while (!sleep_until_next(sp, &deadline, &rng)) {
@@ -563,6 +560,12 @@ static void *sampler_main(void *arg) {
             deadline = t.end;
         }
     }
+    struct timespec own;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+    pthread_mutex_lock(&sp->lock);
+    sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
+    sp->own_tid = 0;
+    pthread_mutex_unlock(&sp->lock);
     return NULL;
 }
 
@@ -808,6 +811,7 @@ static void after_fork_child(SamplerObject *sp) {
     sp->ts = NULL;
     init_sync(sp);
     memset(&sp->st, 0, sizeof sp->st); /* the child's figures are its own */
+    sp->own_tid = 0;
     release_builders(sp);
     Py_DECREF(sp); /* the thread's (a restart takes another) */
 }
@@ -952,6 +956,9 @@ static PyObject *Sampler_stats(SamplerObject *sp, PyObject *unused) {
     (void)unused;
     pthread_mutex_lock(&sp->lock);
     sampler_stats st = sp->st;
+    /* The thread is alive while own_tid is set: it clears it under the lock as it ends. */
+    int64_t own = sp->own_tid ? thread_cpu_ns(sp->own_tid) : -1;
+    if (own >= 0) st.cpu_ns = (uint64_t)own;
     pthread_mutex_unlock(&sp->lock);
     PyObject *d = PyDict_New();
 #define PPK_PY_STAT_ITEM_(name)                                                            \

@@ -157,6 +157,49 @@ print(s.running, tasks() - before, most[0])
             # /proc/self/task (as the settling loop above says), no longer sampling.
             self.assertLessEqual(int(most), 6)
 
+    def test_sampler_cpu_time(self):
+        # stats()["cpu_ns"], the sampling thread's CPU time: read from its clock while it
+        # runs (it grows), written when it ends (stop: then it stays), at most the
+        # process's CPU time. A child forked while it runs starts from 0 (the figures of
+        # a sampler running at the fork are the child's own) and counts its new thread.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python(SPIN + """
+import os, threading, time, pprofkit
+rec = pprofkit.Recorder([pprofkit.WALL_TIME, pprofkit.CPU_TIME], out_dir=None)
+s = pprofkit.Sampler(rec, rate_hz=1000, wall_index=0, cpu_index=1)
+t = threading.Thread(target=spin, args=(0.6,))
+t.start()
+s.start()
+spin(0.2)
+c1 = s.stats()["cpu_ns"]
+spin(0.2)
+c2 = s.stats()["cpu_ns"]
+pid = os.fork()
+if pid == 0:
+    k0 = s.stats()["cpu_ns"]
+    s.start()
+    spin(0.1)
+    k1 = s.stats()["cpu_ns"]
+    s.stop()
+    k2 = s.stats()["cpu_ns"]
+    os._exit(0 if k0 == 0 and 0 < k1 <= k2 else 1)
+s.stop()
+c3 = s.stats()["cpu_ns"]
+time.sleep(0.05)
+c4 = s.stats()["cpu_ns"]
+proc = time.process_time_ns()
+t.join()
+_, status = os.waitpid(pid, 0)
+print(c1, c2, c3, c4, proc, os.waitstatus_to_exitcode(status))
+""", tmp, testcase=self)
+            c1, c2, c3, c4, proc, child = map(int, out.stdout.decode().split())
+            self.assertGreater(c1, 0)
+            self.assertGreater(c2, c1)
+            self.assertGreaterEqual(c3, c2)
+            self.assertEqual(c4, c3)
+            self.assertLess(c3, proc)
+            self.assertEqual(child, 0)
+
     def test_sampler_used_directly_across_fork(self):
         # A Sampler used without the Profiler: in a forked child it has no thread (the
         # package's fork handler forgets the parent's), stop() is harmless, and it
