@@ -9,7 +9,9 @@
  *   0. Without the GIL (ppk_py_prepare): each thread of the previous pass whose CPU
  *      clock has not moved since gets its previous frames copied into this pass; the
  *      others are running, and that reading is their CPU clock at this tick if the GIL
- *      comes within CPU_FRESH_NS, else their clocks are read again in phase 2.
+ *      comes within CPU_FRESH_NS, else their clocks are read again in phase 2. Of the
+ *      threads running at their previous sample, CLOCK_READS_RUNNING at most have
+ *      their clock read; the others are taken as running and read at a later tick.
  *   1. With the GIL: walk every thread state (PyInterpreterState_ThreadHead,
  *      PyThreadState_Next) and its interpreter frames (read directly, internals.c: the
  *      public PyFrame_GetBack would make a frame object for each) and note, per frame,
