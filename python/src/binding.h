@@ -166,6 +166,10 @@ int ppk_py_frame_traceable(PyCodeObject *code, int lasti);
 /* The walk's next frames (but C-stack entry frames), up to max of them, into refs: how
  * many (0 at the end). */
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
+/* The frame of generator or coroutine `gen` (an exact PyGen or PyCoro), read from the
+ * object as ppk_py_walk_read reads a thread's (no frame object made): 1, or 0 when it
+ * has finished (its gi_frame / cr_frame is None). */
+int ppk_py_gen_frame(PyObject *gen, ppk_py_frame_ref *ref);
 /* How many bytes from the top of the data stack the frames walked so far take. */
 static inline size_t ppk_py_walk_span(const ppk_py_walk *w) {
     return (size_t)(w->top - w->deepest);

@@ -154,17 +154,33 @@ void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch) {
 #endif
 }
 
+/* The code and instruction offset of interpreter frame f, as PyFrame_GetCode and
+ * PyFrame_GetLasti give them. */
+static void frame_ref(_PyInterpreterFrame *f, ppk_py_frame_ref *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    ref->code = (PyCodeObject *)f->f_executable;
+#else
+    ref->code = f->f_code;
+#endif
+    int i = _PyInterpreterFrame_LASTI(f);
+    ref->lasti = i < 0 ? -1 : i * (int)sizeof(_Py_CODEUNIT); /* as PyFrame_GetLasti */
+}
+
+int ppk_py_gen_frame(PyObject *gen, ppk_py_frame_ref *ref) {
+    /* Generators and coroutines share _PyGenObject_HEAD: the frame is in the object
+     * (gi_iframe). Their frame getters give None once it finished. */
+    PyGenObject *g = (PyGenObject *)gen;
+    if (g->gi_frame_state >= FRAME_COMPLETED) return 0;
+    frame_ref((_PyInterpreterFrame *)g->gi_iframe, ref);
+    ref->complete = 1;
+    return 1;
+}
+
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max) {
     size_t n = 0;
     for (_PyInterpreterFrame *f = (_PyInterpreterFrame *)w->f; f && n < max; n++) {
         if ((const char *)f >= w->lo && (const char *)f < w->deepest) w->deepest = (const char *)f;
-#if PY_VERSION_HEX >= 0x030D0000
-        refs[n].code = (PyCodeObject *)f->f_executable;
-#else
-        refs[n].code = f->f_code;
-#endif
-        int i = _PyInterpreterFrame_LASTI(f);
-        refs[n].lasti = i < 0 ? -1 : i * (int)sizeof(_Py_CODEUNIT); /* as PyFrame_GetLasti */
+        frame_ref(f, &refs[n]);
         refs[n].complete = f->owner == FRAME_OWNED_BY_GENERATOR;
         w->f = f = maybe_complete(f->previous);
     }

@@ -432,7 +432,9 @@ ppk_str ppk_py_utf8(PyObject *s);
  * object (*bytes, to keep alive with the str; NULL when not needed). */
 ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes);
 PyObject *ppk_py_task_name(PyObject *task);
-int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out);
+/* What the frame at instruction offset `lasti` of `code` (borrowed, alive) shows,
+ * through the frame cache. -1: no memory. */
+int ppk_py_code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *out);
 /* The tuple of pprofkit.tag() labels for `key` in dict `tags` (borrowed), or NULL. */
 PyObject *ppk_py_tags_of(PyObject *tags, PyObject *key);
 /* Appends the labels of such a tuple to `labels`; their number. */

@@ -8,7 +8,7 @@
  * descriptors of _asyncio's C Future and Task types (C getters) when its type's
  * attribute is that descriptor, else as plain instance attributes (the pure-Python
  * Task); a chain's links through the getsets of the exact coroutine and generator types
- * (cr_frame, cr_await, gi_frame, gi_yieldfrom).
+ * (cr_await, gi_yieldfrom), each link's frame from the object itself (internals.c).
  */
 #include "sampler_tasks.h"
 
@@ -22,8 +22,8 @@ static PyObject *c_descr[2][N_ATTRS];
 /* _asyncio.Task and Future, asyncio's pure-Python Task and Future. */
 static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
 static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
-    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_frame,
-    *s_cr_await, *s_gi_frame, *s_gi_yieldfrom, *s_pending;
+    *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_await,
+    *s_gi_yieldfrom, *s_pending;
 static int descr_ready; /* the types and descriptors were looked up */
 
 /* The "task state" label: waiting on a future, or ready to run (scheduled). */
@@ -52,15 +52,12 @@ int ppk_py_asyncio_names(void) {
     s_PyTask = PyUnicode_InternFromString("_PyTask");
     s_PyFuture = PyUnicode_InternFromString("_PyFuture");
     s_asyncio_futures = PyUnicode_InternFromString("asyncio.futures");
-    s_cr_frame = PyUnicode_InternFromString("cr_frame");
     s_cr_await = PyUnicode_InternFromString("cr_await");
-    s_gi_frame = PyUnicode_InternFromString("gi_frame");
     s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
     s_pending = PyUnicode_InternFromString("PENDING");
     if (!s_asyncio_tasks || !s_task_set || !s_thread_id || !s_name || !s_parent_task ||
         !s__asyncio || !s_Task || !s_Future || !s_PyTask || !s_PyFuture ||
-        !s_asyncio_futures || !s_cr_frame || !s_cr_await || !s_gi_frame ||
-        !s_gi_yieldfrom || !s_pending)
+        !s_asyncio_futures || !s_cr_await || !s_gi_yieldfrom || !s_pending)
         return -1;
     s_data = PyUnicode_InternFromString("data"); /* last: marks the set-up done */
     return s_data ? 0 : -1;
@@ -201,30 +198,27 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     tt->frames.n = 0;
     PyObject *o = Py_XNewRef(coro);
     for (int links = 0; o && links < MAX_CHAIN_LINKS; links++) {
-        PyObject *fname, *aname;
-        if (PyCoro_CheckExact(o)) {
-            fname = s_cr_frame;
+        PyObject *aname;
+        if (PyCoro_CheckExact(o))
             aname = s_cr_await;
-        } else if (PyGen_CheckExact(o)) {
-            fname = s_gi_frame;
+        else if (PyGen_CheckExact(o))
             aname = s_gi_yieldfrom;
-        } else {
+        else
             break; /* a future's iterator, an async generator's asend: the end */
-        }
-        PyObject *f = PyObject_GetAttr(o, fname);
-        if (!f) PyErr_Clear();
+        /* Its frame, read from the object: cr_frame would make a frame object for each
+         * coroutine read (an allocation the program keeps until the coroutine ends). */
+        ppk_py_frame_ref ref;
         int ok = 1;
-        if (f && PyFrame_Check(f)) {
+        if (ppk_py_gen_frame(o, &ref)) {
             if (tt->frames.n == MAX_TASK_FRAMES) { /* the outermost goes */
                 memmove(tt->frames.items, &AT(tt->frames, gframe, 1),
                         (MAX_TASK_FRAMES - 1) * sizeof(gframe));
                 tt->frames.n--;
             }
             gframe *g = vec_push(&tt->frames);
-            ok = g && !ppk_py_frame_of(sp, (PyFrameObject *)f, g);
+            ok = g && !ppk_py_code_frame(sp, ref.code, ref.lasti, g);
             if (g && !ok) tt->frames.n--;
         }
-        Py_XDECREF(f);
         PyObject *next = ok ? PyObject_GetAttr(o, aname) : NULL;
         if (!next) PyErr_Clear();
         Py_DECREF(o);

@@ -9,8 +9,8 @@
  * (strings of code objects, names, tags) is kept alive by references released at the
  * next pass.
  *
- * A pass creates objects: a task's coroutine frame is read through its frame object
- * (cr_frame makes one if there is none), names through ints made for dict lookups. On
+ * A pass creates objects: ints made for dict lookups, a task's callbacks as a list, weak
+ * references to the futures tasks wait on. On
  * CPython 3.11 creating a GC-tracked object may run a collection there and then, with
  * its finalizers: Python code, which could let the GIL go and other threads change the
  * frames and the thread list being walked. The cyclic GC is therefore disabled during a
@@ -217,12 +217,8 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
     return 0;
 }
 
-int ppk_py_frame_of(SamplerObject *sp, PyFrameObject *f, gframe *out) {
-    PyCodeObject *code = PyFrame_GetCode(f);
-    int lasti = PyFrame_GetLasti(f);
-    int rc = entry_frame(sp, fcache_entry(sp, code, lasti), code, lasti, out);
-    Py_DECREF(code);
-    return rc;
+int ppk_py_code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *out) {
+    return entry_frame(sp, fcache_entry(sp, code, lasti), code, lasti, out);
 }
 
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b) {
