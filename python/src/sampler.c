@@ -9,9 +9,7 @@
  *   0. Without the GIL (ppk_py_prepare): each thread of the previous pass whose CPU
  *      clock has not moved since gets its previous frames copied into this pass; the
  *      others are running, and that reading is their CPU clock at this tick if the GIL
- *      comes within CPU_FRESH_NS, else their clocks are read again in phase 2. Of the
- *      threads running at their previous sample, CLOCK_READS_RUNNING at most have
- *      their clock read; the others are taken as running and read at a later tick.
+ *      comes within CPU_FRESH_NS, else their clocks are read again in phase 2.
  *   1. With the GIL: walk every thread state (PyInterpreterState_ThreadHead,
  *      PyThreadState_Next) and its interpreter frames (read directly, internals.c: the
  *      public PyFrame_GetBack would make a frame object for each) and note, per frame,
@@ -388,7 +386,6 @@ static void count_pass(SamplerObject *sp, const struct phase1 *p, const rec_coun
     sp->st.ticks++;
     sp->st.main_blocked += (uint64_t)(p->ok && sp->main_blocked_now);
     sp->st.stacks_reused += p->ok ? sp->pass_reused : 0;
-    sp->st.cpu_reads_deferred += p->ok ? sp->pass_deferred : 0;
     sp->st.refs_held = p->held;
     sp->st.frame_cache_misses = p->misses;
     add_counts(sp, c);

@@ -50,7 +50,6 @@ typedef struct gthread {
     int64_t cpu_pre; /* with CPU_LATER: its clock in phase 0 */
     int reused;      /* its frames are phase 0's copy */
     unsigned unread; /* see tslot */
-    unsigned deferred; /* see tslot (cpu_now is then its previous reading) */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
     uint64_t held_since; /* see tslot */
     size_t stack_bytes;  /* see tslot */
@@ -90,10 +89,6 @@ typedef struct tslot {
      * rather than read on this many ticks in a row (CLOCK_SKIPS at most). */
     int reused;
     unsigned unread;
-    /* Ticks in a row on which it was walked as running without its clock being read
-     * (CLOCK_READS_RUNNING); cpu_ns is then the last reading, taken before its frames. */
-    unsigned deferred;
-    int defer; /* set by phase 0: this tick defers its reading too */
     /* Set by phase 0 of this tick: its CPU clock then (-1: none), and where in
      * SamplerObject.tick its frames were copied, the clock not having moved since they
      * were taken (NO_COPY: not copied). */
@@ -115,18 +110,6 @@ typedef struct tslot {
 /* Ticks in a row at most on which phase 0 takes an idle thread's clock as unchanged
  * without reading it (ppk_py_prepare). */
 #define CLOCK_SKIPS 3
-/* Clocks of threads that were running at their previous sample that phase 0 reads at a
- * tick, at most: those whose reading was deferred longest. A clock read of another
- * thread is a system call (1.5-3 us here, the largest part of the sampler's CPU time
- * when many threads run); a thread whose reading is deferred is walked as running and
- * its sample gets no CPU time, which its next reading's sample gets instead (the growth
- * since the last reading: no CPU time is lost or counted twice while the thread lives,
- * and with R running threads each is read every R / CLOCK_READS_RUNNING ticks, rounded
- * up: a CPU profile at that rate, its samples at instants the program does not choose).
- * With this many running threads or fewer, every one is read every tick. */
-#define CLOCK_READS_RUNNING 4
-/* pre_cpu of a thread whose reading phase 0 deferred. */
-#define CPU_UNREAD (-3)
 
 #define NOT_HELD UINT64_MAX
 
@@ -219,8 +202,6 @@ static inline void gbuf_free(gbuf *b) {
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
     X(frame_cache_misses)     /* frames whose line was computed (not in the frame cache) */ \
-    X(cpu_reads_deferred)     /* running threads sampled with their clock reading left  \
-                               * to a later tick (CLOCK_READS_RUNNING) */               \
     X(ticks_without_gil)      /* the main thread sampled itself and was alone */    \
     X(holder_passes)          /* passes whose phase 1 the GIL's holder ran (3.12+) */ \
     X(holder_ns_total)        /* that phase 1, in the holder's thread: part of          \
@@ -286,7 +267,6 @@ typedef struct SamplerObject {
     ppk_sample *builder;
     gbuf tick, prev; /* this pass's and the previous one's (recorded) */
     uint64_t pass_reused; /* threads of this pass whose frames were copied from prev */
-    uint64_t pass_deferred; /* threads of this pass whose clock reading was deferred */
     /* The GIL's changes of holder (ppk_py_gil_takes) when phase 0 began, and whether
      * there was at most one since: then no thread whose clock phase 0 found unmoved ran
      * Python code since (ppk_py_gather_thread). */

@@ -50,12 +50,6 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
 static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
     s->pre_first = NO_COPY;
     size_t n = s->n_frames;
-    if (s->defer) {
-        s->pre_cpu = CPU_UNREAD;
-        s->pre_assumed = 0;
-        __builtin_prefetch(s->ts);
-        return;
-    }
     /* A thread found idle at the previous pass, when nothing ran Python code since:
      * its stack cannot have changed, and its CPU time since, if any (a C call that
      * computes without the GIL), is counted at its next reading, at most CLOCK_SKIPS
@@ -75,26 +69,6 @@ static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
     __builtin_prefetch(s->name_obj, 1);
 }
 
-/* Which threads that were running at their previous sample get their clock read this
- * tick: CLOCK_READS_RUNNING of them at most, those deferred longest (ties: table
- * order); the others' slots get `defer`. */
-static void ration_clock_reads(SamplerObject *sp) {
-    size_t running = 0;
-    for (size_t i = 0; i < sp->slot_cap; i++) {
-        tslot *s = &sp->slots[i];
-        s->defer = s->native_id && !s->reused && s->n_frames && s->cpu_ns >= 0;
-        running += (size_t)s->defer;
-    }
-    for (size_t k = 0; k < CLOCK_READS_RUNNING && k < running; k++) {
-        tslot *first = NULL;
-        for (size_t i = 0; i < sp->slot_cap; i++) {
-            tslot *s = &sp->slots[i];
-            if (s->defer && (!first || s->deferred > first->deferred)) first = s;
-        }
-        first->defer = 0;
-    }
-}
-
 void ppk_py_prepare(SamplerObject *sp) {
     sp->gil_takes_pre = ppk_py_gil_takes(sp->interp); /* before any clock */
     int locked;
@@ -102,7 +76,6 @@ void ppk_py_prepare(SamplerObject *sp) {
     int quiet = sp->released_valid && sp->gil_takes_pre == sp->gil_takes_released;
     sp->released_valid = 0;
     sp->tick.frames.n = 0;
-    ration_clock_reads(sp);
     for (size_t i = 0; i < sp->slot_cap; i++)
         if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i], quiet);
     if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev, quiet);
@@ -305,7 +278,6 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .cpu_late = late,
                         .reused = gt->reused,
                         .unread = gt->unread,
-                        .deferred = gt->deferred,
                         .first_frame = gt->first_frame,
                         .n_frames = gt->n_frames,
                         .held_since = gt->held_since,

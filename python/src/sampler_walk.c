@@ -341,14 +341,6 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
          * also proves them unchanged at the next tick if the clock has not moved. */
         gt->cpu_now = sp->pre_fresh ? prev->pre_cpu : CPU_LATER;
         gt->cpu_pre = prev->pre_cpu;
-    } else if (other && prev->pre_cpu == CPU_UNREAD) {
-        /* Running at its previous sample, its reading deferred (CLOCK_READS_RUNNING):
-         * walked, and its previous reading carried, so that this sample gets no CPU
-         * time and the next reading's sample gets all since. That reading predates
-         * these frames, so an unmoved clock at the next tick still proves them. */
-        gt->cpu_now = prev->cpu_ns;
-        gt->deferred = prev->deferred + 1;
-        sp->pass_deferred++;
     } else if (other && prev->pre_first != NO_COPY && sp->gil_kept && t != sp->holder_pre &&
                t != PyThreadState_Get()) {
         gt->unread = prev->pre_assumed ? prev->unread + 1 : 0;
@@ -457,7 +449,7 @@ int ppk_py_gather(SamplerObject *sp) {
     sp->old_refs = sp->refs;
     sp->refs = held;
     sp->tick.labels.n = sp->tick.threads.n = 0; /* frames: ppk_py_prepare */
-    sp->pass_reused = sp->pass_deferred = 0;
+    sp->pass_reused = 0;
     sp->passes++;
     sp->gil_takes_released = ppk_py_gil_takes(sp->interp); /* run_pass checks it again */
     sp->gil_kept = sp->gil_takes_released - sp->gil_takes_pre <= 1;
