@@ -324,8 +324,8 @@ class TestThreads(ProfilerTest):
               "%d of %d ticks" % (report, st["holder_passes"], st["ticks"]), file=sys.stderr)
 
     def test_many_running_threads(self):
-        # Eight CPU-bound threads (twice the CPUs' worth here, their clocks read at every
-        # tick), then each idles LINGER (0.5 s, ~50 ticks) before it ends: the profile
+        # Eight CPU-bound threads (four to a CPU here), then each idles LINGER (0.5 s,
+        # ~50 ticks) before it ends: the profile
         # holds all the CPU time its clock says it spent computing, none lost, none
         # twice. Bounds: above, its clock at the end of its body (cpu_total_ns) and the
         # few instructions after that reading; below, its body's CPU time (cpu_ns), with
