@@ -14,23 +14,23 @@ enum { A_CORO, A_FUT_WAITER, A_LOOP, A_STATE, A_CALLBACKS, N_ATTRS };
 /* What a task showed when its chain was last read: frames (leaf first), labels, and
  * the references that keep their strings alive. One allocation, aligned to a cache
  * line: what the visit of an unchanged task reads of it (visits, gt.ident and
- * gt.parent_id) is in its first. */
+ * gt.parent_id) and what phase 2 adds to it (acc_wall, acc_count) are in its first. */
 typedef struct tstack {
     uint32_t visits;       /* ticks it was found unchanged, while it has no parent */
+    int64_t acc_wall;      /* not recorded yet: wall time, ticks */
+    uint64_t acc_count;
     gthread gt; /* ident, native_id, name, task_name, task_id, parent_*, n_frames, n_labels */
     gframe *frames;
     glabel *labels; /* pprofkit.tag() labels of the task */
     PyObject *name, *tags; /* the task's name and tags then (held: only compared) */
     PyObject *thread_name; /* its loop's thread's name (held) */
-    int64_t acc_wall;      /* not recorded yet: wall time, ticks */
-    uint64_t acc_count;
     PyObject **refs;
     size_t n_refs;
 } tstack;
 
 _Static_assert(offsetof(tstack, gt) + offsetof(gthread, parent_id) + sizeof(int64_t) <= 64 &&
                    offsetof(tstack, gt) + offsetof(gthread, ident) < 64,
-               "what a visit reads of a stack is in its first cache line");
+               "what a visit reads of a stack and phase 2 adds to it is in its first line");
 
 #define TOMB ((PyObject *)1)
 
