@@ -138,6 +138,11 @@ unsigned long ppk_py_gil_takes(PyInterpreterState *interp);
  * it back without CPython counting a change; only to be compared), and whether the GIL
  * is held; with or without the GIL. */
 const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *locked);
+/* internals.c: whether thread state t belongs to its thread yet (a new thread's state is
+ * in the interpreter's list before the thread runs; until then its thread_id and
+ * native_thread_id are 0 or, on 3.11, those of the thread that starts it); with the
+ * GIL. */
+int ppk_py_tstate_bound(const PyThreadState *t);
 /* internals.c: queues fn to run, with the GIL, in whichever thread of interp next
  * reaches a bytecode boundary (the holder, when one runs Python code): 0, or -1 when
  * the queue is full or the version has no such queue (3.11). */

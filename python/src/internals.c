@@ -61,6 +61,17 @@ const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *loc
 #endif
 }
 
+int ppk_py_tstate_bound(const PyThreadState *t) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return t->_status.bound;
+#else
+    /* 3.11's _thread module makes a new thread's state in the thread that starts it,
+     * with that thread's ident and native id; the new thread writes its own as it
+     * begins, then notes the state as its own (gilstate_counter 0 -> 1). */
+    return __atomic_load_n(&t->gilstate_counter, __ATOMIC_ACQUIRE) > 0;
+#endif
+}
+
 /* ---- A call that the GIL's holder runs -------------------------------------------- */
 /* CPython 3.12 and later keep a queue of pending calls per interpreter that any thread
  * runs at its next bytecode boundary (the main thread's own queue is Py_AddPendingCall's);

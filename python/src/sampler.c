@@ -622,6 +622,7 @@ static int baseline(SamplerObject *sp, int64_t now) {
     memset(sp->slots, 0, sp->slot_cap * sizeof *sp->slots);
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t)) {
+        if (!ppk_py_tstate_bound(t)) continue;
         unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
         tslot *s = ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
         *s = (tslot){.ident = t->thread_id,

@@ -462,7 +462,8 @@ int ppk_py_gather(SamplerObject *sp) {
     PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t && !rc;
          t = PyThreadState_Next(t)) {
-        if (t == sp->ts) continue;
+        /* A thread not started yet: on 3.11 it would pass for the one starting it. */
+        if (t == sp->ts || !ppk_py_tstate_bound(t)) continue;
         int mode = 0;
         if (t->thread_id == sp->main_ident) {
             atomic_store(&sp->main_ts, t);
