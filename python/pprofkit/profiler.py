@@ -280,10 +280,11 @@ def profile(**options):
 def tag(labels=None, /, **kw):
     """Adds labels (str or int values) to the samples of the current asyncio task (when
     one runs in this thread) or else of the current thread, while the block runs."""
-    items = dict(labels or {}, **kw)
-    for k, v in items.items():
+    items = {}
+    for k, v in dict(labels or {}, **kw).items():
         if not isinstance(k, str) or not isinstance(v, (str, int)) or isinstance(v, bool):
             raise TypeError("pprofkit.tag: keys must be str, values str or int")
+        items[_utf8_safe(k)] = _utf8_safe(v) if isinstance(v, str) else v
     task = _current_task()
     table, key = (_tags_task, id(task)) if task is not None else (
         _tags_thread, threading.get_ident())
@@ -296,6 +297,19 @@ def tag(labels=None, /, **kw):
             table.pop(key, None)
         else:
             table[key] = old
+
+
+def _utf8_safe(s):
+    """s, its lone surrogates (which UTF-8 cannot encode) replaced, once per byte that
+    "surrogatepass" would give them (U+FFFD each, as the library repairs invalid UTF-8):
+    the sampler reads tags without making objects."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _current_task():

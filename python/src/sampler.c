@@ -600,6 +600,7 @@ static void free_buffers(SamplerObject *sp) {
         free(sp->fcache);
         sp->fcache = NULL;
     }
+    Py_CLEAR(sp->repairs);
     gbuf_free(&sp->tick);
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
@@ -733,6 +734,8 @@ static int sampler_start(SamplerObject *sp) {
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
     sp->fcache_misses = 0;
+    sp->repairs = PyDict_New(); /* without it, no repairs (code_str) */
+    PyErr_Clear();
     sp->ts = sp->fcache && (!sp->tasks_on || !ppk_py_tasks_init(sp))
                  ? PyThreadState_New(sp->interp)
                  : NULL;

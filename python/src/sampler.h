@@ -295,6 +295,9 @@ typedef struct SamplerObject {
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
     uint64_t fcache_evictions; /* entries whose code was replaced, ever */
     uint64_t fcache_misses;    /* frames not found in it, since start */
+    /* The UTF-8 form of code names and filenames that have none (lone surrogates):
+     * str -> bytes, kept from start to stop, at most REPAIRS_MAX (code_str). */
+    PyObject *repairs;
     vec refs, old_refs; /* this pass's; the previous one's, until this one has taken
                          * what it reuses (the names of idle threads) */
 
@@ -411,6 +414,8 @@ ppk_str ppk_py_utf8(PyObject *s);
 /* The same, but a str with lone surrogates gets them encoded as such, in a new bytes
  * object (*bytes, to keep alive with the str; NULL when not needed). */
 ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes);
+/* ppk_py_utf8_repair for this pass: the bytes, if any, kept until the next pass. */
+ppk_str ppk_py_utf8_kept(SamplerObject *sp, PyObject *s);
 PyObject *ppk_py_task_name(PyObject *task);
 /* What the frame at instruction offset `lasti` of `code` (borrowed, alive) shows,
  * through the frame cache. -1: no memory. */

@@ -322,7 +322,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
                          const loopinfo *li, PyObject *parent, ppk_str state) {
     tt->labels.n = 0;
     size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
-    size_t nf = tt->frames.n, nr = nf + 6;
+    size_t nf = tt->frames.n, nr = nf + 7; /* codes, tags, 3 names and their bytes */
     void *mem = NULL;
     if (posix_memalign(&mem, 64, sizeof(tstack) + nf * sizeof(gframe) + nl * sizeof(glabel) +
                                      nr * sizeof(PyObject *)))
@@ -348,13 +348,15 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     gt->n_labels = nl;
     gt->ident = li->ident;
     gt->native_id = li->native_id;
+    PyObject *bytes;
     if (li->name) {
-        gt->name = ppk_py_utf8(li->name);
+        gt->name = ppk_py_utf8_repair(li->name, &bytes);
         take(st, li->name);
+        take(st, bytes);
+        Py_XDECREF(bytes);
     }
     gt->task_id = (int64_t)(uintptr_t)task;
     gt->task_state = state;
-    PyObject *bytes;
     if (name) {
         gt->task_name = ppk_py_utf8_repair(name, &bytes);
         take(st, name);

@@ -102,6 +102,33 @@ ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes) {
     return (ppk_str){PyBytes_AS_STRING(*bytes), (size_t)PyBytes_GET_SIZE(*bytes)};
 }
 
+ppk_str ppk_py_utf8_kept(SamplerObject *sp, PyObject *s) {
+    PyObject *bytes;
+    ppk_str u = ppk_py_utf8_repair(s, &bytes);
+    return bytes && ppk_py_keep_ref(sp, bytes) ? (ppk_str){NULL, 0} : u;
+}
+
+/* Code names and filenames with lone surrogates (a file name that is not UTF-8, decoded
+ * with surrogateescape) repaired this many at most; past it, such a name is empty. */
+#define REPAIRS_MAX 1024
+
+/* The UTF-8 of a code's name or filename `s`, alive while the sampler runs: the str's
+ * own, or the repairable bytes kept in sp->repairs (a frame cache entry's strings stay
+ * in use for as long as it holds its code, and copies of them until the next pass). */
+static ppk_str code_str(SamplerObject *sp, PyObject *s) {
+    ppk_str u = ppk_py_utf8(s);
+    if (u.len || !PyUnicode_CheckExact(s) || !PyUnicode_GET_LENGTH(s) || !sp->repairs) return u;
+    PyObject *bytes = PyDict_GetItemWithError(sp->repairs, s);
+    if (!bytes && !PyErr_Occurred() && PyDict_GET_SIZE(sp->repairs) < REPAIRS_MAX) {
+        PyObject *b;
+        ppk_py_utf8_repair(s, &b);
+        if (b && !PyDict_SetItem(sp->repairs, s, b)) bytes = b;
+        Py_XDECREF(b); /* the dict holds it */
+    }
+    PyErr_Clear();
+    return bytes ? (ppk_str){PyBytes_AS_STRING(bytes), (size_t)PyBytes_GET_SIZE(bytes)} : u;
+}
+
 /* A running task's name, read without running Python code (NULL if unknown). */
 PyObject *ppk_py_task_name(PyObject *task) {
     if (task_get_name) {
@@ -210,7 +237,7 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
     }
     int line = PyCode_Addr2Line(code, lasti);
     /* The entry holds a reference to code. */
-    *e = (gframe){ppk_py_utf8(code->co_qualname), ppk_py_utf8(code->co_filename), code->co_firstlineno,
+    *e = (gframe){code_str(sp, code->co_qualname), code_str(sp, code->co_filename), code->co_firstlineno,
                   line > 0 ? line : 0, 0, (PyCodeObject *)Py_NewRef(code), lasti,
                   (uint16_t)(e - sp->fcache), (uint8_t)ppk_py_frame_traceable(code, lasti)};
     *out = *e;
@@ -384,7 +411,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         name = thread ? ppk_py_safe_getattr(thread, str_name) : NULL;
     }
     if (name && !ppk_py_keep_ref(sp, name)) {
-        gt->name = ppk_py_utf8(name);
+        gt->name = ppk_py_utf8_kept(sp, name);
         gt->name_obj = name;
     }
     gather_tags(sp, b, sp->tags_thread, ident, gt);
@@ -394,9 +421,8 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         if (tasks[i].ident != gt->ident) continue;
         PyObject *task = tasks[i].task;
         gt->task_id = (int64_t)(uintptr_t)task;
-        PyObject *tname = ppk_py_task_name(task), *bytes = NULL;
-        if (tname && !ppk_py_keep_ref(sp, tname)) gt->task_name = ppk_py_utf8_repair(tname, &bytes);
-        if (bytes && ppk_py_keep_ref(sp, bytes)) gt->task_name = (ppk_str){NULL, 0};
+        PyObject *tname = ppk_py_task_name(task);
+        if (tname && !ppk_py_keep_ref(sp, tname)) gt->task_name = ppk_py_utf8_kept(sp, tname);
         PyObject *tid = PyLong_FromVoidPtr(task);
         if (!tid) PyErr_Clear();
         gather_tags(sp, b, sp->tags_task, tid, gt);

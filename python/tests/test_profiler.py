@@ -384,6 +384,25 @@ class TestThreads(ProfilerTest):
             print("\n  starts (thread, its wall, loop, threads started, longest tick gap; "
                   "ms): %r" % (report,), file=sys.stderr)
 
+    def test_names_not_utf8(self):
+        # A thread name, a function's qualified name and file name, and a tag's key and
+        # value with lone surrogates (a file name that is not UTF-8 decodes to them):
+        # each repaired (U+FFFD for each byte of the surrogate's encoding), none empty
+        # or left out, and counted among the repairs.
+        run = self.cli(["oddnames.py", "0.5"])
+        self.check_summary(run)
+        profiles = load(run.files)
+        bad = "\ufffd" * 3
+        odd = ("odd%sname" % bad, "/nonexistent/%s.py" % bad)
+        cpu = collections.Counter()
+        for p, stack, labels, values in samples_of(profiles):
+            if labels.get("thread name") == "worker-" + bad:
+                self.assertEqual(labels.get("k" + bad), "v" + bad, labels)
+                cpu[stack[0][:2]] += values[p.index("cpu-time")]
+        self.assertGreater(cpu[odd], 300 * MS, dict(cpu))
+        self.assertTrue(any("invalid UTF-8 repaired" in c for p in profiles
+                            for c in p.comments), [p.comments for p in profiles])
+
     def test_stack_shapes(self):
         # The sampler reads interpreter frames itself; a thread blocked in a generator,
         # in a function C code called back, in a coroutine driven by send(), 30
