@@ -507,8 +507,9 @@ typedef struct ppk_sink {
  * containers): the export takes the first free name of NAME.PID.SEQ-2.pb.gz, -3, ...
  * The file is synced before the rename and DIR after it, so that after a power loss a
  * profile's name never holds a partial file. DIR must be an existing directory this
- * process can write to (checked here: PPK_ESYS, errno ENOENT, ENOTDIR or EACCES). The
- * strings are copied.
+ * process can write to (checked here: PPK_ESYS, errno ENOENT, ENOTDIR or EACCES); a
+ * relative DIR is the one under the working directory now (the sink keeps it joined to
+ * it: a later chdir does not move the files). The strings are copied.
  * @return 0, PPK_EINVAL, PPK_ENULL, PPK_ENOMEM, PPK_ESYS.
  */
 PPK_API int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out);

@@ -5,7 +5,8 @@
  * skip it), synced, then renamed, and DIR synced: a reader sees a whole profile or none,
  * and after a power loss a profile's name never holds an empty or partial file (the
  * rename is made durable too, where the file system can sync a directory). DIR must be
- * a directory this process can write to when the sink is made. The pid is read at each
+ * a directory this process can write to when the sink is made; a relative DIR is joined
+ * to the working directory then. The pid is read at each
  * write, so a forked child writes under its own. Called by one exporting thread at a
  * time per recorder (exports are serialized); recorders may share DIR and NAME.
  *
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,6 +141,31 @@ static char *dup_str(ppk__mem *m, ppk_str s) {
     return c;
 }
 
+/* DIR as the sink keeps it: a relative one joined to the working directory now, so that
+ * a program that changes directory later (a daemon to "/") does not move its profiles.
+ * NULL: no memory, or errno from getcwd. */
+static char *dir_from_cwd(ppk__mem *m, ppk_str dir, size_t *len) {
+    if (dir.ptr[0] == '/') {
+        *len = dir.len;
+        return dup_str(m, dir);
+    }
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd) return NULL;
+    size_t n = strlen(cwd);
+    char *c = ppk__mem_alloc(m, n + 1 + dir.len + 1);
+    if (c) {
+        memcpy(c, cwd, n);
+        c[n] = '/';
+        memcpy(c + n + 1, dir.ptr, dir.len);
+        c[n + 1 + dir.len] = 0;
+        *len = n + 1 + dir.len;
+    } else {
+        errno = ENOMEM;
+    }
+    free(cwd);
+    return c;
+}
+
 int ppk_sink_file(ppk_str dir, ppk_str name, ppk_sink *out) {
     return ppk__sink_file(NULL, dir, name, out);
 }
@@ -152,14 +179,19 @@ int ppk__sink_file(const ppk_allocator *a, ppk_str dir, ppk_str name, ppk_sink *
         return PPK_EINVAL;
     file_sink *fs = PPK_MEM_NEW(a, file_sink, mem);
     if (!fs) return PPK_ENOMEM;
-    fs->dir_len = dir.len;
     fs->name_len = name.len;
-    fs->dir = dup_str(&fs->mem, dir);
+    fs->dir = dir_from_cwd(&fs->mem, dir, &fs->dir_len);
+    if (!fs->dir) {
+        int e = errno;
+        PPK_MEM_DELETE(fs, file_sink, mem);
+        errno = e;
+        return e == ENOMEM ? PPK_ENOMEM : PPK_ESYS;
+    }
     fs->name = dup_str(&fs->mem, name);
     /* "DIR/.NAME.PID.SEQ.tmp", "DIR/NAME.PID.SEQ-K.EXT": the numbers take at most 64. */
-    fs->path_room = dir.len + name.len + 128;
+    fs->path_room = fs->dir_len + name.len + 128;
     fs->paths = ppk__mem_alloc(&fs->mem, 2 * fs->path_room);
-    if (!fs->dir || !fs->name || !fs->paths) {
+    if (!fs->name || !fs->paths) {
         file_destroy(fs);
         return PPK_ENOMEM;
     }

@@ -1112,6 +1112,58 @@ static void test_sink_file_sync_and_dir(void) {
     CHECK_EQ_INT(errno, ENOTDIR);
 }
 
+/* A relative directory is the one under the working directory when the sink is made:
+ * after a chdir (a daemon's to "/"), exports still go there, through the sink and
+ * through cfg.out_dir. */
+static void test_sink_file_relative_dir(void) {
+    char dir[] = "/tmp/ppk-sinkrel.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *cwd = getcwd(NULL, 0);
+    CHECK(cwd != NULL);
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/out", dir);
+    CHECK_EQ_INT(mkdir(sub, 0755), 0);
+    CHECK_EQ_INT(chdir(dir), 0);
+    ppk_recorder *r = recorder(PPK_CODEC_GZIP);
+    ppk_sink sink;
+    CHECK_EQ_INT(ppk_sink_file(PPK_STR("out"), PPK_STR("rel"), &sink), 0);
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &sink), 0);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.out_dir = PPK_STR("./out");
+    cfg.name = PPK_STR("cfg");
+    ppk_recorder *r2 = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r2), 0);
+    CHECK_EQ_INT(chdir("/"), 0);
+    ppk_sample *s = NULL, *s2 = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
+    CHECK_EQ_INT(ppk_sample_create(r2, &s2), 0);
+    CHECK_EQ_INT(simple_sample(s, "x", 1), 0);
+    CHECK_EQ_INT(simple_sample(s2, "y", 1), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r2, NULL), 0);
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.sink_failures, 0);
+    ppk_recorder_stats_get(r2, &st);
+    CHECK_EQ_U64(st.sink_failures, 0);
+    const char *names[] = {"rel", "cfg"};
+    for (int i = 0; i < 2; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%s.%ld.1.pb.gz", sub, names[i], (long)getpid());
+        struct stat stt;
+        CHECK_EQ_INT(stat(path, &stt), 0);
+    }
+    ppk_sample_free(s);
+    ppk_sample_free(s2);
+    ppk_recorder_free(r);
+    ppk_recorder_free(r2);
+    CHECK_EQ_INT(chdir(cwd), 0);
+    free(cwd);
+    pr_rm_dir(sub);
+    pr_rm_dir(dir);
+}
+
 /* The file sink of cfg.out_dir allocates through the recorder's allocator: its copies
  * of the directory and name (made at create) and each export's path (written at
  * export) are the allocator's, and all are given back. */
@@ -1671,6 +1723,7 @@ int main(void) {
     RUN(test_sink_file);
     RUN(test_sink_file_config_and_failure);
     RUN(test_sink_file_sync_and_dir);
+    RUN(test_sink_file_relative_dir);
     RUN(test_sink_file_shared_name);
     RUN(test_stats_degradations);
     RUN(test_export_fields);
