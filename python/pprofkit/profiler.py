@@ -49,21 +49,21 @@ class Profiler:
     """A sampling profiler. Most programs use start()/stop() or profile() instead.
 
     rate: samples per second per thread (Hz). export_period: seconds between exports.
-    out_dir: directory of the .pb.gz files (created; None: no files). codec: "gzip",
-    "zstd" or "none". memory_limit: bytes per window (None: the library's 64 MiB).
-    max_frames: deepest stack kept (None: 512). wall, cpu: record wall / CPU time.
-    service, env, version, tags: for uploads (tags: "k:v,k:v" or a dict). datadog:
-    True (agent from the DD_* environment), or an agent URL. pyroscope: the server URL.
-    otlp: True (collector from the OTEL_* environment), or the collector's base URL
-    (OTLP profiles over HTTP, experimental; service, env, version and tags become the
-    resource's service.name, deployment.environment.name, service.version and attributes).
-    name: the file name prefix (default "python"). function_ids: push frames by function
-    id (the recorder's function dictionary; False pushes their strings, for comparison).
-    asyncio_tasks: also sample every asyncio task that waits, one sample per task per
-    tick (its await chain, "task name", "parent task"; wall time), at most
-    max_tasks_per_tick tasks a tick (more are visited in turn, their wall time covering
-    the ticks between); a task that has not moved for a while is recorded as one sample
-    a second (a tenth of export_period if shorter).
+    out_dir: directory of the .pb.gz files (created; relative to the working directory
+    at start; None: no files). codec: "gzip", "zstd" or "none". memory_limit: bytes per
+    window (None: the library's 64 MiB). max_frames: deepest stack kept (None: 512).
+    wall, cpu: record wall / CPU time. service, env, version, tags: for uploads (tags:
+    "k:v,k:v" or a dict). datadog: True (agent from the DD_* environment), or an agent
+    URL. pyroscope: the server URL. otlp: True (collector from the OTEL_* environment),
+    or the collector's base URL (OTLP profiles over HTTP, experimental; service, env,
+    version and tags become the resource's service.name, deployment.environment.name,
+    service.version and attributes). name: the file name prefix (default "python").
+    function_ids: push frames by function id (the recorder's function dictionary; False
+    pushes their strings, for comparison). asyncio_tasks: also sample every asyncio task
+    that waits, one sample per task per tick (its await chain, "task name", "parent
+    task"; wall time), at most max_tasks_per_tick tasks a tick (more are visited in
+    turn, their wall time covering the ticks between); a task that has not moved for a
+    while is recorded as one sample a second (a tenth of export_period if shorter).
     """
 
     def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
@@ -81,6 +81,9 @@ class Profiler:
         types = ([WALL_TIME] if wall else []) + ([CPU_TIME] if cpu else []) + [SAMPLES]
         period_ns = int(round(1e9 / rate))
         if out_dir:
+            # Absolute: a program that changes directory keeps writing (and finding)
+            # its files there.
+            out_dir = os.path.abspath(out_dir)
             os.makedirs(out_dir, exist_ok=True)
         self.out_dir = out_dir
         self.name = name

@@ -1087,6 +1087,21 @@ class TestCLI(ProfilerTest):
         (p,) = load(run.files)
         self.assertGreater(p.by("samples", lambda s, l: leaf(s)).get("deep_leaf", 0), 0)
 
+    def test_relative_out_and_chdir(self):
+        # `--out` relative to where the program starts: the profiles go there even
+        # though the program changes directory before any export, and the summary
+        # counts them (it once found none, and the exports failed).
+        home, elsewhere = self.tmpdir(), self.tmpdir()
+        out = os.path.join(home, "rel")
+        run = self.run_python(["-m", "pprofkit", "run", "--out", "rel",
+                               os.path.join(PROGRAMS, "chdir.py"), elsewhere, "0.3"],
+                              out_dir=out, cwd=home)
+        self.check_summary(run)
+        self.assertEqual(len(run.files), 1, run.files)
+        self.assertEqual(os.listdir(elsewhere), [])
+        (p,) = load(run.files)
+        self.assertGreater(p.by("samples", lambda s, l: leaf(s)).get("spin", 0), 0)
+
     def test_sample_types(self):
         for opt, types in [("--no-cpu", [pprofkit.WALL_TIME, pprofkit.SAMPLES]),
                            ("--no-wall", [pprofkit.CPU_TIME, pprofkit.SAMPLES])]:
