@@ -605,7 +605,9 @@ PPK_API int ppk_recorder_add_sink(ppk_recorder *r, const ppk_sink *sink);
 PPK_API int ppk_recorder_export(ppk_recorder *r, ppk_export *out);
 
 /* Starts the background exporter thread: an export to the sinks every
- * export_period_ms. Starting a started recorder does nothing.
+ * export_period_ms. Starting a started recorder does nothing. The library's threads
+ * (this one, the upload sinks') run with every signal blocked but those a fault raises:
+ * a signal sent to the process reaches one of the program's threads.
  * @return 0, PPK_ESYS (thread creation failed), PPK_ECLOSED. */
 PPK_API int ppk_recorder_start(ppk_recorder *r);
 

@@ -5,6 +5,7 @@
  * export).
  */
 #include "recorder.h"
+#include "sync.h"
 
 #include <string.h>
 #include <time.h>
@@ -256,7 +257,7 @@ static void start_thread_locked(ppk_recorder *r) {
     if (!a) return;
     a->r = r;
     a->gen = ++r->thread_gen;
-    if (pthread_create(&r->thread, NULL, exporter_main, a) != 0) {
+    if (ppk__thread_create(&r->thread, exporter_main, a) != 0) {
         ppk__mem_free(&r->mem, a, sizeof *a);
         return;
     }

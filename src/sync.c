@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "sync.h"
 
+#include <signal.h>
 #include <time.h>
 
 #include "pprofkit.h"
@@ -26,4 +27,17 @@ int ppk__cond_init(pthread_cond_t *c) {
     if (!rc) rc = pthread_cond_init(c, &ca);
     pthread_condattr_destroy(&ca);
     return rc ? PPK_ESYS : 0;
+}
+
+int ppk__thread_create(pthread_t *t, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

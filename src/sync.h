@@ -15,4 +15,11 @@ int ppk__mutex_init(pthread_mutex_t *m, int spin);
 /* A condition variable whose timed waits take deadlines on CLOCK_MONOTONIC. */
 int ppk__cond_init(pthread_cond_t *c);
 
+/* pthread_create for the library's own threads (exporter, uploaders): each starts with
+ * every signal blocked but those a fault raises, so that a signal sent to the process
+ * reaches one of the program's threads (say, one waiting for it in sigwait() while the
+ * others block it), never a library thread that would die of it or run the program's
+ * handler. 0 or pthread_create's error. */
+int ppk__thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+
 #endif

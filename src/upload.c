@@ -236,7 +236,7 @@ static int upload_write(void *opaque, const ppk_export *e) {
     u->count++;
     if (u->count > u->st.queue_peak) u->st.queue_peak = u->count;
     if (!u->thread_running) {
-        if (pthread_create(&u->thread, NULL, thread_main, u) == 0)
+        if (ppk__thread_create(&u->thread, thread_main, u) == 0)
             u->thread_running = 1;
         else
             rc = PPK_ESYS; /* the job waits; the next write tries again */

@@ -609,6 +609,39 @@ static void test_connection_refused(void) {
     close(fd);
 }
 
+/* The library's threads (the background exporter, an uploader) block signals: a
+ * program that blocks SIGUSR1 in its threads and waits for it with sigwaitinfo gets
+ * it, while a library thread started before the program blocked it would take it (and
+ * die of it: the default action ends the process). */
+static void test_library_threads_block_signals(void) {
+    ppk_recorder *r = make_recorder();
+    CHECK_EQ_INT(ppk_recorder_start(r), 0); /* the exporter thread */
+    int fd = socket(AF_INET, SOCK_STREAM, 0); /* bound, not listening: refused */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t al = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &al);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    ppk_datadog_config c = fast_cfg();
+    ppk_sink s = dd_sink_to(url, &c);
+    uint8_t buf[64];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    CHECK_EQ_INT(s.write(s.opaque, &e), 0); /* the uploader thread */
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    CHECK_EQ_INT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    CHECK_EQ_INT(kill(getpid(), SIGUSR1), 0);
+    struct timespec wait = {5, 0};
+    CHECK_EQ_INT(sigtimedwait(&usr1, NULL, &wait), SIGUSR1);
+    CHECK_EQ_INT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
+    s.destroy(s.opaque);
+    close(fd);
+    ppk_recorder_free(r);
+}
+
 /* A server answering `status` to everything: attempts and retries as expected. */
 static void status_case(int status, int expect_attempts) {
     rx x;
@@ -1132,6 +1165,7 @@ int main(void) {
     RUN(test_null_strings);
     RUN(test_invalid_utf8_refused);
     RUN(test_connection_refused);
+    RUN(test_library_threads_block_signals);
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
     RUN(test_one_rule_per_value);

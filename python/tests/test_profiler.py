@@ -1102,6 +1102,14 @@ class TestCLI(ProfilerTest):
         (p,) = load(run.files)
         self.assertGreater(p.by("samples", lambda s, l: leaf(s)).get("spin", 0), 0)
 
+    def test_signal_taken_by_a_thread_of_the_program(self):
+        # The profiler's threads (the sampler's, the exporter's) block signals, so a
+        # signal the program blocks in its threads and waits for with sigwait reaches
+        # it (a profiler thread took it, and the process died of it).
+        run = self.cli(["--export-period", "0.05", "sigwait.py"])
+        self.assertEqual(run.json(), [{"got": signal.SIGUSR1}])
+        self.check_summary(run)
+
     def test_sample_types(self):
         for opt, types in [("--no-cpu", [pprofkit.WALL_TIME, pprofkit.SAMPLES]),
                            ("--no-wall", [pprofkit.CPU_TIME, pprofkit.SAMPLES])]:
