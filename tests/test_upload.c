@@ -582,15 +582,21 @@ static ppk_datadog_config fast_cfg(void) {
     return c;
 }
 
-static void test_connection_refused(void) {
-    /* A bound socket that does not listen refuses connections. */
+/* A bound socket that does not listen (it refuses connections) and its URL in url[64];
+ * the socket, to close. */
+static int refusing(char *url) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     socklen_t al = sizeof a;
     getsockname(fd, (struct sockaddr *)&a, &al);
+    snprintf(url, 64, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    return fd;
+}
+
+static void test_connection_refused(void) {
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    int fd = refusing(url);
     ppk_datadog_config c = fast_cfg();
     ppk_sink s = dd_sink_to(url, &c);
     uint8_t buf[256];
@@ -616,13 +622,8 @@ static void test_connection_refused(void) {
 static void test_library_threads_block_signals(void) {
     ppk_recorder *r = make_recorder();
     CHECK_EQ_INT(ppk_recorder_start(r), 0); /* the exporter thread */
-    int fd = socket(AF_INET, SOCK_STREAM, 0); /* bound, not listening: refused */
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t al = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &al);
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    int fd = refusing(url);
     ppk_datadog_config c = fast_cfg();
     ppk_sink s = dd_sink_to(url, &c);
     uint8_t buf[64];
