@@ -1090,7 +1090,7 @@ class TestCLI(ProfilerTest):
     def test_relative_out_and_chdir(self):
         # `--out` relative to where the program starts: the profiles go there even
         # though the program changes directory before any export, and the summary
-        # counts them (it once found none, and the exports failed).
+        # counts them (a directory resolved at each export would fail every one).
         home, elsewhere = self.tmpdir(), self.tmpdir()
         out = os.path.join(home, "rel")
         run = self.run_python(["-m", "pprofkit", "run", "--out", "rel",
@@ -1105,7 +1105,7 @@ class TestCLI(ProfilerTest):
     def test_signal_taken_by_a_thread_of_the_program(self):
         # The profiler's threads (the sampler's, the exporter's) block signals, so a
         # signal the program blocks in its threads and waits for with sigwait reaches
-        # it (a profiler thread took it, and the process died of it).
+        # it (a profiler thread that took it would die of it, and the process too).
         run = self.cli(["--export-period", "0.05", "sigwait.py"])
         self.assertEqual(run.json(), [{"got": signal.SIGUSR1}])
         self.check_summary(run)
