@@ -6,9 +6,9 @@
  * and after a power loss a profile's name never holds an empty or partial file (the
  * rename is made durable too, where the file system can sync a directory). DIR must be
  * a directory this process can write to when the sink is made; a relative DIR is joined
- * to the working directory then. The pid is read at each
- * write, so a forked child writes under its own. Called by one exporting thread at a
- * time per recorder (exports are serialized); recorders may share DIR and NAME.
+ * to the working directory then. The pid is read at each write, so a forked child
+ * writes under its own. Called by one exporting thread at a time per recorder (exports
+ * are serialized); recorders may share DIR and NAME.
  *
  * A name is never replaced, whether another recorder of this process took it or an
  * earlier process with the same pid (the first process of every container) left it:

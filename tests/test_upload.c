@@ -616,7 +616,7 @@ static void test_connection_refused(void) {
 }
 
 /* The library's threads (the background exporter, an uploader) block signals: a
- * program that blocks SIGUSR1 in its threads and waits for it with sigwaitinfo gets
+ * program that blocks SIGUSR1 in its threads and waits for it with sigtimedwait gets
  * it, while a library thread started before the program blocked it would take it (and
  * die of it: the default action ends the process). */
 static void test_library_threads_block_signals(void) {
