@@ -325,7 +325,7 @@ def deep(depth, fn):
     return deep(depth - 1, fn)
 
 
-def sampler_case(threads, frames, state, seconds, function_ids):
+def sampler_case(threads, frames, state, seconds, function_ids, cpu_budget=1.0):
     import pprofkit
 
     stop = threading.Event()
@@ -361,7 +361,8 @@ def sampler_case(threads, frames, state, seconds, function_ids):
     for t in ts:
         t.start()
     ready.wait()
-    p = pprofkit.Profiler(rate=100, out_dir=None, function_ids=function_ids)
+    p = pprofkit.Profiler(rate=100, out_dir=None, function_ids=function_ids,
+                          cpu_budget=cpu_budget)
     p.start()
     t0 = time.perf_counter()
     time.sleep(seconds)
@@ -384,12 +385,15 @@ def sampler_case(threads, frames, state, seconds, function_ids):
         "tick_us_mean": round(s["tick_ns_total"] / ticks / 1e3, 1),
         "phase2_us_mean": round((s["tick_ns_total"] - s["gil_hold_ns_total"]) / ticks / 1e3, 1),
         "phase0_us_mean": round(s["prepare_ns_total"] / ticks / 1e3, 1),
-        # The sampler thread's CPU time, and phase 1 where the GIL's holder ran it
-        # (CPython 3.12+) in that thread.
-        "sampler_cpu_pct": round((s["cpu_ns"] + s["holder_ns_total"]) / (dt * 1e9) * 100, 3),
+        # The sampler thread's CPU time, phase 1 where the GIL's holder ran it (CPython
+        # 3.12+) in that thread, and the main thread's samples of itself (what the CPU
+        # budget counts).
+        "sampler_cpu_pct": round((s["cpu_ns"] + s["holder_ns_total"] +
+                                  s["main_callback_ns_total"]) / (dt * 1e9) * 100, 3),
         "holder_passes": s["holder_passes"],
         "ticks_late": s["ticks_late"], "samples_failed": s["samples_failed"],
-        "main_callbacks": s["main_callbacks"],
+        "main_callbacks": s["main_callbacks"], "cpu_budget": cpu_budget,
+        "ticks_slowed": s["ticks_slowed"],
     }
 
 
@@ -398,21 +402,25 @@ def sampler(a):
              (16, 50, "idle"), (16, 50, "busy"), (16, 50, "yielding")]
     rows = []
     print()
-    print("the sampler at 100 Hz, in process (Python %s), %.0f s a case; GIL hold, wait and "
-          "tick in us" % (platform.python_version(), a.sampler_seconds))
-    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %8s %10s %5s %6s" % (
+    print("the sampler at 100 Hz, CPU budget %g%%, in process (Python %s), %.0f s a case; "
+          "GIL hold, wait and tick in us; slowed: ticks the budget moved later"
+          % (a.cpu_budget, platform.python_version(), a.sampler_seconds))
+    print("%3s %6s %5s %6s %6s %8s %10s %9s %10s %9s %8s %8s %10s %5s %6s %6s" % (
         "thr", "frames", "state", "push", "ticks", "samples", "hold mean", "hold max",
-        "wait mean", "wait max", "phase 0", "phase 2", "CPU %core", "late", "holder"))
+        "wait mean", "wait max", "phase 0", "phase 2", "CPU %core", "late", "holder",
+        "slowed"))
     for threads, frames, state in cases:
         for ids in (True, False):
-            r = sampler_case(threads, frames, state, a.sampler_seconds, ids)
+            r = sampler_case(threads, frames, state, a.sampler_seconds, ids, a.cpu_budget)
             r["python"] = platform.python_version()
             rows.append(r)
-            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %8.1f %10.3f %5d %6d" % (
-                threads, frames, r["state"], r["push"], r["ticks"], r["samples"],
-                r["gil_hold_us_mean"], r["gil_hold_us_max"], r["gil_wait_us_mean"],
-                r["gil_wait_us_max"], r["phase0_us_mean"], r["phase2_us_mean"],
-                r["sampler_cpu_pct"], r["ticks_late"], r["holder_passes"]), flush=True)
+            print("%3d %6d %5s %6s %6d %8d %10.1f %9.1f %10.1f %9.1f %8.1f %8.1f %10.3f %5d %6d "
+                  "%6d" % (
+                      threads, frames, r["state"], r["push"], r["ticks"], r["samples"],
+                      r["gil_hold_us_mean"], r["gil_hold_us_max"], r["gil_wait_us_mean"],
+                      r["gil_wait_us_max"], r["phase0_us_mean"], r["phase2_us_mean"],
+                      r["sampler_cpu_pct"], r["ticks_late"], r["holder_passes"],
+                      r["ticks_slowed"]), flush=True)
         if r["samples"] != r["samples_flushed"]:
             print("  note: the sampler counted %d samples, the recorder %d"
                   % (r["samples"], r["samples_flushed"]))
@@ -438,6 +446,9 @@ def main():
     ap.add_argument("--old-python", default="/root/.pyenv/versions/3.10.13/bin/python3",
                     help="the interpreter austin runs (Debian's austin 1.0.1 reads <= 3.10)")
     ap.add_argument("--sampler-seconds", type=float, default=5)
+    ap.add_argument("--cpu-budget", type=float, default=1.0,
+                    help="the sampler table's Profiler(cpu_budget=...): percent of a core, "
+                         "0 for no limit (the full rate)")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-sampler", action="store_true")
     ap.add_argument("--paired", action="store_true",

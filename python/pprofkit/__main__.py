@@ -117,6 +117,12 @@ def _parser():
                    default=int(e("PPROFKIT_MAX_TASKS_PER_TICK") or 1000),
                    help="asyncio tasks sampled per tick at most; more are sampled in turn "
                         "(PPROFKIT_MAX_TASKS_PER_TICK; default 1000)")
+    r.add_argument("--cpu-budget", type=float, metavar="PERCENT",
+                   default=float(_env("PPROFKIT_CPU_BUDGET", "DD_PROFILING_MAX_TIME_USAGE_PCT")
+                                 or 1),
+                   help="percentage of one core that sampling may take; ticks come later "
+                        "when needed (PPROFKIT_CPU_BUDGET, DD_PROFILING_MAX_TIME_USAGE_PCT; "
+                        "default 1; 0: no limit)")
     r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
                    help="no summary at exit (PPROFKIT_QUIET)")
     r.add_argument("--flame", metavar="OUT.html", default=e("PPROFKIT_FLAME") or None,
@@ -190,10 +196,13 @@ def summary_line(s, flame=None):
     up = "".join(", %s: %d sent, %d dropped" % (
         u["kind"], u["sent"], sum(v for k, v in u.items() if k.startswith("dropped_")))
         for u in s["uploads"])
-    return "pprofkit: pid %d, %d samples, %d exports, %d files%s%s, %s%s" % (
+    st = s["sampler"]
+    slowed = "; %d of %d ticks later for the CPU budget" % (
+        st["ticks_slowed"], st["ticks"]) if st.get("ticks_slowed") else ""
+    return "pprofkit: pid %d, %d samples, %d exports, %d files%s%s, %s%s%s" % (
         s["pid"], s["samples"], s["exports"], len(files), where, up,
         "degradations: " + ", ".join("%s %d" % kv for kv in sorted(deg.items()))
-        if deg else "no degradations", "; flame graph: %s" % flame if flame else "")
+        if deg else "no degradations", slowed, "; flame graph: %s" % flame if flame else "")
 
 
 def _write_flame(path, files):
@@ -233,7 +242,7 @@ def _start(ns):
         wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
         version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
         otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks,
-        max_tasks_per_tick=ns.max_tasks_per_tick)
+        max_tasks_per_tick=ns.max_tasks_per_tick, cpu_budget=ns.cpu_budget)
 
     def on_stop(s):
         page = None
@@ -266,6 +275,7 @@ def _export_to_children(ns):
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
            "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",
            "PPROFKIT_MAX_TASKS_PER_TICK": str(ns.max_tasks_per_tick),
+           "PPROFKIT_CPU_BUDGET": repr(ns.cpu_budget),
            "PPROFKIT_FLAME": None,  # the page is this process's
            "PPROFKIT_SUBPROCESSES": "1"}
     for k, v in opt.items():

@@ -64,18 +64,25 @@ class Profiler:
     task"; wall time), at most max_tasks_per_tick tasks a tick (more are visited in
     turn, their wall time covering the ticks between); a task that has not moved for a
     while is recorded as one sample a second (a tenth of export_period if shorter).
+    cpu_budget: the percentage of one core that sampling may take (the sampler's thread
+    and the passes other threads run for it); when a tick costs more than that at the
+    rate, ticks come later (fewer samples, each weighing the time it covers). 0: no
+    limit.
     """
 
     def __init__(self, *, rate=100.0, export_period=60.0, out_dir="pprofkit-out",
                  codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
                  service=None, env=None, version=None, tags=None, datadog=None,
                  pyroscope=None, otlp=None, name="python", function_ids=True,
-                 asyncio_tasks=True, max_tasks_per_tick=1000):
+                 asyncio_tasks=True, max_tasks_per_tick=1000, cpu_budget=1.0):
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
         rate = float(rate)
         if not 0.1 <= rate <= 10000:
             raise ValueError("rate must be between 0.1 and 10000 Hz")
+        cpu_budget = float(cpu_budget)
+        if not 0 <= cpu_budget <= 100:
+            raise ValueError("cpu_budget must be between 0 (no limit) and 100 (percent)")
         if not export_period > 0:
             raise ValueError("export_period must be positive")
         types = ([WALL_TIME] if wall else []) + ([CPU_TIME] if cpu else []) + [SAMPLES]
@@ -128,7 +135,7 @@ class Profiler:
                 cpu_index=index.get(CPU_TIME), count_index=index[SAMPLES],
                 tags_thread=_tags_thread, tags_task=_tags_task, function_ids=function_ids,
                 asyncio_tasks=bool(asyncio_tasks), max_tasks_per_tick=int(max_tasks_per_tick),
-                coalesce_ticks=_coalesce_ticks(rate, export_period))
+                coalesce_ticks=_coalesce_ticks(rate, export_period), cpu_budget=cpu_budget)
         except BaseException:
             self.recorder.close()
             raise

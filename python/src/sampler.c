@@ -327,12 +327,20 @@ static void skip_pass(SamplerObject *sp) {
 
 /* Sleeps until the next deadline (a period apart on average, each drawn uniformly from
  * half to one and a half periods: a program that does something every period, a loop
- * with a 10 ms sleep, is then not always caught at the same point of it). 1 when the
- * sampler should stop instead. */
+ * with a 10 ms sleep, is then not always caught at the same point of it), or until the
+ * CPU budget allows a tick, if later (and then as much again drawn from zero to half a
+ * period). 1 when the sampler should stop instead. */
 static int sleep_until_next(SamplerObject *sp, int64_t *deadline, uint64_t *rng) {
     *rng = *rng * 6364136223846793005u + 1442695040888963407u;
-    *deadline += sp->period_ns / 2 + (int64_t)((*rng >> 33) % (uint64_t)sp->period_ns);
+    uint64_t draw = *rng >> 33;
+    *deadline += sp->period_ns / 2 + (int64_t)(draw % (uint64_t)sp->period_ns);
     pthread_mutex_lock(&sp->lock);
+    if (*deadline < sp->budget_until) {
+        int64_t later = sp->budget_until + (int64_t)(draw % (uint64_t)(sp->period_ns / 2 + 1));
+        sp->st.ticks_slowed++;
+        sp->st.slowed_ns_total += (uint64_t)(later - *deadline);
+        *deadline = later;
+    }
     while (!sp->stop) {
         struct timespec ts = {*deadline / 1000000000, *deadline % 1000000000};
         if (pthread_cond_timedwait(&sp->wake, &sp->lock, &ts) == ETIMEDOUT) break;
@@ -539,6 +547,33 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
     return 0;
 }
 
+/* The CPU time sampling has taken: the sampler thread's, and the passes that the main
+ * thread and the GIL's holder ran for it. */
+static uint64_t sampling_cpu_ns(SamplerObject *sp) {
+    struct timespec own;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+    pthread_mutex_lock(&sp->lock);
+    uint64_t others = sp->st.main_callback_ns_total + sp->st.holder_ns_total;
+    pthread_mutex_unlock(&sp->lock);
+    return (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec + others;
+}
+
+/* The CPU budget: the tick that began at `start` cost C (the sampling CPU time since the
+ * previous tick's end, its wake-up included), which moves the earliest next tick to
+ * max(budget_until, start - period) + C / budget. Over any span of T the sampling then
+ * takes at most budget x (T + a period) + one tick's cost, and a tick that costs less
+ * than budget x period on average never waits for it. */
+static void charge_budget(SamplerObject *sp, int64_t start, uint64_t *spent) {
+    if (!(sp->budget > 0)) return;
+    uint64_t now = sampling_cpu_ns(sp);
+    double cost = (double)(now - *spent);
+    *spent = now;
+    int64_t from = start - sp->period_ns;
+    if (sp->budget_until > from) from = sp->budget_until;
+    double until = (double)from + cost / sp->budget;
+    sp->budget_until = until < 9e18 ? (int64_t)until : INT64_MAX / 2;
+}
+
 static void *sampler_main(void *arg) {
     SamplerObject *sp = arg;
     pthread_setname_np(pthread_self(), "ppk-sampler"); /* a name top -H, perf and gdb show */
@@ -547,18 +582,22 @@ static void *sampler_main(void *arg) {
     pthread_mutex_unlock(&sp->lock);
     int64_t deadline = mono_ns();
     uint64_t rng = (uint64_t)deadline ^ (uint64_t)(uintptr_t)sp;
+    uint64_t spent = sampling_cpu_ns(sp);
     while (!sleep_until_next(sp, &deadline, &rng)) {
-        if (ask_main(sp)) continue;
-        pass_times t;
-        if (run_pass(sp, &t)) break;
-        if (t.end > deadline + sp->period_ns) {
-            /* Late by more than a period (a long GIL wait): skip the missed ticks
-             * rather than sampling in a burst; the wall time covers the gap. */
-            pthread_mutex_lock(&sp->lock);
-            sp->st.ticks_late++;
-            pthread_mutex_unlock(&sp->lock);
-            deadline = t.end;
+        int64_t start = mono_ns();
+        if (!ask_main(sp)) {
+            pass_times t;
+            if (run_pass(sp, &t)) break;
+            if (t.end > deadline + sp->period_ns) {
+                /* Late by more than a period (a long GIL wait): skip the missed ticks
+                 * rather than sampling in a burst; the wall time covers the gap. */
+                pthread_mutex_lock(&sp->lock);
+                sp->st.ticks_late++;
+                pthread_mutex_unlock(&sp->lock);
+                deadline = t.end;
+            }
         }
+        charge_budget(sp, start, &spent);
     }
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
@@ -748,6 +787,7 @@ static int sampler_start(SamplerObject *sp) {
         return -1;
     }
     sp->stop = 0;
+    sp->budget_until = 0;
     sp->st.started_ns = (uint64_t)now;
     /* The thread starts with every signal blocked but a fault's, as the library's own
      * threads do: a signal sent to the process goes to one of the program's threads. */
@@ -881,15 +921,19 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"recorder",     "rate_hz",       "wall_index",
                              "cpu_index",    "count_index",   "tags_thread",
                              "tags_task",    "function_ids",  "asyncio_tasks",
-                             "max_tasks_per_tick", "coalesce_ticks", NULL};
+                             "max_tasks_per_tick", "coalesce_ticks", "cpu_budget", NULL};
     PyObject *rec_obj, *wall = NULL, *cpu = NULL, *count = NULL, *tt = NULL, *tk = NULL;
-    double rate = 100.0;
+    double rate = 100.0, budget = 0.0;
     int ids = 1, tasks = 0;
     long long max_tasks = 1000, coalesce = 10;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOppLL", kwlist, &ppk_py_RecorderType,
-                                     &rec_obj, &rate, &wall, &cpu, &count, &tt, &tk, &ids,
-                                     &tasks, &max_tasks, &coalesce))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOppLLd", kwlist,
+                                     &ppk_py_RecorderType, &rec_obj, &rate, &wall, &cpu, &count,
+                                     &tt, &tk, &ids, &tasks, &max_tasks, &coalesce, &budget))
         return NULL;
+    if (!(budget >= 0.0 && budget <= 100.0)) {
+        PyErr_SetString(PyExc_ValueError, "cpu_budget must be between 0 (no limit) and 100");
+        return NULL;
+    }
     if (max_tasks < 1 || max_tasks > 10000000 || coalesce < 1 || coalesce > 1000000) {
         PyErr_SetString(PyExc_ValueError, "max_tasks_per_tick must be between 1 and 10000000 "
                                           "and coalesce_ticks between 1 and 1000000");
@@ -927,6 +971,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sp->tasks_on = tasks;
     sp->max_tasks = (size_t)max_tasks;
     sp->coalesce = (uint64_t)coalesce;
+    sp->budget = budget / 100.0;
     gbuf_init(&sp->tick);
     gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
@@ -1024,7 +1069,8 @@ PyTypeObject ppk_py_SamplerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Sampler(recorder, *, rate_hz=100.0, wall_index=None, cpu_index=None, "
               "count_index=None, tags_thread=None, tags_task=None, function_ids=True, "
-              "asyncio_tasks=False, max_tasks_per_tick=1000, coalesce_ticks=10)\n\n"
+              "asyncio_tasks=False, max_tasks_per_tick=1000, coalesce_ticks=10, "
+              "cpu_budget=0.0)\n\n"
               "A native thread that samples every Python thread rate_hz times a second into "
               "the recorder: frames, thread and asyncio task labels, wall and CPU time "
               "(ns) and a count at the given sample type indices (None: not recorded). "
@@ -1034,7 +1080,9 @@ PyTypeObject ppk_py_SamplerType = {
               "visiting at most max_tasks_per_tick tasks a tick, and reading the chain "
               "of at most a 40th of that, 16 at least (the others at the next ticks), "
               "a task that has not moved recorded as one sample every coalesce_ticks "
-              "periods.",
+              "periods. cpu_budget: the percentage of one core that sampling may take (its "
+              "thread, and the passes the main thread and the GIL's holder run for it); "
+              "ticks come later when needed to keep within it (0: no limit).",
     .tp_methods = Sampler_methods,
     .tp_getset = Sampler_getset,
     .tp_new = Sampler_new,

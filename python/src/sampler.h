@@ -189,6 +189,8 @@ static inline void gbuf_free(gbuf *b) {
     X(samples_failed)         /* flushes the recorder refused */                           \
     X(labels_refused)         /* samples with a label refused (e.g. a tag's key taken) */   \
     X(ticks_late)             /* ticks more than a period late (the missed ones skipped) */ \
+    X(ticks_slowed)           /* ticks the CPU budget moved later (cpu_budget) */         \
+    X(slowed_ns_total)        /* by how much, in all */                                    \
     X(tick_gap_ns_max)        /* the longest time between two ticks (not a sum) */        \
     X(gil_wait_ns_total)      /* waiting for the GIL */                                    \
     X(gil_wait_ns_max)                                                                     \
@@ -233,6 +235,11 @@ typedef struct SamplerObject {
     int tasks_on;         /* sample asyncio tasks that wait (sampler_tasks.c) */
     size_t max_tasks;     /* tasks visited per tick at most */
     uint64_t coalesce;    /* ticks of an unchanged waiting task recorded as one sample */
+    /* The share of one core sampling may take (cpu_budget / 100; 0: no limit), and the
+     * earliest next tick that keeps it within that (CLOCK_MONOTONIC; the sampler
+     * thread's). */
+    double budget;
+    int64_t budget_until;
 
     PyInterpreterState *interp;
     pthread_t thread;

@@ -151,7 +151,9 @@ class ProfilerTest(unittest.TestCase):
         return run
 
     def cli(self, args, out_dir=None, **kw):
-        """`python -m pprofkit run --out DIR args...` (a new DIR unless given)."""
+        """`python -m pprofkit run --out DIR args...` (a new DIR unless given). Tests that
+        sample at a high rate to stress the sampler also pass --cpu-budget 0: the budget
+        would space their ticks out (a tick costs ~1 ms under ASan)."""
         out_dir = out_dir or self.tmpdir()
         return self.run_python(["-m", "pprofkit", "run", "--out", out_dir] + args,
                                out_dir=out_dir, **kw)
@@ -332,6 +334,38 @@ class TestThreads(ProfilerTest):
         # 0.5 ms of slack: what a thread spends starting, before its body, may be partly
         # missed (0.2-0.6 ms of the 0.2-0.9 ms it took, here).
         run = self.cli(["threads.py", "1.5", "crowd"])
+        me = self.check_crowd(run)
+        st = me["sampler"]
+        # The same few frames at every tick: each computed once (its line), then found in
+        # the frame cache (27-34 misses for ~1,400 samples of ~6 frames, here).
+        self.assertGreater(st["frame_cache_misses"], 0, st)
+        self.assertLess(st["frame_cache_misses"], st["samples"] // 4, st)
+
+    def test_cpu_budget(self):
+        # The crowd of test_many_running_threads under --cpu-budget 0.25: ticks come
+        # later so that sampling (the sampler thread's CPU time, and the passes that the
+        # main thread and the GIL's holder ran for it) takes at most 0.25% of a core: by
+        # construction at most 0.25% of (the time since the start + a period), plus the
+        # cost of the tick in progress and of the thread's start (2 ms of slack: a tick
+        # of nine running threads costs 0.1-0.3 ms here, ~1 ms under ASan). Without the
+        # budget it takes ~1% here. The profile still holds every thread's CPU time.
+        budget = 0.25
+        run = self.cli(["--cpu-budget", str(budget), "threads.py", "1.5", "crowd"])
+        me = self.check_crowd(run)
+        st = me["sampler"]
+        spent = st["cpu_ns"] + st["holder_ns_total"] + st["main_callback_ns_total"]
+        span = me["now_ns"] - st["started_ns"]
+        report = ("sampling CPU %.2f ms in %.0f ms, %d ticks, %d later for the budget"
+                  % (spent / MS, span / MS, st["ticks"], st["ticks_slowed"]))
+        self.assertGreater(st["ticks_slowed"], 0, report)
+        self.assertLessEqual(spent, budget / 100 * (span + 1e9 / me["rate"]) + 2 * MS, report)
+        (line,) = run.summary_lines()
+        self.assertIn("ticks later for the CPU budget", line)
+        print("\n  cpu budget %.2f%%: %s" % (budget, report), file=sys.stderr)
+
+    def check_crowd(self, run):
+        """What test_many_running_threads checks of a run of threads.py crowd; returns
+        what the program printed."""
         (me,) = run.json()
         self.check_summary(run)
         profiles = load(run.files)
@@ -352,13 +386,10 @@ class TestThreads(ProfilerTest):
             mine = {f: v for (n, f), v in cpu_by_leaf.items() if n == name}
             self.assertEqual(max(mine, key=mine.get), fn, (name, mine))
         self.assertLess(cpu["sleeper"], 50 * MS, report)
-        # The same few frames at every tick: each computed once (its line), then found in
-        # the frame cache (27-34 misses for ~1,400 samples of ~6 frames, here).
-        self.assertGreater(st["frame_cache_misses"], 0, st)
-        self.assertLess(st["frame_cache_misses"], st["samples"] // 4, st)
         print("\n  crowd (cpu, cpu of body, cpu clock as it ends; ms): %r; %d frame cache "
               "misses, %d samples" % (report, st["frame_cache_misses"], st["samples"]),
               file=sys.stderr)
+        return me
 
     def test_threads_starting_threads(self):
         # A thread starts thousands of threads, one at a time: the main thread, then a
@@ -515,7 +546,7 @@ class TestThreads(ProfilerTest):
         # run under ASan too; threads wake between the sampler's phase 0 and its taking
         # the GIL by chance): the run ends cleanly, every sample is in the files, and the
         # made functions are there.
-        run = self.cli(["--rate", "1000", "churn.py", "4", "2"])
+        run = self.cli(["--rate", "1000", "--cpu-budget", "0", "churn.py", "4", "2"])
         (me,) = run.json()
         self.check_summary(run)
         self.assertGreater(me["calls"], 100, me)
@@ -548,7 +579,7 @@ class TestThreads(ProfilerTest):
         # tick): the release must not share its vector with that tick (a use after free
         # under ASan otherwise, found by review). Checked for a clean run and every sample
         # in the files.
-        run = self.cli(["--rate", "500", "finalizers.py", "2"])
+        run = self.cli(["--rate", "500", "--cpu-budget", "0", "finalizers.py", "2"])
         (me,) = run.json()
         self.check_summary(run)
         self.assertGreater(me["steps"], 50, me)
@@ -830,7 +861,7 @@ class TestFinalization(ProfilerTest):
         # runs there and stops the sampler would make that thread wait for itself (a
         # hang): stop() raises RuntimeError there instead, and the program runs on and
         # ends with its profile written.
-        run = self.cli(["--rate", "1000", "stop_in_pass.py", "10"])
+        run = self.cli(["--rate", "1000", "--cpu-budget", "0", "stop_in_pass.py", "10"])
         (me,) = run.json()
         self.check_summary(run)
         self.assertGreaterEqual(me["refused"], 1, me)
@@ -1021,8 +1052,8 @@ class TestFunctionIds(ProfilerTest):
         # phase_a runs, then phase_b for 1 s (10 exports at 0.1 s: phase_a's functions,
         # unused for the dictionary's 4 exports, are evicted), then phase_a again: its
         # cached ids are stale and the sampler interns them again.
-        run = self.cli(["--export-period", "0.1", "--rate", "200", "phases.py",
-                        "0.3", "1.0", "0.4"])
+        run = self.cli(["--export-period", "0.1", "--rate", "200", "--cpu-budget", "0",
+                        "phases.py", "0.3", "1.0", "0.4"])
         info = run.json()[-1]
         rec, smp = info["recorder"], info["sampler"]
         self.assertGreater(rec["functions_evicted"], 0, rec)
@@ -1055,7 +1086,7 @@ class TestFunctionIds(ProfilerTest):
         for ids in (True, False):
             with self.subTest(function_ids=ids):
                 out = self.tmpdir()
-                p = pprofkit.Profiler(rate=500, out_dir=out, function_ids=ids)
+                p = pprofkit.Profiler(rate=500, out_dir=out, function_ids=ids, cpu_budget=0)
                 p.start()
                 end = time.monotonic() + 0.3
                 while time.monotonic() < end:
@@ -1227,8 +1258,8 @@ class TestBoundedMemory(ProfilerTest):
     @unittest.skipIf(UNDER_ASAN, "ASan keeps freed memory in its quarantine (256 MiB by "
                      "default) and maps shadow memory: RSS does not measure the program")
     def test_many_task_names(self):
-        run = self.cli(["--rate", "1000", "--export-period", "0.25", "manytasks.py",
-                        str(self.SECONDS), "0.5", "4"])
+        run = self.cli(["--rate", "1000", "--cpu-budget", "0", "--export-period", "0.25",
+                        "manytasks.py", str(self.SECONDS), "0.5", "4"])
         reports = run.json()
         self.assertTrue(reports[-1].get("done"), reports[-1])
         profiles = load(run.files)

@@ -1,5 +1,6 @@
 """What the test programs report about the profiler running them (for the tests'
-tolerances): its rate, the sampler's and the recorder's statistics so far, or {} when none runs;
+tolerances): its rate, the sampler's and the recorder's statistics so far and when they
+were read (time.monotonic_ns()), or {} when none runs;
 the sampler's statistics once it stopped (report_at_stop); and spin(), the CPU loop of the
 programs that need no function of their own for it."""
 
@@ -27,7 +28,8 @@ def sampler_info():
     p = pprofkit.current()
     if p is None:
         return {}
-    return {"rate": p.rate, "sampler": p.sampler.stats(), "recorder": p.recorder.stats()}
+    return {"rate": p.rate, "sampler": p.sampler.stats(), "recorder": p.recorder.stats(),
+            "now_ns": time.monotonic_ns()}
 
 
 def report_at_stop():
