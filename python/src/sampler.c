@@ -548,7 +548,7 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
 }
 
 /* The CPU time sampling has taken: the sampler thread's, and the passes that the main
- * thread and the GIL's holder ran for it. */
+ * thread and the GIL's holder ran for it (their wall time: at least their CPU time). */
 static uint64_t sampling_cpu_ns(SamplerObject *sp) {
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
@@ -558,20 +558,30 @@ static uint64_t sampling_cpu_ns(SamplerObject *sp) {
     return (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec + others;
 }
 
+/* Periods of allowance a tick may use that earlier, cheaper ticks left: ticks whose
+ * cost varies around less than the budget then rarely wait. */
+#define BUDGET_CARRY 4
+/* The longest the budget delays a tick, at least (a pass that a finalizer or the
+ * scheduler stretched is charged its wall time: it must not stop sampling for long). */
+#define BUDGET_WAIT_MAX_NS 1000000000
+
 /* The CPU budget: the tick that began at `start` cost C (the sampling CPU time since the
  * previous tick's end, its wake-up included), which moves the earliest next tick to
- * max(budget_until, start - period) + C / budget. Over any span of T the sampling then
- * takes at most budget x (T + a period) + one tick's cost, and a tick that costs less
- * than budget x period on average never waits for it. */
+ * max(budget_until, start - BUDGET_CARRY periods) + C / budget, and never later than
+ * BUDGET_WAIT_MAX_NS (or two periods, if longer) after `start`. Over any span of T the
+ * sampling then takes at most budget x (T + BUDGET_CARRY periods) + the tick in
+ * progress, unless a tick costs more than budget x BUDGET_WAIT_MAX_NS. */
 static void charge_budget(SamplerObject *sp, int64_t start, uint64_t *spent) {
     if (!(sp->budget > 0)) return;
     uint64_t now = sampling_cpu_ns(sp);
     double cost = (double)(now - *spent);
     *spent = now;
-    int64_t from = start - sp->period_ns;
+    int64_t from = start - BUDGET_CARRY * sp->period_ns;
     if (sp->budget_until > from) from = sp->budget_until;
+    int64_t wait_max = 2 * sp->period_ns > BUDGET_WAIT_MAX_NS ? 2 * sp->period_ns
+                                                               : BUDGET_WAIT_MAX_NS;
     double until = (double)from + cost / sp->budget;
-    sp->budget_until = until < 9e18 ? (int64_t)until : INT64_MAX / 2;
+    sp->budget_until = until < (double)(start + wait_max) ? (int64_t)until : start + wait_max;
 }
 
 static void *sampler_main(void *arg) {

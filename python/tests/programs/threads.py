@@ -2,8 +2,8 @@
 with `main-busy` after the seconds, the main thread computes in a hot function of its own
 too (main_hot) before it joins them; with `crowd`, five more CPU-bound threads
 (crowd-0 .. crowd-4, in crowd_hot), and every thread, once its body is done and
-measured, waits LINGER seconds without running before it ends (the profiler then sees
-each idle before it goes).
+measured, waits LINGER seconds (0.5, or the third argument) without running before it
+ends (the profiler then sees each idle before it goes).
 
 Prints one JSON line on stdout: per thread (by name) its ident, native id, lifetime and
 CPU time in its body, and its CPU clock at the end (measured inside the thread, in ns;
@@ -22,7 +22,7 @@ import progutil
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
 MODE = sys.argv[2] if len(sys.argv) > 2 else ""
-LINGER = 0.5
+LINGER = float(sys.argv[3]) if len(sys.argv) > 3 else 0.5
 results = {}
 linger = threading.Event()
 
