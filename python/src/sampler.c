@@ -267,6 +267,10 @@ static void take_gil(SamplerObject *sp) {
         }
     }
     PyEval_RestoreThread(sp->ts);
+    if (!sp->ts->thread_id) { /* its first take: the thread state is this thread's now */
+        sp->ts->thread_id = PyThread_get_thread_ident();
+        sp->ts->native_thread_id = PyThread_get_thread_native_id();
+    }
     pthread_mutex_lock(&sp->lock);
     sp->gil_wanted = 0;
     pthread_cond_broadcast(&sp->handoff);
@@ -789,6 +793,15 @@ static int sampler_start(SamplerObject *sp) {
     sp->ts = sp->fcache && (!sp->tasks_on || !ppk_py_tasks_init(sp))
                  ? PyThreadState_New(sp->interp)
                  : NULL;
+    if (sp->ts) {
+        /* PyThreadState_New gave it this thread's ident, and CPython finds a thread
+         * state by ident (PyThreadState_SetAsyncExc takes the first one that has it:
+         * this one, which is first in the list, so an exception meant for this thread
+         * would be lost in it). No ident until the sampler thread takes it (take_gil);
+         * the GIL held meanwhile, no one looks. */
+        sp->ts->thread_id = 0;
+        sp->ts->native_thread_id = 0;
+    }
     int64_t now = mono_ns();
     if (!sp->ts || baseline(sp, now)) {
         release_thread_state(sp);

@@ -417,6 +417,16 @@ class TestThreads(ProfilerTest):
             print("\n  starts (thread, its wall, loop, threads started, longest tick gap; "
                   "ms): %r" % (report,), file=sys.stderr)
 
+    def test_async_exceptions(self):
+        # PyThreadState_SetAsyncExc finds the thread state by thread ident: the
+        # sampler's own thread state must not carry the ident of the thread that started
+        # the profiler, or every exception meant for that thread goes to it, and a
+        # program that stops a loop that way never stops.
+        run = self.cli(["asyncexc.py", "5"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertEqual(me["got"], {"main": 5, "worker": 5}, me)
+
     def test_names_not_utf8(self):
         # A thread name, a function's qualified name and file name, and a tag's key and
         # value with lone surrogates (a file name that is not UTF-8 decodes to them):
