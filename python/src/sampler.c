@@ -565,8 +565,9 @@ static uint64_t sampling_cpu_ns(SamplerObject *sp) {
 /* Periods of allowance a tick may use that earlier, cheaper ticks left: ticks whose
  * cost varies around less than the budget then rarely wait. */
 #define BUDGET_CARRY 4
-/* The longest the budget delays a tick, at least (a pass that a finalizer or the
- * scheduler stretched is charged its wall time: it must not stop sampling for long). */
+/* The budget delays a tick by at most this, or two periods if longer: a pass that a
+ * finalizer or the scheduler stretched is charged its wall time, and must not stop
+ * sampling for long. */
 #define BUDGET_WAIT_MAX_NS 1000000000
 
 /* The CPU budget: the tick that began at `start` cost C (the sampling CPU time since the
