@@ -247,15 +247,20 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
     if ((!f->name.ptr && f->name.len) || (!f->system_name.ptr && f->system_name.len) ||
         (!f->filename.ptr && f->filename.len))
         return PPK_ENULL;
-    ppk_str s[3];
+    /* Looked up as given first (hashed outside the lock): an entry's strings are valid
+     * UTF-8 within max_string_len, so bytes equal to them need no repair or cut, and a
+     * function interned before is found without checking its strings again. */
+    ppk_str s[3] = {f->name, f->system_name, f->filename};
+    for (int i = 0; i < 3; i++)
+        if (!s[i].ptr) s[i].ptr = ""; /* empty (checked above) */
+    uint64_t hash = fn_hash(s, f->start_line);
     char *buf = NULL;
     size_t buf_len = 3 * d->max_string_len;
-    /* Checked and hashed outside the lock, unless a string needs a repair or a cut
-     * (into memory of the dictionary's, under the lock). */
-    int repair = fit(d, f, s, NULL);
-    uint64_t hash = repair ? 0 : fn_hash(s, f->start_line);
     pthread_mutex_lock(&d->lock);
-    if (repair) {
+    uint64_t *b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
+    if (!(b && *b) && fit(d, f, s, NULL)) {
+        /* New, and a string needs a repair or a cut (into memory of the dictionary's):
+         * the fitted function may be known. */
         buf = ppk__mem_alloc(&d->mem, buf_len);
         if (!buf) {
             pthread_mutex_unlock(&d->lock);
@@ -263,9 +268,9 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
         }
         fit(d, f, s, buf);
         hash = fn_hash(s, f->start_line);
+        b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
     }
     int rc = 0;
-    uint64_t *b = d->index_cap ? bucket(d, hash, s, f->start_line) : NULL;
     if (b && *b) {
         size_t slot = B_SLOT(*b) - 1;
         *id = d->tag | (uint64_t)entry(d, slot)->gen << 24 | (slot + 1);

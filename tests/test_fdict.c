@@ -326,6 +326,12 @@ static void test_identity(void) {
     /* Each intern repaired two strings and cut one, counted as the string API counts. */
     CHECK_EQ_U64(st.strings_utf8_repaired - repaired, 4);
     CHECK_EQ_U64(st.strings_truncated - truncated, 2);
+    /* A function given in the form it is stored in (repaired) is that function. */
+    ppk_function_id r1 = intern(r, fn("odd\x80", "", "f.py", 0));
+    CHECK_EQ_U64(intern(r, fn("odd\xef\xbf\xbd", "", "f.py", 0)), r1);
+    CHECK_EQ_U64(intern(r, fn("odd\x80", "", "f.py", 0)), r1);
+    ppk_recorder_stats_get(r, &st);
+    CHECK_EQ_U64(st.functions, N_FNS + 3);
 
     ppk_recorder *by_str = recorder_ttl(4);
     ppk_sample *s = NULL, *s2 = NULL;
