@@ -153,7 +153,7 @@ class ProfilerTest(unittest.TestCase):
     def cli(self, args, out_dir=None, **kw):
         """`python -m pprofkit run --out DIR args...` (a new DIR unless given). Tests that
         sample at a high rate to stress the sampler also pass --cpu-budget 0: the budget
-        would space their ticks out (a tick costs ~1 ms under ASan)."""
+        would space their ticks out (a tick costs 0.5-1 ms under ASan)."""
         out_dir = out_dir or self.tmpdir()
         return self.run_python(["-m", "pprofkit", "run", "--out", out_dir] + args,
                                out_dir=out_dir, **kw)
