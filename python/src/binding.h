@@ -151,12 +151,9 @@ int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *));
 /* internals.c: a walk through thread t's frames, innermost first, with the GIL held
  * (valid while it is). */
 typedef struct ppk_py_walk {
-    const void *f;                  /* the next frame, NULL at the end */
-    const char *lo, *top, *deepest; /* the data stack's chunk; its deepest frame walked */
+    const void *f; /* the next frame, NULL at the end */
 } ppk_py_walk;
-/* Begins it, prefetching the top `prefetch` bytes of the thread's data stack (32 KiB
- * at most). */
-void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch);
+void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t);
 /* A frame: its code (borrowed) and instruction offset in bytes (as PyFrame_GetLasti),
  * and whether it is complete whatever the offset (a generator's frame). Any other frame
  * is complete if its offset is past its code's prologue (ppk_py_frame_traceable): one
@@ -171,13 +168,14 @@ int ppk_py_frame_traceable(PyCodeObject *code, int lasti);
 /* The walk's next frames (but C-stack entry frames), up to max of them, into refs: how
  * many (0 at the end). */
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
+/* Reads the next frames of n walks at once, up to `depth` of each: walk i's into
+ * refs[i * depth ...], how many into counts[i]. Faster than one walk after the other
+ * when their frames are not in the caches. */
+void ppk_py_walk_ahead(ppk_py_walk *ws, size_t n, ppk_py_frame_ref *refs, size_t depth,
+                       size_t *counts);
 /* The frame of generator or coroutine `gen` (an exact PyGen or PyCoro), read from the
  * object as ppk_py_walk_read reads a thread's (no frame object made): 1, or 0 when it
  * has finished (its gi_frame / cr_frame is None). */
 int ppk_py_gen_frame(PyObject *gen, ppk_py_frame_ref *ref);
-/* How many bytes from the top of the data stack the frames walked so far take. */
-static inline size_t ppk_py_walk_span(const ppk_py_walk *w) {
-    return (size_t)(w->top - w->deepest);
-}
 
 #endif

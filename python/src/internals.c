@@ -124,9 +124,6 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
  * object on every frame but the C-stack entry ones) and its instruction the one
  * _PyInterpreterFrame_LASTI gives. Reading them creates no frame object. */
 
-/* How much of the top of a thread's data stack ppk_py_walk_begin prefetches at most. */
-#define PREFETCH_MAX 32768
-
 /* The walk's next frame that may be complete: a C-stack entry frame (3.12 and later)
  * never is. Whether the others are depends on their code (ppk_py_frame_traceable), which
  * the walk leaves to the caller: its frame cache knows without reading the code. */
@@ -143,21 +140,7 @@ int ppk_py_frame_traceable(PyCodeObject *code, int lasti) {
     return lasti >= 0 && lasti / (int)sizeof(_Py_CODEUNIT) >= code->_co_firsttraceable;
 }
 
-void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t, size_t prefetch) {
-    /* Most frames of a thread are in its data stack, below datastack_top, leaf last: a
-     * walk from the leaf chases `previous` through them, one cache miss after the other
-     * when the thread ran elsewhere since; asked for at once, the misses overlap. Asking
-     * for lines the frames do not take costs time too: 50 frames take ~7 KiB, and with
-     * 32 KiB asked for every thread, perf found the prefetch loop taking more of the
-     * sampler's time than reading the frames. */
-    w->lo = w->top = w->deepest = NULL;
-    if (t->datastack_chunk) {
-        w->lo = (const char *)t->datastack_chunk->data;
-        w->top = w->deepest = (const char *)t->datastack_top;
-        if (prefetch > PREFETCH_MAX) prefetch = PREFETCH_MAX;
-        const char *lo = (size_t)(w->top - w->lo) > prefetch ? w->top - prefetch : w->lo;
-        for (const char *p = w->top; p > lo; p -= 64) __builtin_prefetch(p - 1);
-    }
+void ppk_py_walk_begin(ppk_py_walk *w, PyThreadState *t) {
 #if PY_VERSION_HEX >= 0x030D0000
     w->f = maybe_complete(t->current_frame);
 #else
@@ -187,13 +170,34 @@ int ppk_py_gen_frame(PyObject *gen, ppk_py_frame_ref *ref) {
     return 1;
 }
 
+/* One frame of a walk into *ref; the walk moves to the next. */
+static void walk_step(ppk_py_walk *w, ppk_py_frame_ref *ref) {
+    _PyInterpreterFrame *f = (_PyInterpreterFrame *)w->f;
+    frame_ref(f, ref);
+    ref->complete = f->owner == FRAME_OWNED_BY_GENERATOR;
+    w->f = maybe_complete(f->previous);
+}
+
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max) {
     size_t n = 0;
-    for (_PyInterpreterFrame *f = (_PyInterpreterFrame *)w->f; f && n < max; n++) {
-        if ((const char *)f >= w->lo && (const char *)f < w->deepest) w->deepest = (const char *)f;
-        frame_ref(f, &refs[n]);
-        refs[n].complete = f->owner == FRAME_OWNED_BY_GENERATOR;
-        w->f = f = maybe_complete(f->previous);
-    }
+    for (; w->f && n < max; n++) walk_step(w, &refs[n]);
     return n;
+}
+
+void ppk_py_walk_ahead(ppk_py_walk *ws, size_t n, ppk_py_frame_ref *refs, size_t depth,
+                       size_t *counts) {
+    /* A walk is a chain of loads, each waiting for the one before when the thread's
+     * frames are not in this core's caches; the steps of different walks do not wait for
+     * one another, so taking them in turn keeps as many loads in flight as there are
+     * walks. */
+    for (size_t i = 0; i < n; i++) counts[i] = 0;
+    for (size_t d = 0, live = n; d < depth && live; d++) {
+        live = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!ws[i].f) continue;
+            walk_step(&ws[i], &refs[i * depth + d]);
+            counts[i]++;
+            live++;
+        }
+    }
 }

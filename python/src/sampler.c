@@ -154,7 +154,8 @@ static int main_callback(void *unused) {
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     rec_counts c = {0};
     PyThreadState *t = PyThreadState_Get();
-    int rc = ppk_py_gather_thread(sp, b, t, NULL, ppk_py_threads_by_ident(), tasks, n_tasks);
+    threads_dict active = {0};
+    int rc = ppk_py_gather_thread(sp, b, t, NULL, NULL, &active, tasks, n_tasks);
     ppk_py_gc_resume(gc);
     if (rc == 0 && b->threads.n && AT(b->threads, gthread, 0).n_frames) {
         gthread *gt = &AT(b->threads, gthread, 0);
@@ -165,7 +166,7 @@ static int main_callback(void *unused) {
     }
     if (do_tasks) {
         gc = ppk_py_gc_pause();
-        ppk_py_gather_tasks(sp, ppk_py_threads_by_ident(), tasks, n_tasks);
+        ppk_py_gather_tasks(sp, &active, tasks, n_tasks);
         ppk_py_gc_resume(gc);
     }
     /* The gathered strings were copied by the pushes: the references can go with the

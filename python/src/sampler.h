@@ -52,7 +52,6 @@ typedef struct gthread {
     unsigned unread; /* see tslot */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
     uint64_t held_since; /* see tslot */
-    size_t stack_bytes;  /* see tslot */
 } gthread;
 
 /* The frame cache: what a frame shows (its code's names and the line, and the
@@ -64,6 +63,24 @@ typedef struct gthread {
  * being gathered may point into it. */
 #define FCACHE_SIZE 4096
 _Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
+
+/* Phase 1 reads the walks of up to AHEAD_THREADS threads together, AHEAD_DEPTH frames
+ * of each (ppk_py_walk_ahead), then goes on with each deeper walk alone. */
+#define AHEAD_THREADS 16
+#define AHEAD_DEPTH 64
+
+/* threading._active, once looked up (ppk_py_threads_by_ident). */
+typedef struct threads_dict {
+    int looked;
+    PyObject *dict; /* borrowed; NULL: none */
+} threads_dict;
+
+/* Frames of a thread read ahead, and its walk to go on with after them. */
+typedef struct ppk_py_ahead {
+    ppk_py_walk walk;
+    const ppk_py_frame_ref *refs;
+    size_t n;
+} ppk_py_ahead;
 
 /* What a thread had at its previous sample, for the deltas; and its frames then, which
  * are still its frames if its CPU clock has not moved since (ppk_py_gather_thread). */
@@ -79,9 +96,6 @@ typedef struct tslot {
     uint64_t held_since;
     PyObject *name_obj; /* its name then (borrowed: held until the end of the next pass) */
     const void *ts;     /* its thread state then (only prefetched) */
-    /* How much of the top of its data stack its frames took then (ppk_py_walk_span):
-     * the next walk prefetches that and STACK_SLACK more (0: not known). */
-    size_t stack_bytes;
     /* cpu_ns was read in phase 2, after the frames were taken: the thread may have run
      * in between, so an unchanged clock does not prove the frames unchanged. */
     int cpu_late;
@@ -300,6 +314,7 @@ typedef struct SamplerObject {
     /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
      * that keep what the gathered frames point to alive until the next phase 1. */
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
+    ppk_py_frame_ref ahead[AHEAD_THREADS * AHEAD_DEPTH]; /* walks read ahead */
     uint64_t fcache_evictions; /* entries whose code was replaced, ever */
     uint64_t fcache_misses;    /* frames not found in it, since start */
     /* The UTF-8 form of code names and filenames that have none (lone surrogates):
@@ -404,12 +419,15 @@ void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b);
 /* Gathers thread t into b; its frames are those of `prev` (its slot, or NULL) when
  * they cannot have changed. -1: no memory. */
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
-                         PyObject *active, const running_task *tasks, size_t n_tasks);
+                         const ppk_py_ahead *ahead, threads_dict *active, const running_task *tasks,
+                         size_t n_tasks);
 /* Disables the cyclic GC for a walk (returns whether it was enabled); resume restores. */
 int ppk_py_gc_pause(void);
 void ppk_py_gc_resume(int was_enabled);
-/* threading._active (borrowed), or NULL. */
-PyObject *ppk_py_threads_by_ident(void);
+/* threading._active (borrowed), or NULL: looked up once a pass, when first needed (most
+ * passes read no thread's name, and the lookups, in sys.modules and in the module,
+ * cost microseconds when they are not in the caches). */
+PyObject *ppk_py_threads_by_ident(threads_dict *d);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
 size_t ppk_py_running_tasks(running_task *out, size_t max);
 
@@ -439,7 +457,7 @@ int ppk_py_tasks_init(SamplerObject *sp);
 /* Phase 1 for tasks (with the GIL: in the pass after the threads, or in main_callback):
  * visits up to max_tasks live tasks of asyncio's task set, reading the coroutine chain
  * of those that moved. */
-void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task *running,
+void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_task *running,
                          size_t n_running);
 /* Phase 2 for tasks: their wall time since their previous sample, a task's recorded as
  * one sample once it holds `coalesce` periods of it, and when its stack changed or it

@@ -243,7 +243,6 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                                 .first_frame = gt->first_frame,
                                 .n_frames = gt->n_frames,
                                 .held_since = gt->held_since,
-                                .stack_bytes = gt->stack_bytes,
                                 .name_obj = gt->name_obj,
                                 .ts = gt->ts};
             int64_t cpu = ppk_py_main_deltas(sp, gt, now);
@@ -281,7 +280,6 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .first_frame = gt->first_frame,
                         .n_frames = gt->n_frames,
                         .held_since = gt->held_since,
-                        .stack_bytes = gt->stack_bytes,
                         .name_obj = gt->name_obj,
                         .ts = gt->ts};
         if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */

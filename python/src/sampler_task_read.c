@@ -158,7 +158,7 @@ int ppk_py_task_done(PyObject *task) {
 /* ---- Reading a task ---------------------------------------------------------------- */
 
 /* The thread running `loop` (0: it is not running). */
-static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, PyObject *active) {
+static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, threads_dict *active) {
     for (size_t i = 0; i < tt->n_loops; i++)
         if (tt->loops[i].loop == loop) return tt->loops[i].ident ? &tt->loops[i] : NULL;
     if (tt->n_loops == MAX_LOOPS) return NULL;
@@ -178,7 +178,8 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, PyOb
          t = PyThreadState_Next(t))
         if (t->thread_id == li->ident) li->native_id = t->native_thread_id;
     PyObject *ident = PyLong_FromUnsignedLong(li->ident);
-    PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
+    PyObject *threads = ppk_py_threads_by_ident(active);
+    PyObject *thread = threads && ident ? PyDict_GetItemWithError(threads, ident) : NULL;
     if (!thread) PyErr_Clear();
     Py_XDECREF(ident);
     PyObject *name = thread ? ppk_py_safe_getattr(thread, s_name) : NULL;
@@ -186,7 +187,8 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, PyOb
     return li;
 }
 
-loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task, PyObject *active) {
+loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task,
+                           threads_dict *active) {
     PyObject *loop = ppk_py_task_attr(task, A_LOOP);
     loopinfo *li = loop ? loop_of(sp, tt, loop, active) : NULL;
     Py_XDECREF(loop); /* the task holds it */

@@ -180,7 +180,7 @@ static void sweep(SamplerObject *sp, task_table *tt) {
 
 /* Visits the task the task set's element `key` refers to. */
 static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *task,
-                  const running_task *running, size_t n_running, PyObject *active) {
+                  const running_task *running, size_t n_running, threads_dict *active) {
     if (!task || (tt->used + tt->tombs + 1) * 4 > tt->cap * 3) return;
     size_t i = entry_get(tt, task);
     tentry *e = &tt->e[i];
@@ -274,7 +274,7 @@ static void prefetch_entry(const task_table *tt, tslotv *v, size_t mask) {
  * the next one reads: its weak reference; the task and the task's entry; what the entry
  * points to. Their cache misses overlap instead of following each other. */
 static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const running_task *running,
-                 size_t n_running, PyObject *active) {
+                 size_t n_running, threads_dict *active) {
     size_t slots = (size_t)so->mask + 1, pos = tt->cursor, wrap = SIZE_MAX;
     if (pos >= slots) {
         end_cycle(sp, tt); /* the set shrank under the cursor */
@@ -379,7 +379,7 @@ static void release_recorded(SamplerObject *sp, task_table *tt) {
     tt->recorded.n = 0;
 }
 
-void ppk_py_gather_tasks(SamplerObject *sp, PyObject *active, const running_task *running,
+void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_task *running,
                          size_t n_running) {
     task_table *tt = sp->tasks;
     if (!tt) return;

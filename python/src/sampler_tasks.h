@@ -122,7 +122,8 @@ PyObject *ppk_py_weak_target(PyObject *wr);
 PyObject *ppk_py_task_set(void);
 /* The running loop of `task` and its thread (cached for the pass), or NULL: its loop is
  * not running. */
-loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task, PyObject *active);
+loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task,
+                           threads_dict *active);
 /* Reads the chain of a task that moved (or is new); adds it to tt->seen. */
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */

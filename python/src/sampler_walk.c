@@ -259,11 +259,19 @@ void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b) {
     b->fixups.n = 0;
 }
 
+#if PY_VERSION_HEX < 0x030C0000
 int ppk_py_gc_pause(void) { return PyGC_Disable(); }
 
 void ppk_py_gc_resume(int was_enabled) {
     if (was_enabled) PyGC_Enable();
 }
+#else
+/* 3.12 and later only schedule a collection (at a bytecode boundary): nothing to do,
+ * and the collector's state is not read (a cache miss a pass). */
+int ppk_py_gc_pause(void) { return 0; }
+
+void ppk_py_gc_resume(int was_enabled) { (void)was_enabled; }
+#endif
 
 /* A thread whose CPU clock has not moved since its previous sample has run no code
  * since: its frames are the ones gathered then (`prev`, its slot), which phase 0 copied
@@ -286,7 +294,6 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     gt->first_frame = prev->pre_first; /* phase 0 copied them there */
     gt->n_frames = n;
     gt->held_since = prev->held_since;
-    gt->stack_bytes = prev->stack_bytes;
     if (!check) return 1;
     gframe *to = &AT(b->frames, gframe, gt->first_frame);
     gt->held_since = sp->fcache_evictions;
@@ -300,50 +307,52 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     return 1;
 }
 
-/* Frames read from the interpreter at a time: their cache entries are asked for
- * together. */
-#define WALK_BATCH 32
+/* Frames taken from a walk at a time: their cache entries are asked for together. */
+#define WALK_BATCH 64
+_Static_assert(AHEAD_DEPTH <= WALK_BATCH, "a batch read ahead is one batch");
 
-/* Bytes prefetched past where a thread's frames ended at its previous walk. */
-#define STACK_SLACK 1024
-
-/* Gathers thread t's frames, leaf first, into b (internals.c reads them), prefetching
- * what its frames took at its previous walk (prev) and a little more, or all the walk
- * allows if that is not known; nothing for the thread running this (its frames are in
- * the caches). -1: no memory. */
-static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t,
-                       const tslot *prev) {
-    uint64_t evictions = sp->fcache_evictions;
-    size_t prefetch = t == PyThreadState_Get()           ? 0
-                      : prev && prev->stack_bytes ? prev->stack_bytes + STACK_SLACK
-                                                  : SIZE_MAX;
-    ppk_py_walk w;
-    ppk_py_walk_begin(&w, t, prefetch);
-    ppk_py_frame_ref refs[WALK_BATCH];
+/* Adds n frames read from the interpreter to thread gt in b. -1: no memory. */
+static int add_frames(SamplerObject *sp, gbuf *b, gthread *gt, const ppk_py_frame_ref *refs,
+                      size_t n) {
+    if (vec_reserve(&b->frames, n)) return -1;
+    gframe *out = &AT(b->frames, gframe, b->frames.n);
     gframe *entries[WALK_BATCH];
-    size_t n;
-    while ((n = ppk_py_walk_read(&w, refs, WALK_BATCH))) {
-        if (vec_reserve(&b->frames, n)) return -1;
-        gframe *out = &AT(b->frames, gframe, b->frames.n);
-        for (size_t i = 0; i < n; i++) {
-            entries[i] = fcache_entry(sp, refs[i].code, refs[i].lasti);
-            __builtin_prefetch(entries[i]);
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            const ppk_py_frame_ref *r = &refs[i];
-            const gframe *e = entries[i];
-            /* Whether a frame is past its prologue is known to its cache entry: the
-             * code object is read only when there is none. */
-            int known = e->code == r->code && e->lasti == r->lasti;
-            if (!r->complete && !(known ? e->traceable : ppk_py_frame_traceable(r->code, r->lasti)))
-                continue;
-            if (entry_frame(sp, entries[i], r->code, r->lasti, &out[k++])) return -1;
-        }
-        b->frames.n += k;
-        gt->n_frames += k;
+    for (size_t i = 0; i < n; i++) {
+        entries[i] = fcache_entry(sp, refs[i].code, refs[i].lasti);
+        __builtin_prefetch(entries[i]);
     }
-    gt->stack_bytes = ppk_py_walk_span(&w);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ppk_py_frame_ref *r = &refs[i];
+        const gframe *e = entries[i];
+        /* Whether a frame is past its prologue is known to its cache entry: the code
+         * object is read only when there is none. */
+        int known = e->code == r->code && e->lasti == r->lasti;
+        if (!r->complete && !(known ? e->traceable : ppk_py_frame_traceable(r->code, r->lasti)))
+            continue;
+        if (entry_frame(sp, entries[i], r->code, r->lasti, &out[k++])) return -1;
+    }
+    b->frames.n += k;
+    gt->n_frames += k;
+    return 0;
+}
+
+/* Gathers thread t's frames, leaf first, into b (internals.c reads them): those read
+ * ahead (`ahead`, or NULL), then the rest of the walk. -1: no memory. */
+static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t,
+                       const ppk_py_ahead *ahead) {
+    uint64_t evictions = sp->fcache_evictions;
+    ppk_py_walk w;
+    ppk_py_frame_ref refs[WALK_BATCH];
+    if (ahead) {
+        w = ahead->walk;
+        if (add_frames(sp, b, gt, ahead->refs, ahead->n)) return -1;
+    } else {
+        ppk_py_walk_begin(&w, t);
+    }
+    size_t n;
+    while ((n = ppk_py_walk_read(&w, refs, WALK_BATCH)))
+        if (add_frames(sp, b, gt, refs, n)) return -1;
     /* Every entry still holds its code unless a deeper frame evicted one. */
     gt->held_since = sp->fcache_evictions == evictions ? evictions : NOT_HELD;
     return 0;
@@ -353,7 +362,8 @@ static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t
 #define NAME_REFRESH 16
 
 int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tslot *prev,
-                         PyObject *active, const running_task *tasks, size_t n_tasks) {
+                         const ppk_py_ahead *ahead, threads_dict *active, const running_task *tasks,
+                         size_t n_tasks) {
     /* A thread running no Python code (a C thread holding a thread state) gets no
      * sample, but an entry all the same: its time goes on from its previous sample. */
     gthread *gt = vec_push(&b->threads);
@@ -390,7 +400,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     gt->reused = reused;
     if (reused)
         sp->pass_reused++;
-    else if (walk_frames(sp, b, gt, t, prev))
+    else if (walk_frames(sp, b, gt, t, ahead))
         return -1;
     if (!gt->n_frames) return 0;
     /* A thread keeps the name it had at its previous sample, read again every
@@ -406,7 +416,8 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         if (!ident) PyErr_Clear();
     }
     if (!name) {
-        PyObject *thread = active && ident ? PyDict_GetItemWithError(active, ident) : NULL;
+        PyObject *threads = ppk_py_threads_by_ident(active);
+        PyObject *thread = threads && ident ? PyDict_GetItemWithError(threads, ident) : NULL;
         if (!thread) PyErr_Clear();
         name = thread ? ppk_py_safe_getattr(thread, str_name) : NULL;
     }
@@ -432,9 +443,13 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
     return 0;
 }
 
-PyObject *ppk_py_threads_by_ident(void) {
-    PyObject *active = ppk_py_module_attr(str_threading, str_active);
-    return active && PyDict_Check(active) ? active : NULL;
+PyObject *ppk_py_threads_by_ident(threads_dict *d) {
+    if (!d->looked) {
+        d->looked = 1;
+        PyObject *active = ppk_py_module_attr(str_threading, str_active);
+        d->dict = active && PyDict_Check(active) ? active : NULL;
+    }
+    return d->dict;
 }
 
 /* Drops the references of `refs`. A last reference's finalizer may run Python code that
@@ -481,43 +496,76 @@ int ppk_py_gather(SamplerObject *sp) {
     sp->gil_kept = sp->gil_takes_released - sp->gil_takes_pre <= 1;
     int gc = ppk_py_gc_pause();
     int rc = 0;
-    PyObject *active = ppk_py_threads_by_ident();
+    threads_dict active = {0};
     running_task tasks[MAX_LOOPS];
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
     sp->main_blocked_now = 0;
     PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t && !rc;
-         t = PyThreadState_Next(t)) {
-        /* A thread not started yet: on 3.11 it would pass for the one starting it. */
-        if (t == sp->ts || !ppk_py_tstate_bound(t)) continue;
-        int mode = 0;
-        if (t->thread_id == sp->main_ident) {
-            atomic_store(&sp->main_ts, t);
-            int st = MAIN_REQUESTED;
-            if (atomic_compare_exchange_strong(&sp->main_state, &st, MAIN_CANCELLED))
-                mode = MAIN_BLOCKING; /* it ran no Python code since the request */
-            else if (st == MAIN_CANCELLED)
-                mode = MAIN_BLOCKED; /* nor since the previous tick's */
-            else if (!sp->main_requested_now)
-                mode = MAIN_BLOCKING; /* not asked this tick (the last request was
-                                       * pending, or refused): sampled here */
-            else
-                continue; /* it sampled itself */
-            if (t == self)
-                mode = MAIN_RUNNING; /* the GIL's holder, running this pass */
-            else
-                sp->main_blocked_now = 1;
+    struct {
+        PyThreadState *t;
+        const tslot *prev;
+        int mode;
+        ppk_py_ahead *ahead;
+    } group[AHEAD_THREADS];
+    ppk_py_ahead aheads[AHEAD_THREADS];
+    ppk_py_walk walks[AHEAD_THREADS];
+    size_t counts[AHEAD_THREADS];
+    PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp);
+    while (t && !rc) {
+        /* The next AHEAD_THREADS threads to gather. */
+        size_t n = 0;
+        for (; t && n < AHEAD_THREADS; t = PyThreadState_Next(t)) {
+            /* A thread not started yet: on 3.11 it would pass for the one starting it. */
+            if (t == sp->ts || !ppk_py_tstate_bound(t)) continue;
+            int mode = 0;
+            if (t->thread_id == sp->main_ident) {
+                atomic_store(&sp->main_ts, t);
+                int st = MAIN_REQUESTED;
+                if (atomic_compare_exchange_strong(&sp->main_state, &st, MAIN_CANCELLED))
+                    mode = MAIN_BLOCKING; /* it ran no Python code since the request */
+                else if (st == MAIN_CANCELLED)
+                    mode = MAIN_BLOCKED; /* nor since the previous tick's */
+                else if (!sp->main_requested_now)
+                    mode = MAIN_BLOCKING; /* not asked this tick (the last request was
+                                           * pending, or refused): sampled here */
+                else
+                    continue; /* it sampled itself */
+                if (t == self)
+                    mode = MAIN_RUNNING; /* the GIL's holder, running this pass */
+                else
+                    sp->main_blocked_now = 1;
+            }
+            unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
+            const tslot *prev = mode ? &sp->main_prev
+                                     : ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id,
+                                                        native);
+            /* An empty slot (a new thread), or a main thread the previous pass did not
+             * gather. */
+            if (!prev->native_id || prev->ident != t->thread_id || prev->native_id != native)
+                prev = NULL;
+            group[n].t = t;
+            group[n].prev = prev;
+            group[n].mode = mode;
+            group[n++].ahead = NULL;
         }
-        size_t n = sp->tick.threads.n;
-        unsigned long native = t->native_thread_id ? t->native_thread_id : 1;
-        const tslot *prev = mode ? &sp->main_prev
-                                 : ppk_py_slot_find(sp->slots, sp->slot_cap, t->thread_id, native);
-        /* An empty slot (a new thread), or a main thread the previous pass did not
-         * gather. */
-        if (!prev->native_id || prev->ident != t->thread_id || prev->native_id != native)
-            prev = NULL;
-        rc = ppk_py_gather_thread(sp, &sp->tick, t, prev, active, tasks, n_tasks);
-        if (sp->tick.threads.n > n) AT(sp->tick.threads, gthread, n).main_mode = mode;
+        /* Their walks, read ahead together: those of the threads whose frames phase 0
+         * did not copy (they ran since their previous pass, or are new). A copy is
+         * mostly taken (ppk_py_gather_thread decides). */
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (group[i].prev && group[i].prev->pre_first != NO_COPY) continue;
+            ppk_py_walk_begin(&walks[m], group[i].t);
+            group[i].ahead = &aheads[m++];
+        }
+        ppk_py_walk_ahead(walks, m, sp->ahead, AHEAD_DEPTH, counts);
+        for (size_t i = 0; i < m; i++)
+            aheads[i] = (ppk_py_ahead){walks[i], &sp->ahead[i * AHEAD_DEPTH], counts[i]};
+        for (size_t i = 0; i < n && !rc; i++) {
+            size_t k = sp->tick.threads.n;
+            rc = ppk_py_gather_thread(sp, &sp->tick, group[i].t, group[i].prev, group[i].ahead,
+                                      &active, tasks, n_tasks);
+            if (sp->tick.threads.n > k) AT(sp->tick.threads, gthread, k).main_mode = group[i].mode;
+        }
     }
     /* The tasks, unless this tick's callback read them. The task the main thread's
      * sample showed running at this tick is not sampled as waiting too. */
@@ -526,7 +574,7 @@ int ppk_py_gather(SamplerObject *sp) {
         void *mt = sp->main_answered == sp->main_seq ? sp->main_task : NULL;
         pthread_mutex_unlock(&sp->lock);
         if (mt && n_tasks < MAX_LOOPS) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
-        ppk_py_gather_tasks(sp, active, tasks, n_tasks);
+        ppk_py_gather_tasks(sp, &active, tasks, n_tasks);
     }
     ppk_py_gc_resume(gc);
     release(&sp->old_refs); /* a failed pass: the caller forgets the frames */
