@@ -38,6 +38,7 @@ typedef struct gthread {
                           * beside ident: a task's visit reads both, sampler_tasks.h) */
     ppk_str name;      /* empty: unknown */
     PyObject *name_obj; /* the str it is the UTF-8 of (borrowed: a kept reference) */
+    size_t name_ref;    /* that reference's index in SamplerObject.refs (NO_REF: none) */
     const void *ts;     /* its thread state (prefetched at the next tick) */
     ppk_str task_name; /* empty: no task, or no name */
     int64_t task_id;   /* 0: no task */
@@ -95,6 +96,8 @@ typedef struct tslot {
      * count has not moved, they still are. NOT_HELD: not known. */
     uint64_t held_since;
     PyObject *name_obj; /* its name then (borrowed: held until the end of the next pass) */
+    ppk_str name;       /* its UTF-8 */
+    size_t name_ref;    /* gthread.name_ref */
     const void *ts;     /* its thread state then (only prefetched) */
     /* cpu_ns was read in phase 2, after the frames were taken: the thread may have run
      * in between, so an unchanged clock does not prove the frames unchanged. */
@@ -112,6 +115,7 @@ typedef struct tslot {
 } tslot;
 
 #define NO_COPY SIZE_MAX
+#define NO_REF SIZE_MAX
 /* A thread that phase 0 found running is walked anyway, and its CPU time only needs a
  * reading near its sample. When the pass took the GIL within CPU_FRESH_NS of the start
  * of phase 0, phase 0's reading is that one: CPU time the thread spends between that

@@ -244,6 +244,8 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                                 .n_frames = gt->n_frames,
                                 .held_since = gt->held_since,
                                 .name_obj = gt->name_obj,
+                                .name = gt->name,
+                                .name_ref = gt->name_ref,
                                 .ts = gt->ts};
             int64_t cpu = ppk_py_main_deltas(sp, gt, now);
             if (gt->n_frames) ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
@@ -281,6 +283,8 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .n_frames = gt->n_frames,
                         .held_since = gt->held_since,
                         .name_obj = gt->name_obj,
+                        .name = gt->name,
+                        .name_ref = gt->name_ref,
                         .ts = gt->ts};
         if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */
         ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);

@@ -358,6 +358,18 @@ static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t
     return 0;
 }
 
+/* Moves the reference to `o` at index i of the previous pass's references to this
+ * pass's, without touching the object (its line is likely in another core's cache): 1,
+ * or 0 if i is not such a reference or there is no room. */
+static int take_ref(SamplerObject *sp, size_t i, PyObject *o) {
+    if (i >= sp->old_refs.n || AT(sp->old_refs, PyObject *, i) != o) return 0;
+    PyObject **slot = vec_push(&sp->refs);
+    if (!slot) return 0;
+    *slot = o;
+    AT(sp->old_refs, PyObject *, i) = NULL;
+    return 1;
+}
+
 /* Passes between two readings of a thread's name. */
 #define NAME_REFRESH 16
 
@@ -408,22 +420,36 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
      * the lookup in threading._active, the lookup, the attribute) costs about a
      * microsecond a thread when the threads that ran since have left the caches cold. */
     PyObject *name = NULL;
-    if (prev && prev->name_obj && sp->passes % NAME_REFRESH)
-        name = Py_NewRef(prev->name_obj); /* alive: old_refs holds it */
+    int kept = 0;
+    gt->name_ref = NO_REF;
+    if (prev && prev->name_obj && sp->passes % NAME_REFRESH) {
+        kept = take_ref(sp, prev->name_ref, prev->name_obj);
+        if (kept) {
+            gt->name = prev->name;
+            gt->name_obj = prev->name_obj;
+            gt->name_ref = sp->refs.n - 1;
+        } else {
+            name = Py_NewRef(prev->name_obj); /* alive: old_refs holds it */
+        }
+    }
     PyObject *ident = NULL;
-    if (!name || (sp->tags_thread && PyDict_GET_SIZE(sp->tags_thread))) {
+    if ((!name && !kept) || (sp->tags_thread && PyDict_GET_SIZE(sp->tags_thread))) {
         ident = PyLong_FromUnsignedLong(gt->ident);
         if (!ident) PyErr_Clear();
     }
-    if (!name) {
+    if (!name && !kept) {
         PyObject *threads = ppk_py_threads_by_ident(active);
         PyObject *thread = threads && ident ? PyDict_GetItemWithError(threads, ident) : NULL;
         if (!thread) PyErr_Clear();
         name = thread ? ppk_py_safe_getattr(thread, str_name) : NULL;
     }
     if (name && !ppk_py_keep_ref(sp, name)) {
+        size_t at = sp->refs.n - 1;
         gt->name = ppk_py_utf8_kept(sp, name);
         gt->name_obj = name;
+        /* Its reference can move to the next pass's if it is all the UTF-8 needs (a
+         * repaired name's bytes are another). */
+        gt->name_ref = sp->refs.n - 1 == at ? at : NO_REF;
     }
     gather_tags(sp, b, sp->tags_thread, ident, gt);
     Py_XDECREF(ident);
@@ -459,7 +485,7 @@ static void release(vec *refs) {
     vec taken = *refs;
     refs->items = NULL;
     refs->n = refs->cap = 0;
-    for (size_t i = 0; i < taken.n; i++) Py_DECREF(AT(taken, PyObject *, i));
+    for (size_t i = 0; i < taken.n; i++) Py_XDECREF(AT(taken, PyObject *, i)); /* NULL: taken */
     taken.n = 0;
     if (refs->items)
         vec_free(&taken);
