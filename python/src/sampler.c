@@ -53,6 +53,9 @@
  * threads that hold the GIL give it up at CPython's forced switch (every 5 ms), or later
  * when many compete.
  *
+ * At stop the thread runs a last pass before it ends (not by the GIL's holder): every
+ * thread but the one stopping the sampler gets its time since its last sample.
+ *
  * During phase 2 the recorder counts the sampler as busy, so Recorder.close() waits for
  * it; a recorder closed under the sampler ends its thread (stop() still joins it).
  *
@@ -521,7 +524,7 @@ static int ask_holder(SamplerObject *sp, struct phase1 *p) {
 
 /* The pass: phases 0, 1 (with the GIL: the holder's, or taken) and 2. 0, or -1 when the
  * recorder was closed under the sampler (it stops). */
-static int run_pass(SamplerObject *sp, pass_times *t) {
+static int run_pass(SamplerObject *sp, pass_times *t, int by_holder_ok) {
     pthread_mutex_lock(&sp->lock);
     sp->passless = 0;
     pthread_mutex_unlock(&sp->lock);
@@ -529,7 +532,7 @@ static int run_pass(SamplerObject *sp, pass_times *t) {
     ppk_py_prepare(sp);
     t->wait = mono_ns();
     struct phase1 p;
-    int by_holder = ask_holder(sp, &p);
+    int by_holder = by_holder_ok && ask_holder(sp, &p);
     if (!by_holder) {
         take_gil(sp);
         phase1(sp, &p);
@@ -599,11 +602,12 @@ static void *sampler_main(void *arg) {
     int64_t deadline = mono_ns();
     uint64_t rng = (uint64_t)deadline ^ (uint64_t)(uintptr_t)sp;
     uint64_t spent = sampling_cpu_ns(sp);
+    int closed = 0;
     while (!sleep_until_next(sp, &deadline, &rng)) {
         int64_t start = mono_ns();
         if (!ask_main(sp)) {
             pass_times t;
-            if (run_pass(sp, &t)) break;
+            if ((closed = run_pass(sp, &t, 1))) break;
             if (t.end > deadline + sp->period_ns) {
                 /* Late by more than a period (a long GIL wait): skip the missed ticks
                  * rather than sampling in a burst; the wall time covers the gap. */
@@ -614,6 +618,20 @@ static void *sampler_main(void *arg) {
             }
         }
         charge_budget(sp, start, &spent);
+    }
+    pthread_mutex_lock(&sp->lock);
+    int stopped = sp->stop;
+    pthread_mutex_unlock(&sp->lock);
+    if (!closed && stopped && !finalizing()) {
+        /* A last pass: every thread's time from its last sample to the stop, which ticks
+         * spaced out (a low rate, the CPU budget) would leave out. Not the thread that
+         * stops the sampler (its stack is the stop's), nor by the GIL's holder (which
+         * does not wait for a stopping sampler). */
+        pass_times t;
+        sp->final = 1;
+        sp->main_requested_now = 0;
+        run_pass(sp, &t, 0);
+        sp->final = 0;
     }
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
@@ -871,6 +889,7 @@ static int sampler_stop(SamplerObject *sp) {
     pthread_t thread = sp->thread;
     pthread_mutex_lock(&sp->lock);
     sp->stop = 1;
+    sp->stopper = PyThread_get_thread_ident();
     pthread_cond_signal(&sp->wake);
     pthread_mutex_unlock(&sp->lock);
     PyThreadState *save = PyEval_SaveThread();

@@ -273,6 +273,10 @@ typedef struct SamplerObject {
     pthread_cond_t handoff; /* CLOCK_MONOTONIC */
     atomic_int yield_pending;
     int stop;            /* under lock */
+    /* The thread that stopped the sampler (under lock), left out of the last pass
+     * (its stack is the stop's), which `final` marks. */
+    unsigned long stopper;
+    int final;
     /* Phase 1 run by whichever thread holds the GIL (holder_callback, CPython 3.12 and
      * later), while the sampler waits: holder_state (HOLDER_IDLE, _ASKED, _RUNNING,
      * _DONE) and holder_queued (calls in CPython's queue, not run yet) under lock;

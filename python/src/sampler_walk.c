@@ -543,6 +543,7 @@ int ppk_py_gather(SamplerObject *sp) {
         for (; t && n < AHEAD_THREADS; t = PyThreadState_Next(t)) {
             /* A thread not started yet: on 3.11 it would pass for the one starting it. */
             if (t == sp->ts || !ppk_py_tstate_bound(t)) continue;
+            if (sp->final && t->thread_id == sp->stopper) continue;
             int mode = 0;
             if (t->thread_id == sp->main_ident) {
                 atomic_store(&sp->main_ts, t);

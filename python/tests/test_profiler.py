@@ -596,6 +596,34 @@ class TestThreads(ProfilerTest):
         self.check_summary(run)
         self.assertGreater(me["steps"], 50, me)
 
+    def test_last_pass_at_stop(self):
+        # At stop a last pass gives every thread its time since its last sample: at a
+        # tick a second, a thread blocked through a 1.6 s profile shows ~1.6 s of wall
+        # time where the ticks alone end at 1-1.6 s. The thread that stops the profiler
+        # is left out of that pass: its stack is the stop's.
+        out = self.tmpdir()
+        release = threading.Event()
+        waiter = threading.Thread(target=release.wait, name="waiter")
+        waiter.start()
+        try:
+            p = pprofkit.Profiler(rate=1, out_dir=out, cpu_budget=0)
+            t0 = time.monotonic_ns()
+            p.start()
+            time.sleep(1.6)
+            summary = p.stop()
+            t1 = time.monotonic_ns()
+        finally:
+            release.set()
+            waiter.join()
+        profiles = load(summary["files"])
+        wall = merged_by(profiles, "wall-time", lambda s, l: l.get("thread name"))
+        report = "wall %r, profiled for %.1f ms" % (dict(wall), (t1 - t0) / MS)
+        self.assertGreaterEqual(wall["waiter"], t1 - t0 - 100 * MS, report)
+        self.assertLessEqual(wall["waiter"], t1 - t0, report)
+        for _, stack, labels, _ in samples_of(profiles):
+            if labels.get("thread name") == "MainThread":
+                self.assertNotIn("Profiler.stop", [f[0] for f in stack], stack)
+
 
 class TestAsyncio(ProfilerTest):
     """Issue 11: an asyncio program's profile has the names of the tasks that ran, with
