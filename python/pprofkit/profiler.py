@@ -8,7 +8,8 @@ writes a profile every `export_period` seconds; stop() writes the last one.
 One profiler runs per process (start() while one runs is an error). It stops at
 interpreter exit (atexit), and before os._exit (which it wraps while it runs), so that
 a process leaving through os._exit, as multiprocessing's children do, still writes its
-last window. In a child made by os.fork() it goes on by itself: its sampling thread is
+last window; SIGTERM, unless the program handles it, writes it too before the process
+dies of it. In a child made by os.fork() it goes on by itself: its sampling thread is
 started again, its files carry the child's pid, its Datadog runtime-id is new.
 """
 
@@ -256,6 +257,9 @@ def start(**options):
         p.start()  # closes what it made if it fails
         _current = p
         os._exit = _exit_after_stop
+        # Until the recorder is closed, SIGTERM (when its disposition is the default)
+        # writes the last window before it kills the process (the extension's sigterm.c).
+        _native._sigterm_arm(p.recorder)
     return p
 
 

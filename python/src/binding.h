@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "pprofkit.h"
@@ -98,7 +99,29 @@ PyObject *ppk_py_upload_stats(const ppk_upload_stats *st);
         atomic_fetch_sub(&(r)->busy, 1);                                                   \
     } while (0)
 
+/* module.c: pthread_create with every signal blocked in the new thread but a fault's,
+ * as the library's own threads: a signal sent to the process goes to one of the
+ * program's threads. */
+int ppk_py_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* sigterm.c: while armed for recorder r (a strong reference kept), SIGTERM exports r's
+ * last window before it kills the process. Arming: 1, or 0 when SIGTERM's disposition
+ * is not the default, another recorder is armed, or what it needs cannot be made.
+ * closing: r's close() begins (it exports the last window itself; a SIGTERM from now on
+ * waits for it); disarm: it has, before r is freed; kills the process if a SIGTERM
+ * came meanwhile, else restores the default disposition if the handler is still this
+ * one. closing and disarm do nothing for another recorder than the armed one and may
+ * release the GIL. All with the GIL. */
+int ppk_py_sigterm_arm(RecorderObject *r);
+void ppk_py_sigterm_closing(RecorderObject *r);
+void ppk_py_sigterm_disarm(RecorderObject *r);
+void ppk_py_sigterm_after_fork_child(void);
+
 /* recorder.c */
+/* What close() does before it frees the recorder, without the GIL: stops its exporter
+ * (which exports the last window), exports what that left, drains the uploads. */
+void ppk_py_last_window(ppk_recorder *rec, int has_sinks, const ppk_sink *uploads,
+                        size_t n_uploads);
 /* 0 if the recorder is open (not closed, not closing); ClosedError and -1 otherwise. */
 int ppk_py_recorder_check_open(RecorderObject *r);
 void ppk_py_after_fork_child(void);

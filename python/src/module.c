@@ -10,6 +10,7 @@
 #include "binding.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -356,7 +357,30 @@ static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused) {
     (void)unused;
     ppk_py_after_fork_child();
     ppk_py_samplers_after_fork_child();
+    ppk_py_sigterm_after_fork_child();
     Py_RETURN_NONE;
+}
+
+static PyObject *mod_sigterm_arm(PyObject *self, PyObject *recorder) {
+    (void)self;
+    if (!PyObject_TypeCheck(recorder, &ppk_py_RecorderType)) {
+        PyErr_SetString(PyExc_TypeError, "_sigterm_arm: a Recorder is needed");
+        return NULL;
+    }
+    return PyBool_FromLong(ppk_py_sigterm_arm((RecorderObject *)recorder));
+}
+
+int ppk_py_thread_create(pthread_t *t, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 static PyObject *mod_stop_samplers(PyObject *self, PyObject *unused) {
@@ -378,6 +402,10 @@ static PyMethodDef module_methods[] = {
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "Called in a forked child (os.register_at_fork): forgets calls that were in progress "
      "in other threads of the parent, and the samplers' threads."},
+    {"_sigterm_arm", mod_sigterm_arm, METH_O,
+     "_sigterm_arm(recorder) -> whether SIGTERM now exports the recorder's last window "
+     "before it kills the process (only when its disposition was the default), until "
+     "the recorder is closed."},
     {"_stop_samplers", mod_stop_samplers, METH_NOARGS,
      "Stops every running Sampler (registered with atexit: their threads must end before "
      "the interpreter finalizes)."},

@@ -252,6 +252,19 @@ fail:
 
 /* ---- Closing ----------------------------------------------------------------------- */
 
+void ppk_py_last_window(ppk_recorder *rec, int has_sinks, const ppk_sink *uploads,
+                        size_t n_uploads) {
+    ppk_recorder_stop(rec);
+    /* What a running exporter's last export did not take (it was not running, or
+     * samples came since) goes to the sinks here: no empty file, unless an export made
+     * at the same time (sigterm.c's) took those samples first. */
+    ppk_recorder_stats st;
+    ppk_recorder_stats_get(rec, &st);
+    if (has_sinks && st.samples_flushed > st.samples_exported + st.samples_lost_export)
+        ppk_recorder_export(rec, NULL);
+    for (size_t i = 0; i < n_uploads; i++) ppk_sink_upload_shutdown(&uploads[i]);
+}
+
 /* Stops, exports the last window to the sinks, drains the uploads and frees. */
 static void recorder_close(RecorderObject *self) {
     if (!self->rec) return;
@@ -261,26 +274,18 @@ static void recorder_close(RecorderObject *self) {
         return;
     }
     self->closing = 1;
+    ppk_py_sigterm_closing(self);
     ppk_recorder *rec = self->rec;
     int has_sinks = self->has_sinks;
     size_t n_uploads = self->n_uploads;
     ppk_sink uploads[PPK_PY_MAX_UPLOADS];
     memcpy(uploads, self->uploads, n_uploads * sizeof *uploads);
-    PPK_PY_NOGIL(self, {
-        ppk_recorder_stop(rec);
-        /* What a running exporter's last export did not take (it was not running, or
-         * samples came since) goes to the sinks here, without the GIL; an empty
-         * window makes no file. */
-        ppk_recorder_stats st;
-        ppk_recorder_stats_get(rec, &st);
-        if (has_sinks && st.samples_flushed > st.samples_exported + st.samples_lost_export)
-            ppk_recorder_export(rec, NULL);
-        for (size_t i = 0; i < n_uploads; i++) ppk_sink_upload_shutdown(&uploads[i]);
-    });
+    PPK_PY_NOGIL(self, ppk_py_last_window(rec, has_sinks, uploads, n_uploads));
     while (atomic_load(&self->busy) > 0) nap();
     /* The GIL is held from here on: no builder call, no other recorder call runs. What
      * was flushed since the export above is exported (or counted) by the free. */
     if (!self->rec) return; /* a fork child's handler cannot free it; defensive */
+    ppk_py_sigterm_disarm(self); /* a SIGTERM that came meanwhile kills the process here */
     live_remove(self);
     self->rec = NULL;
     ppk_recorder_free(rec);

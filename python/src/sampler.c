@@ -96,7 +96,6 @@
 #include "sampler.h"
 
 #include <errno.h>
-#include <signal.h>
 
 /* The sampler whose main_callback runs (GIL-protected): a pending call cannot be taken
  * back, so the callback finds its sampler here, and nothing once it stopped. A forked
@@ -832,18 +831,7 @@ static int sampler_start(SamplerObject *sp) {
     sp->stop = 0;
     sp->budget_until = 0;
     sp->st.started_ns = (uint64_t)now;
-    /* The thread starts with every signal blocked but a fault's, as the library's own
-     * threads do: a signal sent to the process goes to one of the program's threads. */
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int created = pthread_create(&sp->thread, NULL, sampler_main, sp);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (created) {
+    if (ppk_py_thread_create(&sp->thread, sampler_main, sp)) {
         release_thread_state(sp);
         sp->state = SAMPLER_STOPPED;
         ppk_py_error(PPK_ESYS, "Sampler.start", "pthread_create failed");

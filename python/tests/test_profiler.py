@@ -879,6 +879,53 @@ class TestFork(ProfilerTest):
                         self.assertEqual(fns[fn], 0, (role, fn, fns))
 
 
+class TestSigterm(ProfilerTest):
+    """SIGTERM, unless the program handles it, writes the last window before the process
+    dies of it; a program's own handler is left alone."""
+
+    def functions_of(self, files):
+        fns = collections.Counter()
+        for _, stack, _, values in samples_of(load(files)):
+            for name in {f[0] for f in stack}:
+                fns[name] += 1
+        return fns
+
+    def test_killed(self):
+        # The main thread computing, or asleep in a C call (a Python handler would wait
+        # for it to return): the process dies of the signal within seconds, its files
+        # holding what it did (the export period is a minute: without the handler there
+        # would be none).
+        for mode, fn in (("spin", "spin_until_killed"), ("sleep", "main")):
+            with self.subTest(mode=mode):
+                t0 = time.monotonic()
+                run = self.cli(["--export-period", "60", "sigterms.py", mode],
+                               expect_rc=-signal.SIGTERM)
+                self.assertLess(time.monotonic() - t0, 30)
+                self.assertEqual(run.summary_lines(), [], run.err)  # no exit handler ran
+                self.assertTrue(run.files, run.err)
+                fns = self.functions_of(run.files)
+                self.assertGreater(fns[fn], 0, fns)
+
+    def test_program_handler(self):
+        # A handler the program installs wins: it runs, the program exits with its status
+        # and writes its last window at exit as any exit does.
+        run = self.cli(["--export-period", "60", "sigterms.py", "handler"], expect_rc=3)
+        self.assertEqual(run.out.split(), ["handled"])
+        self.check_summary(run)
+        self.assertGreater(self.functions_of(run.files)["work"], 0)
+
+    def test_pool_terminate(self):
+        # Pool.terminate() ends its workers with SIGTERM, some maybe while they leave by
+        # themselves (os._exit, the profiler's stop under way): each writes its window.
+        run = self.cli(["--export-period", "60", "sigterms.py", "pool"])
+        (me,) = run.json()
+        self.assertEqual(len(me["workers"]), 2, me)
+        for pid in me["workers"]:
+            files = run.pid_files(pid)
+            self.assertTrue(files, (pid, me, run.files))
+            self.assertGreater(self.functions_of(files)["work"], 0, pid)
+
+
 class TestFinalization(ProfilerTest):
     """Issue 11: the last window is written however the program ends, with the sampler
     running: normally, by an exception, sys.exit, os._exit; under the CLI and with

@@ -1,0 +1,234 @@
+/*
+ * sigterm.c - the last window of a process that SIGTERM kills.
+ *
+ * A process killed by SIGTERM (a multiprocessing Pool's workers at terminate() or at the
+ * end of its `with` block, a container being stopped) runs no exit handler: the samples
+ * since its last export would be lost, uncounted. While the process's profiler runs
+ * (pprofkit.start(), which the CLI uses), and if SIGTERM's disposition was the default,
+ * a C handler is installed that only writes a byte to a pipe (async-signal-safe). A
+ * thread waiting on the pipe then stops the recorder's exporter (which exports the last
+ * window to the sinks), gives the uploads up to UPLOAD_WAIT_MS to send it, and kills the
+ * process with SIGTERM under the default disposition: its exit status is the signal's,
+ * as without the profiler. A deadline thread kills it after DEATH_WAIT_MS whatever the
+ * export does. Nothing waits for the main thread to run Python code (as a Python handler
+ * would: a worker in a long C call would delay its death, and Pool.terminate() with it).
+ *
+ * A handler the program installs later replaces this one (signal.signal); disarming
+ * restores the default only if this handler is still the one installed. A forked child
+ * inherits the handler but not the thread: until the child's after-fork hook has made
+ * a pipe and a thread of its own, the handler finds another pid than the armed one and
+ * lets the signal kill the process at once, as the default would.
+ *
+ * The recorder's close() exports the last window itself: a SIGTERM that comes while it
+ * does (a Pool worker leaving through os._exit as terminate() signals it) waits for it,
+ * and close() kills the process once the window is out (ppk_py_sigterm_disarm); a
+ * close() that begins while the thread exports waits for the process to die. Arming,
+ * closing, disarming and the after-fork hook run with the GIL; the handler and the two
+ * threads use the recorder and its sinks through the library only, and the recorder is
+ * not freed before disarming has joined the thread.
+ */
+#include "binding.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long after a SIGTERM the process dies at the latest, the last window out or not
+ * (the uploads' shutdown_timeout_ms, 2 s by default, bounds what they add). */
+#define DEATH_WAIT_MS 5000
+
+static struct {
+    RecorderObject *owner; /* strong reference while armed; NULL: not armed */
+    ppk_recorder *rec;
+    int has_sinks;
+    size_t n_uploads;
+    ppk_sink uploads[PPK_PY_MAX_UPLOADS];
+    int rd, wr;            /* the pipe */
+    pthread_t thread;
+    volatile sig_atomic_t pid; /* the process whose thread reads the pipe (0: none) */
+    atomic_int in_handler;     /* handlers running */
+    /* Under lock: the thread exports; close() exports; a SIGTERM came during close(). */
+    pthread_mutex_t lock;
+    int exporting, closing, pending;
+} g = {.rd = -1, .wr = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Sets SIGTERM's disposition to the default. */
+static void set_default(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Kills the process with SIGTERM as the default disposition does. */
+static void die(void) {
+    set_default();
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &term, NULL); /* the calling thread's own */
+    raise(SIGTERM);
+}
+
+static void on_sigterm(int sig) {
+    (void)sig;
+    int saved = errno;
+    atomic_fetch_add(&g.in_handler, 1);
+    if (g.pid != getpid() || write(g.wr, "T", 1) != 1) die();
+    atomic_fetch_sub(&g.in_handler, 1);
+    errno = saved;
+}
+
+static void *deadline_main(void *unused) {
+    (void)unused;
+    struct timespec ts = {DEATH_WAIT_MS / 1000, (DEATH_WAIT_MS % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+    die();
+    return NULL;
+}
+
+static void *term_main(void *unused) {
+    (void)unused;
+    char c = 0;
+    while (read(g.rd, &c, 1) < 0 && errno == EINTR) {
+    }
+    if (c != 'T') return NULL; /* disarmed */
+    pthread_t deadline;
+    if (ppk_py_thread_create(&deadline, deadline_main, NULL)) die();
+    pthread_detach(deadline);
+    pthread_mutex_lock(&g.lock);
+    int pending = g.pending = g.closing;
+    g.exporting = !g.closing;
+    pthread_mutex_unlock(&g.lock);
+    if (pending) return NULL; /* close() exports, then kills the process */
+    ppk_py_last_window(g.rec, g.has_sinks, g.uploads, g.n_uploads);
+    die();
+    return NULL;
+}
+
+/* Whether SIGTERM's handler is on_sigterm. */
+static int ours(void) {
+    struct sigaction cur;
+    return sigaction(SIGTERM, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_handler == on_sigterm;
+}
+
+/* A pipe and the thread reading it, for this process: 0, or -1 (nothing made). */
+static int start_thread(void) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC)) return -1;
+    fcntl(fds[1], F_SETFL, O_NONBLOCK); /* the handler never blocks */
+    g.rd = fds[0];
+    g.wr = fds[1];
+    if (ppk_py_thread_create(&g.thread, term_main, NULL)) {
+        close(fds[0]);
+        close(fds[1]);
+        g.rd = g.wr = -1;
+        return -1;
+    }
+    g.pid = getpid();
+    return 0;
+}
+
+/* Ends the thread (with the GIL released) and closes the pipe, the handler no longer
+ * installed: whether a SIGTERM came (the thread read it, or it is left in the pipe). */
+static int stop_thread(void) {
+    g.pid = 0;
+    /* A handler that began before the handler was removed has written its byte, or
+     * killed the process, once none runs. */
+    while (atomic_load(&g.in_handler)) sched_yield();
+    int came = 0;
+    if (write(g.wr, "Q", 1) == 1) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(g.thread, NULL);
+        Py_END_ALLOW_THREADS
+        char c;
+        fcntl(g.rd, F_SETFL, O_NONBLOCK);
+        while (read(g.rd, &c, 1) == 1) came |= c == 'T';
+    } else {
+        pthread_detach(g.thread); /* cannot happen with an empty pipe; not waited for */
+    }
+    close(g.rd);
+    close(g.wr);
+    g.rd = g.wr = -1;
+    return came;
+}
+
+static void forget(void) {
+    RecorderObject *r = g.owner;
+    g.owner = NULL;
+    g.rec = NULL;
+    g.exporting = g.closing = g.pending = 0;
+    Py_XDECREF(r);
+}
+
+int ppk_py_sigterm_arm(RecorderObject *r) {
+    struct sigaction cur;
+    if (g.owner || !r->rec || sigaction(SIGTERM, NULL, &cur) ||
+        (cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)
+        return 0;
+    g.rec = r->rec;
+    g.has_sinks = r->has_sinks;
+    g.n_uploads = r->n_uploads;
+    memcpy(g.uploads, r->uploads, r->n_uploads * sizeof *g.uploads);
+    if (start_thread()) return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* calls it interrupts go on */
+    if (sigaction(SIGTERM, &sa, NULL)) {
+        stop_thread();
+        return 0;
+    }
+    g.owner = (RecorderObject *)Py_NewRef((PyObject *)r);
+    return 1;
+}
+
+void ppk_py_sigterm_closing(RecorderObject *r) {
+    if (!g.owner || g.owner != r) return;
+    pthread_mutex_lock(&g.lock);
+    int dying = g.exporting;
+    g.closing = !dying;
+    pthread_mutex_unlock(&g.lock);
+    if (!dying) return;
+    /* The thread exports the last window and kills the process (within DEATH_WAIT_MS):
+     * the recorder must not be freed meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) pause();
+    Py_END_ALLOW_THREADS
+}
+
+void ppk_py_sigterm_disarm(RecorderObject *r) {
+    if (!g.owner || g.owner != r) return;
+    /* The default first: a SIGTERM from now on kills the process at once. */
+    if (ours()) set_default();
+    int came = stop_thread();
+    pthread_mutex_lock(&g.lock);
+    came |= g.pending;
+    pthread_mutex_unlock(&g.lock);
+    if (came) die(); /* during close(), which has written the last window */
+    forget();
+}
+
+void ppk_py_sigterm_after_fork_child(void) {
+    if (!g.owner) return;
+    /* The parent's pipe, and its thread that is gone: this process gets its own. No
+     * handler writes to the pipe in this process before (g.pid is the parent's). */
+    close(g.rd);
+    close(g.wr);
+    g.rd = g.wr = -1;
+    pthread_mutex_init(&g.lock, NULL);
+    atomic_store(&g.in_handler, 0);
+    g.exporting = g.closing = g.pending = 0;
+    if (start_thread()) {
+        if (ours()) set_default();
+        forget();
+    }
+}
