@@ -41,6 +41,8 @@
  * (the uploads' shutdown_timeout_ms, 2 s by default, bounds what they add). */
 #define DEATH_WAIT_MS 5000
 
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler's atomics must be lock-free");
+
 static struct {
     RecorderObject *owner; /* strong reference while armed; NULL: not armed */
     ppk_recorder *rec;
@@ -49,8 +51,8 @@ static struct {
     ppk_sink uploads[PPK_PY_MAX_UPLOADS];
     int rd, wr;            /* the pipe */
     pthread_t thread;
-    volatile sig_atomic_t pid; /* the process whose thread reads the pipe (0: none) */
-    atomic_int in_handler;     /* handlers running */
+    atomic_int pid;        /* the process whose thread reads the pipe (0: none) */
+    atomic_int in_handler; /* handlers running (lock-free atomics: signal-safe) */
     /* Under lock: the thread exports; close() exports; a SIGTERM came during close(). */
     pthread_mutex_t lock;
     int exporting, closing, pending;
@@ -79,7 +81,7 @@ static void on_sigterm(int sig) {
     (void)sig;
     int saved = errno;
     atomic_fetch_add(&g.in_handler, 1);
-    if (g.pid != getpid() || write(g.wr, "T", 1) != 1) die();
+    if (atomic_load(&g.pid) != getpid() || write(g.wr, "T", 1) != 1) die();
     atomic_fetch_sub(&g.in_handler, 1);
     errno = saved;
 }
@@ -132,14 +134,14 @@ static int start_thread(void) {
         g.rd = g.wr = -1;
         return -1;
     }
-    g.pid = getpid();
+    atomic_store(&g.pid, getpid());
     return 0;
 }
 
 /* Ends the thread (with the GIL released) and closes the pipe, the handler no longer
  * installed: whether a SIGTERM came (the thread read it, or it is left in the pipe). */
 static int stop_thread(void) {
-    g.pid = 0;
+    atomic_store(&g.pid, 0);
     /* A handler that began before the handler was removed has written its byte, or
      * killed the process, once none runs. */
     while (atomic_load(&g.in_handler)) sched_yield();
@@ -220,7 +222,7 @@ void ppk_py_sigterm_disarm(RecorderObject *r) {
 void ppk_py_sigterm_after_fork_child(void) {
     if (!g.owner) return;
     /* The parent's pipe, and its thread that is gone: this process gets its own. No
-     * handler writes to the pipe in this process before (g.pid is the parent's). */
+     * handler writes to the pipe in this process before (pid is the parent's). */
     close(g.rd);
     close(g.wr);
     g.rd = g.wr = -1;
