@@ -162,6 +162,9 @@ class Profiler:
         if self.summary is not None:
             return self.summary
         _started.discard(self)
+        # A SIGTERM from here on lets this stop write the last window (the recorder's
+        # close then kills the process).
+        _native._sigterm_closing(self.recorder)
         self.sampler.stop()
         sampler = self.sampler.stats()
         # The exporter's last export sends the last window to the sinks now, so that

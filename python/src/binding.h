@@ -106,15 +106,18 @@ int ppk_py_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* sigterm.c: while armed for recorder r (a strong reference kept), SIGTERM exports r's
  * last window before it kills the process. Arming: 1, or 0 when SIGTERM's disposition
- * is not the default, another recorder is armed, or what it needs cannot be made.
- * closing: r's close() begins (it exports the last window itself; a SIGTERM from now on
- * waits for it); disarm: it has, before r is freed; kills the process if a SIGTERM
- * came meanwhile, else restores the default disposition if the handler is still this
- * one. closing and disarm do nothing for another recorder than the armed one and may
- * release the GIL. All with the GIL. */
+ * is not the default, another recorder is armed, the pid is 1, or what it needs cannot
+ * be made. sinks: r has a new sink. closing: the stop of r's profiler begins (it
+ * exports the last window itself; a SIGTERM from then on waits for it); disarm: r's
+ * close has exported it, r is not freed yet; kills the process if a SIGTERM came
+ * meanwhile, else restores the default disposition if the handler is still this one,
+ * and returns the reference to r for the caller to release once done with r (NULL if
+ * r was not armed). closing and disarm do nothing for another recorder than the armed
+ * one and may release the GIL. All with the GIL. */
 int ppk_py_sigterm_arm(RecorderObject *r);
+void ppk_py_sigterm_sinks(RecorderObject *r);
 void ppk_py_sigterm_closing(RecorderObject *r);
-void ppk_py_sigterm_disarm(RecorderObject *r);
+PyObject *ppk_py_sigterm_disarm(RecorderObject *r);
 void ppk_py_sigterm_after_fork_child(void);
 
 /* recorder.c */

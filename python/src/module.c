@@ -370,6 +370,16 @@ static PyObject *mod_sigterm_arm(PyObject *self, PyObject *recorder) {
     return PyBool_FromLong(ppk_py_sigterm_arm((RecorderObject *)recorder));
 }
 
+static PyObject *mod_sigterm_closing(PyObject *self, PyObject *recorder) {
+    (void)self;
+    if (!PyObject_TypeCheck(recorder, &ppk_py_RecorderType)) {
+        PyErr_SetString(PyExc_TypeError, "_sigterm_closing: a Recorder is needed");
+        return NULL;
+    }
+    ppk_py_sigterm_closing((RecorderObject *)recorder);
+    Py_RETURN_NONE;
+}
+
 int ppk_py_thread_create(pthread_t *t, void *(*fn)(void *), void *arg) {
     sigset_t all, old;
     sigfillset(&all);
@@ -406,6 +416,9 @@ static PyMethodDef module_methods[] = {
      "_sigterm_arm(recorder) -> whether SIGTERM now exports the recorder's last window "
      "before it kills the process (only when its disposition was the default), until "
      "the recorder is closed."},
+    {"_sigterm_closing", mod_sigterm_closing, METH_O,
+     "_sigterm_closing(recorder): its profiler's stop begins and writes the last window; "
+     "a SIGTERM from now on waits for it (the recorder's close then kills the process)."},
     {"_stop_samplers", mod_stop_samplers, METH_NOARGS,
      "Stops every running Sampler (registered with atexit: their threads must end before "
      "the interpreter finalizes)."},

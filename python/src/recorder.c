@@ -285,11 +285,13 @@ static void recorder_close(RecorderObject *self) {
     /* The GIL is held from here on: no builder call, no other recorder call runs. What
      * was flushed since the export above is exported (or counted) by the free. */
     if (!self->rec) return; /* a fork child's handler cannot free it; defensive */
-    ppk_py_sigterm_disarm(self); /* a SIGTERM that came meanwhile kills the process here */
+    /* A SIGTERM that came meanwhile kills the process here. */
+    PyObject *armed = ppk_py_sigterm_disarm(self);
     live_remove(self);
     self->rec = NULL;
     ppk_recorder_free(rec);
     self->closing = 0;
+    Py_XDECREF(armed);
 }
 
 static void Recorder_dealloc(RecorderObject *self) {

@@ -7,25 +7,29 @@
  * (pprofkit.start(), which the CLI uses), and if SIGTERM's disposition was the default,
  * a C handler is installed that only writes a byte to a pipe (async-signal-safe). A
  * thread waiting on the pipe then stops the recorder's exporter (which exports the last
- * window to the sinks), gives the uploads up to UPLOAD_WAIT_MS to send it, and kills the
+ * window to the sinks), drains the uploads (their shutdown_timeout_ms), and kills the
  * process with SIGTERM under the default disposition: its exit status is the signal's,
  * as without the profiler. A deadline thread kills it after DEATH_WAIT_MS whatever the
  * export does. Nothing waits for the main thread to run Python code (as a Python handler
  * would: a worker in a long C call would delay its death, and Pool.terminate() with it).
+ * Not armed in a process whose pid is 1 (a PID namespace's init), which a signal with
+ * the default disposition does not kill.
  *
  * A handler the program installs later replaces this one (signal.signal); disarming
  * restores the default only if this handler is still the one installed. A forked child
  * inherits the handler but not the thread: until the child's after-fork hook has made
  * a pipe and a thread of its own, the handler finds another pid than the armed one and
- * lets the signal kill the process at once, as the default would.
+ * lets the signal kill the process at once, as the default would; a child whose hook
+ * never ran (a fork from C) leaves the parent's pipe alone.
  *
- * The recorder's close() exports the last window itself: a SIGTERM that comes while it
- * does (a Pool worker leaving through os._exit as terminate() signals it) waits for it,
- * and close() kills the process once the window is out (ppk_py_sigterm_disarm); a
- * close() that begins while the thread exports waits for the process to die. Arming,
- * closing, disarming and the after-fork hook run with the GIL; the handler and the two
- * threads use the recorder and its sinks through the library only, and the recorder is
- * not freed before disarming has joined the thread.
+ * The profiler's stop writes the last window itself: a SIGTERM that comes from the
+ * start of its stop (ppk_py_sigterm_closing) waits for it, and the recorder's close
+ * kills the process once the window is out (ppk_py_sigterm_disarm); a stop that begins
+ * while the thread exports waits until the thread is done. A process that exits another
+ * way while the thread exports (C exit()) waits for it too (at_exit). Arming, closing,
+ * disarming and the after-fork hook run with the GIL; the handler and the two threads
+ * use the recorder and its sinks through the library only, and the recorder is not
+ * freed before disarming has joined the thread.
  */
 #include "binding.h"
 
@@ -33,6 +37,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,17 +51,23 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler's atomics must be lock-fr
 static struct {
     RecorderObject *owner; /* strong reference while armed; NULL: not armed */
     ppk_recorder *rec;
-    int has_sinks;
-    size_t n_uploads;
-    ppk_sink uploads[PPK_PY_MAX_UPLOADS];
     int rd, wr;            /* the pipe */
     pthread_t thread;
     atomic_int pid;        /* the process whose thread reads the pipe (0: none) */
     atomic_int in_handler; /* handlers running (lock-free atomics: signal-safe) */
-    /* Under lock: the thread exports; close() exports; a SIGTERM came during close(). */
+    /* Under lock: the recorder's sinks (ppk_py_sigterm_sinks); the thread exports;
+     * the profiler's stop exports; a SIGTERM came during that stop. `done` signals the
+     * end of the thread's export. */
     pthread_mutex_t lock;
+    pthread_cond_t done;
+    int has_sinks;
+    size_t n_uploads;
+    ppk_sink uploads[PPK_PY_MAX_UPLOADS];
     int exporting, closing, pending;
-} g = {.rd = -1, .wr = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+} g = {.rd = -1,
+       .wr = -1,
+       .lock = PTHREAD_MUTEX_INITIALIZER,
+       .done = PTHREAD_COND_INITIALIZER};
 
 /* Sets SIGTERM's disposition to the default. */
 static void set_default(void) {
@@ -98,7 +109,14 @@ static void *deadline_main(void *unused) {
 static void *term_main(void *unused) {
     (void)unused;
     char c = 0;
-    while (read(g.rd, &c, 1) < 0 && errno == EINTR) {
+    ssize_t n;
+    while ((n = read(g.rd, &c, 1)) < 0 && errno == EINTR) {
+    }
+    if (n != 1) {
+        /* The pipe is gone (closed under the process's feet): the handler no longer
+         * writes to it, and lets a SIGTERM kill the process. */
+        atomic_store(&g.pid, 0);
+        return NULL;
     }
     if (c != 'T') return NULL; /* disarmed */
     pthread_t deadline;
@@ -106,11 +124,19 @@ static void *term_main(void *unused) {
     pthread_detach(deadline);
     pthread_mutex_lock(&g.lock);
     int pending = g.pending = g.closing;
-    g.exporting = !g.closing;
+    g.exporting = !pending;
+    int has_sinks = g.has_sinks;
+    size_t n_uploads = g.n_uploads;
+    ppk_sink uploads[PPK_PY_MAX_UPLOADS];
+    memcpy(uploads, g.uploads, n_uploads * sizeof *uploads);
     pthread_mutex_unlock(&g.lock);
-    if (pending) return NULL; /* close() exports, then kills the process */
-    ppk_py_last_window(g.rec, g.has_sinks, g.uploads, g.n_uploads);
+    if (pending) return NULL; /* the stop exports, then kills the process */
+    ppk_py_last_window(g.rec, has_sinks, uploads, n_uploads);
     die();
+    pthread_mutex_lock(&g.lock); /* still alive: the signal is ignored in this process */
+    g.exporting = 0;
+    pthread_cond_broadcast(&g.done);
+    pthread_mutex_unlock(&g.lock);
     return NULL;
 }
 
@@ -120,6 +146,10 @@ static int ours(void) {
     return sigaction(SIGTERM, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
            cur.sa_handler == on_sigterm;
 }
+
+/* Whether the thread reading the pipe is this process's (not a parent's: a fork whose
+ * after-fork hook did not run). */
+static int own_thread(void) { return atomic_load(&g.pid) == getpid(); }
 
 /* A pipe and the thread reading it, for this process: 0, or -1 (nothing made). */
 static int start_thread(void) {
@@ -154,7 +184,7 @@ static int stop_thread(void) {
         fcntl(g.rd, F_SETFL, O_NONBLOCK);
         while (read(g.rd, &c, 1) == 1) came |= c == 'T';
     } else {
-        pthread_detach(g.thread); /* cannot happen with an empty pipe; not waited for */
+        came = 1; /* the pipe is full: of SIGTERMs */
     }
     close(g.rd);
     close(g.wr);
@@ -162,23 +192,50 @@ static int stop_thread(void) {
     return came;
 }
 
-static void forget(void) {
-    RecorderObject *r = g.owner;
+/* Not armed any more; the reference to the recorder for the caller to release. */
+static PyObject *forget(void) {
+    PyObject *r = (PyObject *)g.owner;
     g.owner = NULL;
     g.rec = NULL;
     g.exporting = g.closing = g.pending = 0;
-    Py_XDECREF(r);
+    return r;
 }
 
-int ppk_py_sigterm_arm(RecorderObject *r) {
-    struct sigaction cur;
-    if (g.owner || !r->rec || sigaction(SIGTERM, NULL, &cur) ||
-        (cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)
-        return 0;
-    g.rec = r->rec;
+/* Copies r's sinks for the thread (under lock). */
+static void copy_sinks(RecorderObject *r) {
+    pthread_mutex_lock(&g.lock);
     g.has_sinks = r->has_sinks;
     g.n_uploads = r->n_uploads;
     memcpy(g.uploads, r->uploads, r->n_uploads * sizeof *g.uploads);
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* A process exiting while the thread exports (C exit(), or a stop in another thread
+ * left the profiler running as the interpreter ends): waits for the export, then dies
+ * of the SIGTERM. */
+static void at_exit(void) {
+    if (!g.owner || !own_thread()) return;
+    pthread_mutex_lock(&g.lock);
+    int busy = g.exporting || g.pending;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += DEATH_WAIT_MS / 1000 + 1;
+    while (g.exporting)
+        if (pthread_cond_timedwait(&g.done, &g.lock, &until)) break;
+    pthread_mutex_unlock(&g.lock);
+    if (busy) die();
+}
+
+int ppk_py_sigterm_arm(RecorderObject *r) {
+    static int exit_hook;
+    struct sigaction cur;
+    if (g.owner || !r->rec || r->closing || getpid() == 1 || sigaction(SIGTERM, NULL, &cur) ||
+        (cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)
+        return 0;
+    if (!exit_hook && atexit(at_exit)) return 0;
+    exit_hook = 1;
+    g.rec = r->rec;
+    copy_sinks(r);
     if (start_thread()) return 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -193,30 +250,39 @@ int ppk_py_sigterm_arm(RecorderObject *r) {
     return 1;
 }
 
+void ppk_py_sigterm_sinks(RecorderObject *r) {
+    if (g.owner == r) copy_sinks(r);
+}
+
 void ppk_py_sigterm_closing(RecorderObject *r) {
-    if (!g.owner || g.owner != r) return;
-    pthread_mutex_lock(&g.lock);
-    int dying = g.exporting;
-    g.closing = !dying;
-    pthread_mutex_unlock(&g.lock);
-    if (!dying) return;
-    /* The thread exports the last window and kills the process (within DEATH_WAIT_MS):
-     * the recorder must not be freed meanwhile. */
+    if (!g.owner || g.owner != r || !own_thread()) return;
+    /* If the thread exports the last window (then kills the process), the recorder must
+     * not be stopped or freed meanwhile. (The GIL is not taken with the lock held: a
+     * thread holding the GIL may wait for the lock, in ppk_py_sigterm_sinks.) */
     Py_BEGIN_ALLOW_THREADS
-    for (;;) pause();
+    pthread_mutex_lock(&g.lock);
+    while (g.exporting) pthread_cond_wait(&g.done, &g.lock);
+    g.closing = 1;
+    pthread_mutex_unlock(&g.lock);
     Py_END_ALLOW_THREADS
 }
 
-void ppk_py_sigterm_disarm(RecorderObject *r) {
-    if (!g.owner || g.owner != r) return;
+PyObject *ppk_py_sigterm_disarm(RecorderObject *r) {
+    if (!g.owner || g.owner != r) return NULL;
+    if (!own_thread()) {
+        /* A fork whose after-fork hook did not run: the pipe and the thread are the
+         * parent's. */
+        if (ours()) set_default();
+        return forget();
+    }
     /* The default first: a SIGTERM from now on kills the process at once. */
     if (ours()) set_default();
     int came = stop_thread();
     pthread_mutex_lock(&g.lock);
     came |= g.pending;
     pthread_mutex_unlock(&g.lock);
-    if (came) die(); /* during close(), which has written the last window */
-    forget();
+    if (came) die(); /* during the stop, which has written the last window */
+    return forget();
 }
 
 void ppk_py_sigterm_after_fork_child(void) {
@@ -226,11 +292,12 @@ void ppk_py_sigterm_after_fork_child(void) {
     close(g.rd);
     close(g.wr);
     g.rd = g.wr = -1;
-    pthread_mutex_init(&g.lock, NULL);
+    g.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* perhaps held at the fork */
+    g.done = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     atomic_store(&g.in_handler, 0);
     g.exporting = g.closing = g.pending = 0;
-    if (start_thread()) {
+    if (getpid() == 1 || start_thread()) {
         if (ours()) set_default();
-        forget();
+        Py_XDECREF(forget());
     }
 }

@@ -18,6 +18,7 @@
 
 static PyObject *upload_handle(RecorderObject *self, const ppk_sink *sink, const char *kind) {
     self->uploads[self->n_uploads++] = *sink;
+    ppk_py_sigterm_sinks(self);
     UploadSinkObject *u = PyObject_New(UploadSinkObject, &ppk_py_UploadSinkType);
     if (!u) return NULL; /* the recorder still owns and drains the sink */
     u->recorder = (RecorderObject *)Py_NewRef(self);
@@ -36,6 +37,7 @@ static int add_sink(RecorderObject *self, const ppk_sink *sink, const char *what
         return -1;
     }
     self->has_sinks = 1;
+    ppk_py_sigterm_sinks(self);
     return 0;
 }
 

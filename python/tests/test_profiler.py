@@ -914,6 +914,15 @@ class TestSigterm(ProfilerTest):
         self.check_summary(run)
         self.assertGreater(self.functions_of(run.files)["work"], 0)
 
+    def test_disposition(self):
+        # Armed while the profiler runs, the default back after its stop; a handler the
+        # program installed first is left as it is.
+        run = self.run_python([os.path.join(PROGRAMS, "sigterms.py"), "disposition"])
+        (steps,) = run.json()
+        self.assertEqual((steps["before"], steps["stopped"]), (0, 0), steps)
+        self.assertNotEqual(steps["started"], 0, steps)
+        self.assertTrue(steps["own_kept"] and steps["own_kept_after_stop"], steps)
+
     def test_pool_terminate(self):
         # Pool.terminate() ends its workers with SIGTERM, some maybe while they leave by
         # themselves (os._exit, the profiler's stop under way): each writes its window.

@@ -6,6 +6,9 @@
            profiler started): it prints "handled" and exits with status 3
   pool     a multiprocessing Pool (fork) computes in work(), then terminate() ends its
            workers with SIGTERM; prints {"workers": [pids], "exitcodes": [...]}
+  disposition  starts and stops the profiler itself (run with plain python), twice, the
+           second time with a handler of its own installed first; prints SIGTERM's
+           handler as the kernel has it (sigaction: 0 is SIG_DFL) at each step
 """
 
 import json
@@ -40,7 +43,33 @@ def term_later(seconds):
     threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM)).start()
 
 
+def kernel_handler():
+    """SIGTERM's handler address as sigaction reports it (signal.getsignal only knows
+    what Python set)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    act = ctypes.create_string_buffer(256)  # struct sigaction: the handler first
+    if libc.sigaction(signal.SIGTERM, None, act) != 0:
+        raise OSError(ctypes.get_errno(), "sigaction")
+    return ctypes.c_void_p.from_buffer(act).value or 0
+
+
 def main(mode):
+    if mode == "disposition":
+        import pprofkit
+        steps = {"before": kernel_handler()}
+        pprofkit.start(out_dir=None)
+        steps["started"] = kernel_handler()
+        pprofkit.stop()
+        steps["stopped"] = kernel_handler()
+        signal.signal(signal.SIGTERM, handled)
+        own = kernel_handler()
+        pprofkit.start(out_dir=None)
+        steps["own_kept"] = kernel_handler() == own
+        pprofkit.stop()
+        steps["own_kept_after_stop"] = kernel_handler() == own
+        print(json.dumps(steps), flush=True)
+        return
     if mode == "pool":
         multiprocessing.set_start_method("fork")
         pool = multiprocessing.Pool(2)
