@@ -163,20 +163,22 @@ class Profiler:
             return self.summary
         _started.discard(self)
         # A SIGTERM from here on lets this stop write the last window (the recorder's
-        # close then kills the process).
+        # close then kills the process), and so the close must come whatever happens.
         _native._sigterm_closing(self.recorder)
-        self.sampler.stop()
-        sampler = self.sampler.stats()
-        # The exporter's last export sends the last window to the sinks now, so that
-        # the figures below are final (close() then has nothing left to export).
-        self.recorder.stop()
-        uploads = []
-        for u in self.uploads:
-            with contextlib.suppress(_native.Error):
-                u.flush(timeout_ms=2000)
-                uploads.append(dict(u.stats(), kind=u.kind))
-        stats = self.recorder.stats()
-        self.recorder.close()
+        try:
+            self.sampler.stop()
+            sampler = self.sampler.stats()
+            # The exporter's last export sends the last window to the sinks now, so
+            # that the figures below are final (close() then has nothing left to export).
+            self.recorder.stop()
+            uploads = []
+            for u in self.uploads:
+                with contextlib.suppress(_native.Error):
+                    u.flush(timeout_ms=2000)
+                    uploads.append(dict(u.stats(), kind=u.kind))
+            stats = self.recorder.stats()
+        finally:
+            self.recorder.close()
         files = []
         if self.out_dir and os.path.isdir(self.out_dir):
             # This process's files: its pid in the name, written since it started (an

@@ -55,9 +55,9 @@ static struct {
     pthread_t thread;
     atomic_int pid;        /* the process whose thread reads the pipe (0: none) */
     atomic_int in_handler; /* handlers running (lock-free atomics: signal-safe) */
-    /* Under lock: the recorder's sinks (ppk_py_sigterm_sinks); the thread exports;
-     * the profiler's stop exports; a SIGTERM came during that stop. `done` signals the
-     * end of the thread's export. */
+    /* Under lock: owner's changes (read with the GIL or the lock); the recorder's sinks
+     * (ppk_py_sigterm_sinks); the thread exports; the profiler's stop exports; a
+     * SIGTERM came during that stop. `done` signals the end of the thread's export. */
     pthread_mutex_t lock;
     pthread_cond_t done;
     int has_sinks;
@@ -114,8 +114,9 @@ static void *term_main(void *unused) {
     }
     if (n != 1) {
         /* The pipe is gone (closed under the process's feet): the handler no longer
-         * writes to it, and lets a SIGTERM kill the process. */
+         * writes to it, and lets a SIGTERM kill the process. Nobody joins this thread. */
         atomic_store(&g.pid, 0);
+        pthread_detach(pthread_self());
         return NULL;
     }
     if (c != 'T') return NULL; /* disarmed */
@@ -183,8 +184,14 @@ static int stop_thread(void) {
         char c;
         fcntl(g.rd, F_SETFL, O_NONBLOCK);
         while (read(g.rd, &c, 1) == 1) came |= c == 'T';
-    } else {
+    } else if (errno == EAGAIN) {
         came = 1; /* the pipe is full: of SIGTERMs */
+    } else {
+        /* The pipe was closed under the process's feet (its numbers may be another
+         * file's now): left alone, the thread too. */
+        pthread_detach(g.thread);
+        g.rd = g.wr = -1;
+        return 0;
     }
     close(g.rd);
     close(g.wr);
@@ -195,9 +202,11 @@ static int stop_thread(void) {
 /* Not armed any more; the reference to the recorder for the caller to release. */
 static PyObject *forget(void) {
     PyObject *r = (PyObject *)g.owner;
+    pthread_mutex_lock(&g.lock);
     g.owner = NULL;
     g.rec = NULL;
     g.exporting = g.closing = g.pending = 0;
+    pthread_mutex_unlock(&g.lock);
     return r;
 }
 
@@ -214,9 +223,9 @@ static void copy_sinks(RecorderObject *r) {
  * left the profiler running as the interpreter ends): waits for the export, then dies
  * of the SIGTERM. */
 static void at_exit(void) {
-    if (!g.owner || !own_thread()) return;
+    if (!own_thread()) return;
     pthread_mutex_lock(&g.lock);
-    int busy = g.exporting || g.pending;
+    int busy = g.owner && (g.exporting || g.pending);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += DEATH_WAIT_MS / 1000 + 1;
@@ -234,6 +243,7 @@ int ppk_py_sigterm_arm(RecorderObject *r) {
         return 0;
     if (!exit_hook && atexit(at_exit)) return 0;
     exit_hook = 1;
+    g.exporting = g.closing = g.pending = 0;
     g.rec = r->rec;
     copy_sinks(r);
     if (start_thread()) return 0;
@@ -246,12 +256,14 @@ int ppk_py_sigterm_arm(RecorderObject *r) {
         stop_thread();
         return 0;
     }
+    pthread_mutex_lock(&g.lock);
     g.owner = (RecorderObject *)Py_NewRef((PyObject *)r);
+    pthread_mutex_unlock(&g.lock);
     return 1;
 }
 
 void ppk_py_sigterm_sinks(RecorderObject *r) {
-    if (g.owner == r) copy_sinks(r);
+    if (g.owner == r && own_thread()) copy_sinks(r);
 }
 
 void ppk_py_sigterm_closing(RecorderObject *r) {
@@ -262,7 +274,7 @@ void ppk_py_sigterm_closing(RecorderObject *r) {
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&g.lock);
     while (g.exporting) pthread_cond_wait(&g.done, &g.lock);
-    g.closing = 1;
+    if (g.owner == r) g.closing = 1; /* (not disarmed meanwhile by another thread) */
     pthread_mutex_unlock(&g.lock);
     Py_END_ALLOW_THREADS
 }
