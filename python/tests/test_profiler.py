@@ -914,6 +914,17 @@ class TestSigterm(ProfilerTest):
         self.check_summary(run)
         self.assertGreater(self.functions_of(run.files)["work"], 0)
 
+    def test_during_stop(self):
+        # A SIGTERM while the profiler's stop waits for its uploads (a server that never
+        # answers): the stop writes the window, then the process dies of the signal
+        # instead of living on.
+        out = self.tmpdir()
+        run = self.run_python([os.path.join(PROGRAMS, "sigterms.py"), "during_stop", out],
+                              out_dir=out, expect_rc=-signal.SIGTERM)
+        self.assertNotIn("survived", run.out)
+        self.assertTrue(run.files, run.err)
+        self.assertGreater(self.functions_of(run.files)["work"], 0)
+
     def test_disposition(self):
         # Armed while the profiler runs, the default back after its stop; a handler the
         # program installed first is left as it is.

@@ -6,6 +6,10 @@
            profiler started): it prints "handled" and exits with status 3
   pool     a multiprocessing Pool (fork) computes in work(), then terminate() ends its
            workers with SIGTERM; prints {"workers": [pids], "exitcodes": [...]}
+  during_stop DIR  starts the profiler itself (run with plain python; files in DIR, and
+           uploads to a local server that never answers, so that the stop waits for
+           them), and is sent SIGTERM 0.5 s into pprofkit.stop(); prints "survived" if
+           it lives on after the stop
   disposition  starts and stops the profiler itself (run with plain python), twice, the
            second time with a handler of its own installed first; prints SIGTERM's
            handler as the kernel has it (sigaction: 0 is SIG_DFL) at each step
@@ -54,7 +58,34 @@ def kernel_handler():
     return ctypes.c_void_p.from_buffer(act).value or 0
 
 
-def main(mode):
+def silent_server():
+    """A local HTTP endpoint that accepts connections and never answers: its port."""
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held = []
+
+    def serve():
+        while True:
+            conn, _ = srv.accept()
+            held.append(conn)  # read nothing, answer nothing
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1]
+
+
+def main(mode, *args):
+    if mode == "during_stop":
+        import pprofkit
+        port = silent_server()
+        pprofkit.start(out_dir=args[0], export_period=60,
+                       datadog="http://127.0.0.1:%d" % port)
+        work(0.3)
+        term_later(0.5)
+        pprofkit.stop()
+        print("survived", flush=True)
+        return
     if mode == "disposition":
         import pprofkit
         steps = {"before": kernel_handler()}
@@ -91,4 +122,4 @@ def main(mode):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
