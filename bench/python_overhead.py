@@ -389,7 +389,7 @@ def sampler_case(threads, frames, state, seconds, function_ids, cpu_budget=1.0):
         # 3.12+) in that thread, and the main thread's samples of itself (what the CPU
         # budget counts).
         "sampler_cpu_pct": round((s["cpu_ns"] + s["holder_ns_total"] +
-                                  s["main_callback_ns_total"]) / (dt * 1e9) * 100, 3),
+                                  s["main_callback_charged_ns_total"]) / (dt * 1e9) * 100, 3),
         "holder_passes": s["holder_passes"],
         "ticks_late": s["ticks_late"], "samples_failed": s["samples_failed"],
         "main_callbacks": s["main_callbacks"], "cpu_budget": cpu_budget,

@@ -124,6 +124,26 @@ static void add_counts(SamplerObject *sp, const rec_counts *c) {
     if (c->gap_ns > sp->st.tick_gap_ns_max) sp->st.tick_gap_ns_max = c->gap_ns;
 }
 
+/* A callback longer than this is charged its CPU time (callback_charge). */
+#define CHARGE_WALL_MAX_NS 200000
+
+/* What the CPU budget charges the main thread's callback that ran from `start` to `end`
+ * and gathered its own thread as gt (NULL if not), whose CPU clock it read at about
+ * `clock_at`: its wall time (a bound of its CPU time, with no clock read), unless that
+ * is longer than CHARGE_WALL_MAX_NS, a callback that the scheduler preempted or a CPU
+ * quota throttled, which is charged its wall time to that reading and its CPU time
+ * since. Charged its wall time, one callback preempted for 4 ms would delay the next
+ * tick by 0.4 s at a 1% budget. */
+static uint64_t callback_charge(int64_t start, int64_t clock_at, int64_t end,
+                                const gthread *gt) {
+    uint64_t wall = (uint64_t)(end - start);
+    if (wall <= CHARGE_WALL_MAX_NS || !gt || gt->cpu_now < 0) return wall;
+    int64_t cpu = thread_cpu_ns(gt->native_id);
+    if (cpu < gt->cpu_now) return wall;
+    uint64_t charge = (uint64_t)(clock_at - start) + (uint64_t)(cpu - gt->cpu_now);
+    return charge < wall ? charge : wall;
+}
+
 /* Runs in the main thread, with the GIL, at a bytecode boundary (Py_AddPendingCall):
  * the main thread samples itself where it is. Never raises. */
 static int main_callback(void *unused) {
@@ -157,6 +177,7 @@ static int main_callback(void *unused) {
     rec_counts c = {0};
     PyThreadState *t = PyThreadState_Get();
     threads_dict active = {0};
+    int64_t clock_at = mono_ns(); /* (gather_thread reads this thread's CPU clock first) */
     int rc = ppk_py_gather_thread(sp, b, t, NULL, NULL, &active, tasks, n_tasks);
     ppk_py_gc_resume(gc);
     if (rc == 0 && b->threads.n && AT(b->threads, gthread, 0).n_frames) {
@@ -177,6 +198,7 @@ static int main_callback(void *unused) {
     for (PyThreadState *o = PyInterpreterState_ThreadHead(sp->interp); o; o = PyThreadState_Next(o))
         others += o != t && o != sp->ts;
     int64_t end = mono_ns();
+    uint64_t charge = callback_charge(now, clock_at, end, b->threads.n ? &AT(b->threads, gthread, 0) : NULL);
     pthread_mutex_lock(&sp->lock);
     sp->main_answered = seq;
     sp->main_others = rc ? -1 : others;
@@ -186,6 +208,7 @@ static int main_callback(void *unused) {
     int passless = sp->passless;
     sp->st.main_callbacks++;
     sp->st.main_callback_ns_total += (uint64_t)(end - now);
+    sp->st.main_callback_charged_ns_total += charge;
     add_counts(sp, &c);
     sp->st.refs_held = sp->refs.n + sp->old_refs.n;
     pthread_mutex_unlock(&sp->lock);
@@ -555,12 +578,13 @@ static int run_pass(SamplerObject *sp, pass_times *t, int by_holder_ok) {
 }
 
 /* The CPU time sampling has taken: the sampler thread's, and the passes that the main
- * thread and the GIL's holder ran for it (their wall time: at least their CPU time). */
+ * thread (callback_charge) and the GIL's holder (its wall time: no clock of its own is
+ * read with the GIL held) ran for it. */
 static uint64_t sampling_cpu_ns(SamplerObject *sp) {
     struct timespec own;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     pthread_mutex_lock(&sp->lock);
-    uint64_t others = sp->st.main_callback_ns_total + sp->st.holder_ns_total;
+    uint64_t others = sp->st.main_callback_charged_ns_total + sp->st.holder_ns_total;
     pthread_mutex_unlock(&sp->lock);
     return (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec + others;
 }

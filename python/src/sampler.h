@@ -219,6 +219,8 @@ static inline void gbuf_free(gbuf *b) {
     X(cpu_ns)                 /* the sampler thread's own CPU time (own_tid) */           \
     X(main_callbacks)         /* samples the main thread took of itself */                 \
     X(main_callback_ns_total) /* their time, in the main thread */                         \
+    X(main_callback_charged_ns_total) /* what the CPU budget charged them (sampler.c,      \
+                               * callback_charge) */                                      \
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
     X(frame_cache_misses)     /* frames whose line was computed (not in the frame cache) */ \
