@@ -170,7 +170,7 @@ static int main_callback(void *unused) {
     if (!open) return 0; /* unanswered: the sampler's pass sees it */
     int64_t now = mono_ns();
     gbuf *b = &sp->cb;
-    b->frames.n = b->labels.n = b->threads.n = 0;
+    b->frames.n = b->uniq.n = b->labels.n = b->threads.n = 0;
     int gc = ppk_py_gc_pause();
     running_task tasks[MAX_LOOPS];
     size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
@@ -697,6 +697,8 @@ static void free_buffers(SamplerObject *sp) {
         free(sp->fcache);
         sp->fcache = NULL;
     }
+    free(sp->fstamps);
+    sp->fstamps = NULL;
     Py_CLEAR(sp->repairs);
     gbuf_free(&sp->tick);
     gbuf_free(&sp->prev);
@@ -830,10 +832,11 @@ static int sampler_start(SamplerObject *sp) {
     }
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
+    sp->fstamps = calloc(FCACHE_SIZE, sizeof *sp->fstamps);
     sp->fcache_misses = 0;
     sp->repairs = PyDict_New(); /* without it, no repairs (code_str) */
     PyErr_Clear();
-    sp->ts = sp->fcache && (!sp->tasks_on || !ppk_py_tasks_init(sp))
+    sp->ts = sp->fcache && sp->fstamps && (!sp->tasks_on || !ppk_py_tasks_init(sp))
                  ? PyThreadState_New(sp->interp)
                  : NULL;
     if (sp->ts) {

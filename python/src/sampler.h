@@ -178,13 +178,25 @@ typedef struct fixup {
 } fixup;
 
 /* What one pass gathered: threads, their frames and labels; and the ids its phase 2
- * learnt. */
+ * learnt. A thread's frames are indices (uint32_t) into `uniq`, the frames that pass
+ * saw, each once (a copy of its frame cache entry): phase 1 writes 4 bytes a frame,
+ * not a 72-byte gframe, and its copies stay valid whatever the frame cache does
+ * after (an entry evicted later in the pass, or by the main thread's callback while
+ * phase 2 reads them). */
 typedef struct gbuf {
-    vec frames, labels, threads, fixups;
+    vec frames, uniq, labels, threads, fixups;
 } gbuf;
 
+/* Where frame cache entry i was copied into the pass's `uniq` (idx), if that pass's
+ * generation is `gen` (SamplerObject.fgen, never 0; an eviction sets 0): the pass's
+ * later frames of the entry take that copy. */
+typedef struct fstamp {
+    uint32_t gen, idx;
+} fstamp;
+
 static inline void gbuf_init(gbuf *b) {
-    b->frames = VEC(gframe);
+    b->frames = VEC(uint32_t);
+    b->uniq = VEC(gframe);
     b->labels = VEC(glabel);
     b->threads = VEC(gthread);
     b->fixups = VEC(fixup);
@@ -192,6 +204,7 @@ static inline void gbuf_init(gbuf *b) {
 
 static inline void gbuf_free(gbuf *b) {
     vec_free(&b->frames);
+    vec_free(&b->uniq);
     vec_free(&b->labels);
     vec_free(&b->threads);
     vec_free(&b->fixups);
@@ -324,6 +337,8 @@ typedef struct SamplerObject {
     /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
      * that keep what the gathered frames point to alive until the next phase 1. */
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
+    fstamp *fstamps; /* FCACHE_SIZE, for the passes' buffers (gbuf), allocated with it */
+    uint32_t fgen;   /* the pass's generation: a new one at each phase 0 */
     ppk_py_frame_ref ahead[AHEAD_THREADS * AHEAD_DEPTH]; /* walks read ahead */
     uint64_t fcache_evictions; /* entries whose code was replaced, ever */
     uint64_t fcache_misses;    /* frames not found in it, since start */
@@ -494,10 +509,11 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n);
 /* Pushes one gathered thread as a sample with builder s, and flushes it. */
 void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
                           int64_t cpu, rec_counts *c);
-/* The same for a sample of frames and labels of its own, with its count. */
+/* The same for a sample of frames and labels of its own, with its count: the frames
+ * are frames[idx[i]] (idx NULL: frames[i]). */
 void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread *gt,
-                   gframe *frames, const glabel *labels, int64_t cpu, int64_t count,
-                   rec_counts *c);
+                   gframe *frames, const uint32_t *idx, const glabel *labels, int64_t cpu,
+                   int64_t count, rec_counts *c);
 /* The main thread's wall time (into gt) and the CPU time charged to this sample. */
 int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now);
 /* Phase 2 for every thread of sp->tick, gathered at `now`. */

@@ -58,11 +58,18 @@ static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
                      s != &sp->main_prev;
     int64_t cpu = s->pre_assumed ? s->cpu_ns : n ? thread_cpu_ns(s->tid) : -1;
     s->pre_cpu = cpu;
-    if (cpu < 0 || cpu != s->cpu_ns || s->cpu_late || vec_reserve(&sp->tick.frames, n))
+    if (cpu < 0 || cpu != s->cpu_ns || s->cpu_late || vec_reserve(&sp->tick.frames, n) ||
+        vec_reserve(&sp->tick.uniq, n))
         return;
     s->pre_first = sp->tick.frames.n;
-    memcpy(&AT(sp->tick.frames, gframe, s->pre_first), &AT(sp->prev.frames, gframe, s->first_frame),
-           n * sizeof(gframe));
+    /* Copies of their own (not shared through the frame cache's stamps: phase 1
+     * checks which codes their entries still hold only if it takes the copy). */
+    const uint32_t *from = &AT(sp->prev.frames, uint32_t, s->first_frame);
+    uint32_t *to = &AT(sp->tick.frames, uint32_t, s->pre_first);
+    for (size_t i = 0; i < n; i++) {
+        AT(sp->tick.uniq, gframe, sp->tick.uniq.n) = AT(sp->prev.uniq, gframe, from[i]);
+        to[i] = (uint32_t)sp->tick.uniq.n++;
+    }
     sp->tick.frames.n += n;
     /* Addresses of objects that may be gone by now: a prefetch does not fault. */
     __builtin_prefetch(s->ts);
@@ -75,7 +82,8 @@ void ppk_py_prepare(SamplerObject *sp) {
     sp->holder_pre = ppk_py_gil_last_holder(sp->interp, &locked);
     int quiet = sp->released_valid && sp->gil_takes_pre == sp->gil_takes_released;
     sp->released_valid = 0;
-    sp->tick.frames.n = 0;
+    sp->tick.frames.n = sp->tick.uniq.n = 0;
+    if (++sp->fgen == 0) sp->fgen = 1;
     for (size_t i = 0; i < sp->slot_cap; i++)
         if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i], quiet);
     if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev, quiet);
@@ -117,32 +125,42 @@ static void push_frame(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *g,
 /* Frames pushed at once by ppk_sample_push_frames_id, at most. */
 #define ID_BATCH 64
 
-/* Pushes n frames, leaf first: by id, each run of frames whose ids the frame cache knows
- * in one call (ID_BATCH at most); a frame without an id yet, and a run refused because
- * one of its ids was evicted since, one at a time (push_frame interns it again). */
-static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, gframe *frames,
-                        size_t n, int by_id) {
+/* The frames and labels of one sample. */
+typedef struct rec_in {
+    const gthread *gt;
+    gframe *frames;
+    const uint32_t *idx; /* the sample's frames are frames[idx[i]]; NULL: frames[i] */
+    const glabel *labels;
+    int64_t cpu, count;
+} rec_in;
+
+static inline gframe *frame_at(const rec_in *in, size_t i) {
+    return &in->frames[in->idx ? in->idx[i] : i];
+}
+
+/* Pushes the sample's frames, leaf first: by id, each run of frames whose ids the frame
+ * cache knows in one call (ID_BATCH at most); a frame without an id yet, and a run
+ * refused because one of its ids was evicted since, one at a time (push_frame interns
+ * it again). */
+static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in,
+                        int by_id) {
+    size_t n = in->gt->n_frames;
     for (size_t i = 0; i < n;) {
         ppk_id_frame run[ID_BATCH];
         size_t m = 0;
-        for (; by_id && i + m < n && m < ID_BATCH && frames[i + m].fid; m++)
-            run[m] = (ppk_id_frame){frames[i + m].fid, frames[i + m].line};
+        for (; by_id && i + m < n && m < ID_BATCH; m++) {
+            const gframe *g = frame_at(in, i + m);
+            if (!g->fid) break;
+            run[m] = (ppk_id_frame){g->fid, g->line};
+        }
         if (m && ppk_sample_push_frames_id(s, run, m) == 0) {
             i += m;
             continue;
         }
         for (size_t end = i + (m ? m : 1); i < end; i++)
-            push_frame(sp, s, fixups, &frames[i], by_id);
+            push_frame(sp, s, fixups, frame_at(in, i), by_id);
     }
 }
-
-/* The frames and labels of one sample. */
-typedef struct rec_in {
-    const gthread *gt;
-    gframe *frames;
-    const glabel *labels;
-    int64_t cpu, count;
-} rec_in;
 
 /* One sample, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused: 1 if
  * a label was refused. */
@@ -150,7 +168,7 @@ static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *i
                   uint64_t *labels_refused) {
     const gthread *gt = in->gt;
     if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
-    push_frames(sp, s, fixups, in->frames, gt->n_frames, by_id);
+    push_frames(sp, s, fixups, in, by_id);
     int refused = 0;
     refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
     refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
@@ -180,9 +198,9 @@ static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *i
 }
 
 void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread *gt,
-                   gframe *frames, const glabel *labels, int64_t cpu, int64_t count,
-                   rec_counts *c) {
-    rec_in in = {gt, frames, labels, cpu, count};
+                   gframe *frames, const uint32_t *idx, const glabel *labels, int64_t cpu,
+                   int64_t count, rec_counts *c) {
+    rec_in in = {gt, frames, idx, labels, cpu, count};
     uint64_t refused = 0;
     int rc = record(sp, s, fixups, &in, sp->function_ids, &refused);
     /* A function evicted between its push and the flush: the sample again, by strings
@@ -199,7 +217,7 @@ void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread 
 
 void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
                           int64_t cpu, rec_counts *c) {
-    ppk_py_record(sp, s, &b->fixups, gt, &AT(b->frames, gframe, gt->first_frame),
+    ppk_py_record(sp, s, &b->fixups, gt, b->uniq.items, &AT(b->frames, uint32_t, gt->first_frame),
                   &AT(b->labels, glabel, gt->first_label), cpu, 1, c);
 }
 

@@ -430,7 +430,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
 static void record_stack(SamplerObject *sp, tstack *st, int64_t wall, uint64_t count,
                          rec_counts *c) {
     st->gt.wall_ns = wall;
-    ppk_py_record(sp, sp->builder, &sp->tick.fixups, &st->gt, st->frames, st->labels, 0,
+    ppk_py_record(sp, sp->builder, &sp->tick.fixups, &st->gt, st->frames, NULL, st->labels, 0,
                   (int64_t)count, c);
     c->task_samples++;
 }

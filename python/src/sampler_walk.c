@@ -212,10 +212,10 @@ size_t ppk_py_running_tasks(running_task *out, size_t max) {
     return n;
 }
 
-/* The frame cache entry of (code, lasti): the one holding it, or the one it would take. */
-static inline gframe *fcache_entry(SamplerObject *sp, PyCodeObject *code, int lasti) {
+/* The frame cache slot of (code, lasti): the one holding it, or the one it would take. */
+static inline size_t fcache_slot(PyCodeObject *code, int lasti) {
     uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)lasti;
-    return &sp->fcache[(h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE];
+    return (size_t)((h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE);
 }
 
 /* What the frame at instruction offset `lasti` of `code` (borrowed) shows, from its
@@ -234,6 +234,8 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
     if (e->code) {
         ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
         sp->fcache_evictions++;
+        /* A stamped copy is one whose code its entry holds (held_since relies on it). */
+        sp->fstamps[e - sp->fcache].gen = 0;
     }
     int line = PyCode_Addr2Line(code, lasti);
     /* The entry holds a reference to code. */
@@ -245,7 +247,7 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
 }
 
 int ppk_py_code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *out) {
-    return entry_frame(sp, fcache_entry(sp, code, lasti), code, lasti, out);
+    return entry_frame(sp, &sp->fcache[fcache_slot(code, lasti)], code, lasti, out);
 }
 
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b) {
@@ -295,13 +297,14 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     gt->n_frames = n;
     gt->held_since = prev->held_since;
     if (!check) return 1;
-    gframe *to = &AT(b->frames, gframe, gt->first_frame);
+    const uint32_t *to = &AT(b->frames, uint32_t, gt->first_frame);
     gt->held_since = sp->fcache_evictions;
     for (size_t i = 0; i < n; i++) {
-        const gframe *e = &sp->fcache[to[i].slot];
-        if (e->code == to[i].code && e->lasti == to[i].lasti) continue;
-        Py_INCREF(to[i].code);
-        ppk_py_keep_ref(sp, (PyObject *)to[i].code); /* cannot fail: room was made */
+        const gframe *g = &AT(b->uniq, gframe, to[i]);
+        const gframe *e = &sp->fcache[g->slot];
+        if (e->code == g->code && e->lasti == g->lasti) continue;
+        Py_INCREF(g->code);
+        ppk_py_keep_ref(sp, (PyObject *)g->code); /* cannot fail: room was made */
         gt->held_since = NOT_HELD;
     }
     return 1;
@@ -311,26 +314,41 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
 #define WALK_BATCH 64
 _Static_assert(AHEAD_DEPTH <= WALK_BATCH, "a batch read ahead is one batch");
 
-/* Adds n frames read from the interpreter to thread gt in b. -1: no memory. */
+/* Adds n frames read from the interpreter to thread gt in b. In a pass's buffer
+ * (sp->tick), a frame whose cache entry this phase 1 copied already takes that copy:
+ * the entry still holds its code (an eviction clears the stamp). -1: no memory. */
 static int add_frames(SamplerObject *sp, gbuf *b, gthread *gt, const ppk_py_frame_ref *refs,
                       size_t n) {
-    if (vec_reserve(&b->frames, n)) return -1;
-    gframe *out = &AT(b->frames, gframe, b->frames.n);
-    gframe *entries[WALK_BATCH];
+    if (vec_reserve(&b->frames, n) || vec_reserve(&b->uniq, n)) return -1;
+    uint32_t *out = &AT(b->frames, uint32_t, b->frames.n);
+    fstamp *stamps = b == &sp->tick ? sp->fstamps : NULL;
+    uint16_t slots[WALK_BATCH];
     for (size_t i = 0; i < n; i++) {
-        entries[i] = fcache_entry(sp, refs[i].code, refs[i].lasti);
-        __builtin_prefetch(entries[i]);
+        slots[i] = (uint16_t)fcache_slot(refs[i].code, refs[i].lasti);
+        __builtin_prefetch(&sp->fcache[slots[i]]);
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const ppk_py_frame_ref *r = &refs[i];
-        const gframe *e = entries[i];
+        if (stamps) {
+            const fstamp *st = &stamps[slots[i]];
+            if (st->gen == sp->fgen && st->idx < b->uniq.n) {
+                const gframe *u = &AT(b->uniq, gframe, st->idx);
+                if (u->code == r->code && u->lasti == r->lasti) {
+                    if (r->complete || u->traceable) out[k++] = st->idx;
+                    continue;
+                }
+            }
+        }
+        gframe *e = &sp->fcache[slots[i]];
         /* Whether a frame is past its prologue is known to its cache entry: the code
          * object is read only when there is none. */
         int known = e->code == r->code && e->lasti == r->lasti;
         if (!r->complete && !(known ? e->traceable : ppk_py_frame_traceable(r->code, r->lasti)))
             continue;
-        if (entry_frame(sp, entries[i], r->code, r->lasti, &out[k++])) return -1;
+        if (entry_frame(sp, e, r->code, r->lasti, &AT(b->uniq, gframe, b->uniq.n))) return -1;
+        if (stamps) stamps[slots[i]] = (fstamp){sp->fgen, (uint32_t)b->uniq.n};
+        out[k++] = (uint32_t)b->uniq.n++;
     }
     b->frames.n += k;
     gt->n_frames += k;

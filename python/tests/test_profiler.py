@@ -566,10 +566,29 @@ class TestThreads(ProfilerTest):
         self.assert_made_functions(run, "wall-time")
 
     def assert_made_functions(self, run, sample_type):
-        """churn.py's functions made on the fly have some of sample_type in the files."""
-        made = merged_by(load(run.files), sample_type,
+        """churn.py's functions made on the fly have some of sample_type in the files,
+        and each sample shows them as churn.py calls them: leaf first made_N_k, ...,
+        made_N_0, each from its own file <made-SEED-N-i>, one SEED and N a stack. A frame
+        shown with the name or file of another code (a frame cache entry taken for a
+        code whose address was reused, or a pass's copy of an entry evicted since) breaks
+        the chain."""
+        profiles = load(run.files)
+        made = merged_by(profiles, sample_type,
                          lambda st, l: any(f[0].startswith("made_") for f in st))
         self.assertGreater(made[True], 0, dict(made))
+        for _, stack, _, _ in samples_of(profiles):
+            chain = [f for f in stack if f[0].startswith("made_")]
+            if not chain:
+                continue
+            calls = set()
+            for name, file, _ in chain:
+                m = re.match(r"<made-(\d+)-(\d+)-(\d+)>$", file)
+                self.assertTrue(m, (name, file, stack))
+                self.assertEqual(name, "made_%s_%s" % (m.group(2), m.group(3)), stack)
+                calls.add(m.group(1, 2))
+            self.assertEqual(len(calls), 1, stack)
+            depth = [int(f[0].rsplit("_", 1)[1]) for f in chain]
+            self.assertEqual(depth, list(range(len(depth) - 1, -1, -1)), stack)
 
     def test_main_thread_alone(self):
         # A main thread running Python code alone samples itself, and the sampler does
