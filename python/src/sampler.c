@@ -703,6 +703,7 @@ static void free_buffers(SamplerObject *sp) {
     gbuf_free(&sp->tick);
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
+    vec_free(&sp->remap);
     ppk_py_free_tasks(sp);
     vec_free(&sp->refs);
     vec_free(&sp->old_refs);
@@ -1034,6 +1035,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     gbuf_init(&sp->tick);
     gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
+    sp->remap = VEC(uint32_t);
     sp->refs = VEC(PyObject *);
     sp->old_refs = VEC(PyObject *);
     return (PyObject *)sp;

@@ -178,11 +178,13 @@ typedef struct fixup {
 } fixup;
 
 /* What one pass gathered: threads, their frames and labels; and the ids its phase 2
- * learnt. A thread's frames are indices (uint32_t) into `uniq`, the frames that pass
- * saw, each once (a copy of its frame cache entry): phase 1 writes 4 bytes a frame,
- * not a 72-byte gframe, and its copies stay valid whatever the frame cache does
- * after (an entry evicted later in the pass, or by the main thread's callback while
- * phase 2 reads them). */
+ * learnt. A thread's frames are indices (uint32_t) into `uniq`, copies of frame cache
+ * entries: in a pass's buffer, phase 1 copies an entry once (the fstamps say where)
+ * and a frame of it seen again costs a 4-byte index, not a 72-byte gframe; phase 0's
+ * copies of idle threads' frames are their own, and the main thread's callback
+ * (SamplerObject.cb) copies every frame. The copies stay valid whatever the frame
+ * cache does after (an entry evicted later in the pass, or by the main thread's
+ * callback while phase 2 reads them). */
 typedef struct gbuf {
     vec frames, uniq, labels, threads, fixups;
 } gbuf;
@@ -310,6 +312,7 @@ typedef struct SamplerObject {
     PyThreadState *ts;
     ppk_sample *builder;
     gbuf tick, prev; /* this pass's and the previous one's (recorded) */
+    vec remap;       /* phase 0: prev.uniq index -> tick.uniq index (UINT32_MAX: none) */
     uint64_t pass_reused; /* threads of this pass whose frames were copied from prev */
     /* The GIL's changes of holder (ppk_py_gil_takes) when phase 0 began, and whether
      * there was at most one since: then no thread whose clock phase 0 found unmoved ran
@@ -337,8 +340,8 @@ typedef struct SamplerObject {
     /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
      * that keep what the gathered frames point to alive until the next phase 1. */
     gframe *fcache; /* FCACHE_SIZE entries, allocated at start */
-    fstamp *fstamps; /* FCACHE_SIZE, for the passes' buffers (gbuf), allocated with it */
-    uint32_t fgen;   /* the pass's generation: a new one at each phase 0 */
+    fstamp *fstamps; /* FCACHE_SIZE, for phase 1 into sp->tick, allocated with it */
+    uint32_t fgen;   /* the pass's generation: a new one at each phase 1 */
     ppk_py_frame_ref ahead[AHEAD_THREADS * AHEAD_DEPTH]; /* walks read ahead */
     uint64_t fcache_evictions; /* entries whose code was replaced, ever */
     uint64_t fcache_misses;    /* frames not found in it, since start */

@@ -58,17 +58,25 @@ static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
                      s != &sp->main_prev;
     int64_t cpu = s->pre_assumed ? s->cpu_ns : n ? thread_cpu_ns(s->tid) : -1;
     s->pre_cpu = cpu;
-    if (cpu < 0 || cpu != s->cpu_ns || s->cpu_late || vec_reserve(&sp->tick.frames, n) ||
-        vec_reserve(&sp->tick.uniq, n))
+    if (cpu < 0 || cpu != s->cpu_ns || s->cpu_late || sp->tick.uniq.n + n > UINT32_MAX ||
+        vec_reserve(&sp->tick.frames, n) || vec_reserve(&sp->tick.uniq, n))
         return;
     s->pre_first = sp->tick.frames.n;
-    /* Copies of their own (not shared through the frame cache's stamps: phase 1
-     * checks which codes their entries still hold only if it takes the copy). */
+    /* Copies shared by the copied stacks (sp->remap), not through the frame cache's
+     * stamps: phase 1 checks which codes their entries still hold only for a stack it
+     * takes. */
     const uint32_t *from = &AT(sp->prev.frames, uint32_t, s->first_frame);
     uint32_t *to = &AT(sp->tick.frames, uint32_t, s->pre_first);
+    uint32_t *map = sp->remap.n ? sp->remap.items : NULL;
     for (size_t i = 0; i < n; i++) {
-        AT(sp->tick.uniq, gframe, sp->tick.uniq.n) = AT(sp->prev.uniq, gframe, from[i]);
+        uint32_t j = from[i];
+        if (map && map[j] != UINT32_MAX) {
+            to[i] = map[j];
+            continue;
+        }
+        AT(sp->tick.uniq, gframe, sp->tick.uniq.n) = AT(sp->prev.uniq, gframe, j);
         to[i] = (uint32_t)sp->tick.uniq.n++;
+        if (map) map[j] = to[i];
     }
     sp->tick.frames.n += n;
     /* Addresses of objects that may be gone by now: a prefetch does not fault. */
@@ -83,7 +91,12 @@ void ppk_py_prepare(SamplerObject *sp) {
     int quiet = sp->released_valid && sp->gil_takes_pre == sp->gil_takes_released;
     sp->released_valid = 0;
     sp->tick.frames.n = sp->tick.uniq.n = 0;
-    if (++sp->fgen == 0) sp->fgen = 1;
+    /* Without room for the map, each copied stack has copies of its own. */
+    sp->remap.n = 0;
+    if (!vec_reserve(&sp->remap, sp->prev.uniq.n)) {
+        memset(sp->remap.items, 0xff, sp->prev.uniq.n * sizeof(uint32_t));
+        sp->remap.n = sp->prev.uniq.n;
+    }
     for (size_t i = 0; i < sp->slot_cap; i++)
         if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i], quiet);
     if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev, quiet);

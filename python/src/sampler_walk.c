@@ -234,7 +234,10 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
     if (e->code) {
         ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
         sp->fcache_evictions++;
-        /* A stamped copy is one whose code its entry holds (held_since relies on it). */
+        /* A stamped copy is one whose code its entry holds: held_since relies on it.
+         * (Evictions in add_frames stamp the slot again at once, and the others, of
+         * tasks' frames and of the main thread's callback, come after a pass's walks;
+         * this keeps it true whatever the order.) */
         sp->fstamps[e - sp->fcache].gen = 0;
     }
     int line = PyCode_Addr2Line(code, lasti);
@@ -319,7 +322,8 @@ _Static_assert(AHEAD_DEPTH <= WALK_BATCH, "a batch read ahead is one batch");
  * the entry still holds its code (an eviction clears the stamp). -1: no memory. */
 static int add_frames(SamplerObject *sp, gbuf *b, gthread *gt, const ppk_py_frame_ref *refs,
                       size_t n) {
-    if (vec_reserve(&b->frames, n) || vec_reserve(&b->uniq, n)) return -1;
+    if (b->uniq.n + n > UINT32_MAX || vec_reserve(&b->frames, n) || vec_reserve(&b->uniq, n))
+        return -1;
     uint32_t *out = &AT(b->frames, uint32_t, b->frames.n);
     fstamp *stamps = b == &sp->tick ? sp->fstamps : NULL;
     uint16_t slots[WALK_BATCH];
@@ -530,6 +534,10 @@ void ppk_py_forget_frames(SamplerObject *sp) {
  * since it was asked for) or runs this. -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
     ppk_py_apply_fixups(sp, &sp->prev); /* before the codes they name may go */
+    if (++sp->fgen == 0) { /* stamps of 2^32 passes ago would match again */
+        memset(sp->fstamps, 0, FCACHE_SIZE * sizeof *sp->fstamps);
+        sp->fgen = 1;
+    }
     vec held = sp->old_refs; /* empty */
     sp->old_refs = sp->refs;
     sp->refs = held;

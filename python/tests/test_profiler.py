@@ -565,6 +565,17 @@ class TestThreads(ProfilerTest):
         self.assertGreater(me["sampler"]["stacks_reused"], 20, me["sampler"])
         self.assert_made_functions(run, "wall-time")
 
+    def test_shared_stacks_of_dying_code(self):
+        # churn.py's chains shared by four threads (programs/churn.py, `shared`): a
+        # pass finds the same code objects in several stacks, and the same frame
+        # repeated in one (a recursion), while chains are dropped every 2 ms and their
+        # addresses reused: each sample still shows whole chains, one chain a stack.
+        run = self.cli(["--rate", "1000", "--cpu-budget", "0", "churn.py", "4", "2", "shared"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["calls"], 100, me)
+        self.assert_made_functions(run, "wall-time")
+
     def assert_made_functions(self, run, sample_type):
         """churn.py's functions made on the fly have some of sample_type in the files,
         and each sample shows them as churn.py calls them: leaf first made_N_k, ...,
