@@ -198,7 +198,8 @@ static int main_callback(void *unused) {
     for (PyThreadState *o = PyInterpreterState_ThreadHead(sp->interp); o; o = PyThreadState_Next(o))
         others += o != t && o != sp->ts;
     int64_t end = mono_ns();
-    uint64_t charge = callback_charge(now, clock_at, end, b->threads.n ? &AT(b->threads, gthread, 0) : NULL);
+    uint64_t charge =
+        callback_charge(now, clock_at, end, b->threads.n ? &AT(b->threads, gthread, 0) : NULL);
     pthread_mutex_lock(&sp->lock);
     sp->main_answered = seq;
     sp->main_others = rc ? -1 : others;
