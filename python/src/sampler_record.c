@@ -93,7 +93,7 @@ void ppk_py_prepare(SamplerObject *sp) {
     sp->tick.frames.n = sp->tick.uniq.n = 0;
     /* Without room for the map, each copied stack has copies of its own. */
     sp->remap.n = 0;
-    if (!vec_reserve(&sp->remap, sp->prev.uniq.n)) {
+    if (sp->prev.uniq.n && !vec_reserve(&sp->remap, sp->prev.uniq.n)) {
         memset(sp->remap.items, 0xff, sp->prev.uniq.n * sizeof(uint32_t));
         sp->remap.n = sp->prev.uniq.n;
     }
