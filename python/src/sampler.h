@@ -180,11 +180,11 @@ typedef struct fixup {
 /* What one pass gathered: threads, their frames and labels; and the ids its phase 2
  * learnt. A thread's frames are indices (uint32_t) into `uniq`, copies of frame cache
  * entries: in a pass's buffer, phase 1 copies an entry once (the fstamps say where)
- * and a frame of it seen again costs a 4-byte index, not a 72-byte gframe; phase 0's
- * copies of idle threads' frames are their own, and the main thread's callback
- * (SamplerObject.cb) copies every frame. The copies stay valid whatever the frame
- * cache does after (an entry evicted later in the pass, or by the main thread's
- * callback while phase 2 reads them). */
+ * and a frame of it seen again costs a 4-byte index, not a 72-byte gframe; phase 0
+ * copies each copy of the previous pass that idle threads' stacks use once
+ * (SamplerObject.remap); the main thread's callback (SamplerObject.cb) copies every
+ * frame. The copies stay valid whatever the frame cache does after (an entry evicted
+ * later in the pass, or by the main thread's callback while phase 2 reads them). */
 typedef struct gbuf {
     vec frames, uniq, labels, threads, fixups;
 } gbuf;
