@@ -344,13 +344,13 @@ class TestThreads(ProfilerTest):
     def test_cpu_budget(self):
         # The crowd of test_many_running_threads under --cpu-budget 0.25: ticks come
         # later so that sampling (the sampler thread's CPU time, and the passes that the
-        # main thread and the GIL's holder ran for it, as charged) takes at most 0.25% of a core: by
-        # construction at most 0.25% of (the time since the start + 4 periods), plus the
-        # cost of the tick in progress and of the thread's start (2 ms of slack: a tick
-        # with eight running threads costs 0.1-0.3 ms here, ~1 ms under ASan). Without
-        # the budget it takes 0.6-1% here. The profile still holds every thread's CPU
-        # time: the threads linger 1 s (ticks ~70 ms apart here, up to ~300 ms under
-        # ASan), so that each is sampled idle after its work.
+        # main thread and the GIL's holder ran for it, as the budget charges them) takes
+        # at most 0.25% of a core: by construction at most 0.25% of (the time since the
+        # start + 4 periods), plus the cost of the tick in progress and of the thread's
+        # start (2 ms of slack: a tick with eight running threads costs 0.1-0.3 ms here,
+        # ~1 ms under ASan). Without the budget it takes 0.6-1% here. The profile still
+        # holds every thread's CPU time: the threads linger 1 s (ticks ~70 ms apart here,
+        # up to ~300 ms under ASan), so that each is sampled idle after its work.
         budget = 0.25
         run = self.cli(["--cpu-budget", str(budget), "threads.py", "1.5", "crowd", "1.0"])
         me = self.check_crowd(run)
