@@ -400,7 +400,8 @@ class TestThreads(ProfilerTest):
         # it): the sampler must not take it for the thread starting it, which would
         # then lose the wall time of that tick (the main thread lost 2-3% of it, on
         # 3.11 here). The starting thread's wall time covers its loop, less at most the
-        # last interval between ticks, and is no more than the profile's duration.
+        # interval between ticks that spans the loop's end (the program reports the
+        # statistics once it is over), and is no more than the profile's duration.
         for args, name in ((["starts.py", "2"], "MainThread"),
                            (["starts.py", "2", "thread"], "starter")):
             run = self.cli(args)

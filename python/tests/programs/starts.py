@@ -3,7 +3,8 @@ thread (with `thread`, a thread named "starter" that the main thread joins) star
 thread that returns at once and joins it, again and again, for SECONDS, so that at most
 ticks a thread is being started (its thread state already in the interpreter's list,
 the thread itself not yet running). Prints one JSON line: the threads started, the
-loop's wall time (ns), and what progutil reports."""
+loop's wall time (ns), and what progutil reports two ticks after the loop's end (its
+longest interval between ticks then includes the one that spans the loop's end)."""
 
 import json
 import sys
@@ -37,7 +38,14 @@ def main():
         starter.join()
     else:
         loop(seconds, out)
-    print(json.dumps(dict(progutil.sampler_info(), **out)), flush=True)
+    info = progutil.sampler_info()
+    if info:
+        ticks = info["sampler"]["ticks"]
+        deadline = time.monotonic() + 10
+        while info["sampler"]["ticks"] < ticks + 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+            info = progutil.sampler_info()
+    print(json.dumps(dict(info, **out)), flush=True)
 
 
 if __name__ == "__main__":
