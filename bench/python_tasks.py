@@ -12,6 +12,7 @@ and after 5 s more (the sampler reads each task once first) measures --seconds:
   off        no profiler;
   threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
   tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 1000).
+The profiler's cpu_budget is --cpu-budget (default 1.0, the profiler's own; 0: none).
 The variants alternate round by round (the order rotates). Per run: the wake-ups done,
 the event loop thread's CPU time, as % of the run and per wake-up (the service's cost:
 a profiler that makes it wait for the GIL, or runs in it, raises it; the sampler
@@ -28,6 +29,7 @@ per run and the medians, the date and the command). Asserts nothing about time.
 
 Usage: PYTHONPATH=build/python/py3.11.2 /usr/bin/python3 bench/python_tasks.py
          [--tasks 1000,10000] [--modes busy,idle] [--rounds 5] [--seconds 5] [--cap 1000]
+         [--cpu-budget 1.0]
 """
 
 import argparse
@@ -51,7 +53,7 @@ MODES = {"busy": (0.05, 1.0), "idle": (10.0, 60.0)}
 SETTLE = 5.0
 
 
-def child(n, seconds, variant, cap, mode):
+def child(n, seconds, variant, cap, mode, budget):
     import pprofkit
 
     done = [0]
@@ -73,7 +75,8 @@ def child(n, seconds, variant, cap, mode):
         p = None
         if variant != "off":
             p = pprofkit.Profiler(rate=100, out_dir=None, export_period=60,
-                                  asyncio_tasks=variant == "tasks", max_tasks_per_tick=cap)
+                                  asyncio_tasks=variant == "tasks", max_tasks_per_tick=cap,
+                                  cpu_budget=budget)
             p.start()
         # The sampler reads every task once first (a 40th of the cap a tick: 4 s for
         # 10,000 tasks); the figures are those of the steady state after it.
@@ -97,8 +100,9 @@ def child(n, seconds, variant, cap, mode):
     print(json.dumps(asyncio.run(main())), flush=True)
 
 
-def run_child(n, seconds, variant, cap, mode):
-    cmd = [sys.executable, SELF, "--child", str(n), str(seconds), variant, str(cap), mode]
+def run_child(n, seconds, variant, cap, mode, budget):
+    cmd = [sys.executable, SELF, "--child", str(n), str(seconds), variant, str(cap), mode,
+           str(budget)]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True).stdout.decode()
     return json.loads(out.strip().splitlines()[-1])
 
@@ -131,17 +135,19 @@ def figures(r):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", nargs=5, metavar=("N", "SECONDS", "VARIANT", "CAP", "MODE"))
+    ap.add_argument("--child", nargs=6,
+                    metavar=("N", "SECONDS", "VARIANT", "CAP", "MODE", "BUDGET"))
     ap.add_argument("--tasks", default="1000,10000")
     ap.add_argument("--modes", default="busy,idle")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--cap", type=int, default=1000)
+    ap.add_argument("--cpu-budget", type=float, default=1.0)
     ap.add_argument("--json", default=os.path.join(HERE, "results", "python_tasks.json"))
     a = ap.parse_args()
     if a.child:
-        n, seconds, variant, cap, mode = a.child
-        child(int(n), float(seconds), variant, int(cap), mode)
+        n, seconds, variant, cap, mode, budget = a.child
+        child(int(n), float(seconds), variant, int(cap), mode, float(budget))
         return
     rows, summary = [], {}
     for mode in a.modes.split(","):
@@ -149,7 +155,7 @@ def main():
             for rnd in range(a.rounds):
                 order = VARIANTS[rnd % 3:] + VARIANTS[:rnd % 3]
                 for v in order:
-                    r = run_child(n, a.seconds, v, a.cap, mode)
+                    r = run_child(n, a.seconds, v, a.cap, mode, a.cpu_budget)
                     rows.append({"mode": mode, "tasks": n, "round": rnd, "variant": v,
                                  "raw": r, "figures": figures(r)})
                     print("  %s n=%d round %d %-7s %s" % (mode, n, rnd, v, json.dumps(
