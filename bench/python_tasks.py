@@ -22,7 +22,8 @@ thread's callback when it samples itself alone); the GIL held per tick by the sa
 passes (gil_hold) and the main thread's callback time per tick (both are time the
 service cannot run); phase 2 per tick (recording, without the GIL); the sampler
 thread's CPU as % of one core; tasks visited and read again per tick, task samples
-recorded a second, ticks that read no task (the loop's thread had not run).
+recorded a second, ticks that read no task (the loop's thread had not run), and what
+reading one task's chain again costs (read_us: task_read_ns_total / tasks_walked).
 
 Prints a table (medians over the rounds); writes bench/results/python_tasks.json (rows
 per run and the medians, the date and the command). Asserts nothing about time.
@@ -126,6 +127,7 @@ def figures(r):
             "ticks_without_gil": st["ticks_without_gil"],
             "tasks_seen_tick": st["tasks_seen"] / ticks,
             "tasks_walked_tick": st["tasks_walked"] / ticks,
+            "read_us": st["task_read_ns_total"] / max(1, st["tasks_walked"]) / 1e3,
             "tasks_skipped_tick": st["tasks_skipped"] / ticks,
             "task_samples_s": st["task_samples"] / r["seconds"],
             "quiet_pct": 100 * st["task_ticks_quiet"] / ticks,
@@ -179,7 +181,8 @@ def main():
             ("task_us_tick", "%.1f"), ("gil_hold_us_tick", "%.1f"), ("gil_hold_us_max", "%.0f"),
             ("callback_us_tick", "%.1f"), ("phase2_us_tick", "%.1f"),
             ("sampler_cpu_pct", "%.2f"), ("tasks_seen_tick", "%.0f"),
-            ("tasks_walked_tick", "%.1f"), ("task_samples_s", "%.0f"), ("quiet_pct", "%.0f")]
+            ("tasks_walked_tick", "%.1f"), ("read_us", "%.2f"), ("task_samples_s", "%.0f"),
+            ("quiet_pct", "%.0f")]
     print(" ".join("%14s" % c for c, _ in cols))
     for key, f in summary.items():
         vals = key.split("/") + [(fmt % f[c]) if c in f else "-" for c, fmt in cols[3:]]

@@ -249,6 +249,7 @@ static inline void gbuf_free(gbuf *b) {
     X(tasks_skipped)          /* live tasks left for a later tick (max_tasks_per_tick) */ \
     X(task_samples)           /* samples recorded for them (coalesced ticks) */ \
     X(task_ns_total)          /* reading them, with the GIL (part of gil_hold_ns_total) */ \
+    X(task_read_ns_total)     /* of which reading the chains of tasks_walked */ \
     X(task_ticks_quiet)       /* ticks that found no loop's thread had run: none read */ \
     X(started_ns)             /* CLOCK_MONOTONIC (time.monotonic_ns()) at the last start: \
                                * the first samples' wall time counts from it */

@@ -394,6 +394,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
     tt->live = so ? (size_t)so->used : 0;
     size_t want = tt->live < sp->max_tasks ? tt->live : sp->max_tasks;
     int quiet = so && is_quiet(tt, so);
+    int64_t t_read = 0;
     if (quiet) {
         /* Nothing has run: the tasks sampled at the last pass, as they were. */
         memcpy(tt->seen.items, tt->quiet.items, tt->quiet.n * sizeof(size_t));
@@ -410,7 +411,9 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
             for (int line = 0; e->stack && line < 4; line++)
                 __builtin_prefetch((char *)e->stack + 64 * line);
         }
+        t_read = mono_ns();
         for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, &AT(tt->walk, twalk, k));
+        t_read = mono_ns() - t_read;
         sweep(sp, tt);
         note_quiet(sp, tt, so);
     }
@@ -422,6 +425,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
     sp->st.tasks_walked += tt->walk.n;
     sp->st.tasks_skipped += tt->live > tt->visits ? tt->live - tt->visits : 0;
     sp->st.task_ns_total += (uint64_t)(t1 - t0);
+    sp->st.task_read_ns_total += (uint64_t)t_read;
     pthread_mutex_unlock(&sp->lock);
 }
 
