@@ -64,6 +64,7 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     tt->slots = VEC(tslotv);
     tt->retired = VEC(retired);
     tt->recorded = VEC(tstack *);
+    tt->unheld = VEC(PyObject *);
     tt->frames = VEC(gframe);
     tt->labels = VEC(glabel);
     sp->tasks = tt;
@@ -366,9 +367,14 @@ static int is_quiet(task_table *tt, PySetObject *so) {
 
 /* Gives the references of the stacks recorded since the last pass to this pass's. */
 static void release_recorded(SamplerObject *sp, task_table *tt) {
-    size_t n = 0;
+    size_t n = tt->unheld.n;
     for (size_t k = 0; k < tt->recorded.n; k++) n += AT(tt->recorded, tstack *, k)->n_refs;
     if (vec_reserve(&sp->refs, n)) return; /* next time */
+    if (tt->unheld.n)
+        memcpy(&AT(sp->refs, PyObject *, sp->refs.n), tt->unheld.items,
+               tt->unheld.n * sizeof(PyObject *));
+    sp->refs.n += tt->unheld.n;
+    tt->unheld.n = 0;
     for (size_t k = 0; k < tt->recorded.n; k++) {
         tstack *st = AT(tt->recorded, tstack *, k);
         if (st->n_refs)
@@ -439,12 +445,24 @@ static void record_stack(SamplerObject *sp, tstack *st, int64_t wall, uint64_t c
     c->task_samples++;
 }
 
+/* Records the retired stacks, and frees them: their references go to tt->unheld, for the
+ * next pass to release with the GIL (freeing them here keeps that work out of the
+ * GIL's hold: a service that makes and ends tasks all along retires a stack for each). */
 static void record_retired(SamplerObject *sp, task_table *tt, rec_counts *c) {
     for (size_t k = 0; k < tt->retired.n; k++) {
         retired *r = &AT(tt->retired, retired, k);
-        if (r->count) record_stack(sp, r->st, r->wall, r->count, c);
-        tstack **p = vec_push(&tt->recorded);
-        if (p) *p = r->st; /* (else lost: a leak, not a crash) */
+        tstack *st = r->st;
+        if (r->count) record_stack(sp, st, r->wall, r->count, c);
+        if (!vec_reserve(&tt->unheld, st->n_refs)) {
+            if (st->n_refs)
+                memcpy(&AT(tt->unheld, PyObject *, tt->unheld.n), st->refs,
+                       st->n_refs * sizeof(PyObject *));
+            tt->unheld.n += st->n_refs;
+            free(st);
+            continue;
+        }
+        tstack **p = vec_push(&tt->recorded); /* the next pass takes its references */
+        if (p) *p = st; /* (else lost: a leak, not a crash) */
     }
     tt->retired.n = 0;
 }
@@ -515,6 +533,7 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     }
     for (size_t k = 0; k < tt->retired.n; k++) free_stack(AT(tt->retired, retired, k).st);
     for (size_t k = 0; k < tt->recorded.n; k++) free_stack(AT(tt->recorded, tstack *, k));
+    for (size_t k = 0; k < tt->unheld.n; k++) Py_DECREF(AT(tt->unheld, PyObject *, k));
     free(tt->e);
     vec_free(&tt->slots);
     vec_free(&tt->quiet);
@@ -522,6 +541,7 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     vec_free(&tt->walk);
     vec_free(&tt->retired);
     vec_free(&tt->recorded);
+    vec_free(&tt->unheld);
     vec_free(&tt->frames);
     vec_free(&tt->labels);
     free(tt);

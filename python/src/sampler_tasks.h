@@ -99,6 +99,8 @@ typedef struct task_table {
     unsigned long quiet_tid[MAX_QUIET_THREADS];
     int64_t quiet_cpu[MAX_QUIET_THREADS];
     vec recorded;            /* tstack *: recorded, released at the next pass */
+    vec unheld;              /* PyObject *: references of stacks recorded and freed
+                              * without the GIL, released at the next pass */
     vec frames, labels;      /* scratch for a chain being read */
     loopinfo loops[MAX_LOOPS];
     size_t n_loops;
