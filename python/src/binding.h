@@ -169,6 +169,8 @@ const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *loc
  * native_thread_id are 0 or, on 3.11, those of the thread that starts it); with the
  * GIL. */
 int ppk_py_tstate_bound(const PyThreadState *t);
+/* Whether dict d's keys table holds exact str keys only (internals.c). */
+int ppk_py_dict_str_keys(PyObject *d);
 /* internals.c: queues fn to run, with the GIL, in whichever thread of interp next
  * reaches a bytecode boundary (the holder, when one runs Python code): 0, or -1 when
  * the queue is full or the version has no such queue (3.11). */

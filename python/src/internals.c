@@ -28,6 +28,7 @@
 #error "the sampler relies on the GIL: free-threaded CPython builds are not supported"
 #endif
 
+#include "internal/pycore_dict.h"
 #include "internal/pycore_frame.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
@@ -200,4 +201,12 @@ void ppk_py_walk_ahead(ppk_py_walk *ws, size_t n, ppk_py_frame_ref *refs, size_t
             live++;
         }
     }
+}
+
+/* ---- dicts ------------------------------------------------------------------------- */
+/* A dict lookup compares keys of equal hash with ==, which for a key of a type of the
+ * program's may run its __eq__: Python code. CPython's unicode key tables (combined or
+ * split) hold exact str keys only, and are compared without it. */
+int ppk_py_dict_str_keys(PyObject *d) {
+    return ((PyDictObject *)d)->ma_keys->dk_kind != DICT_KEYS_GENERAL;
 }

@@ -74,6 +74,7 @@ _Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
 typedef struct threads_dict {
     int looked;
     PyObject *dict; /* borrowed; NULL: none */
+    int plain;      /* ppk_py_dict_plain(dict) */
 } threads_dict;
 
 /* Frames of a thread read ahead, and its walk to go on with after them. */
@@ -457,11 +458,15 @@ void ppk_py_gc_resume(int was_enabled);
  * passes read no thread's name, and the lookups, in sys.modules and in the module,
  * cost microseconds when they are not in the caches). */
 PyObject *ppk_py_threads_by_ident(threads_dict *d);
+/* threading._active[ident] (borrowed), or NULL; no Python code runs. */
+PyObject *ppk_py_thread_of(threads_dict *d, PyObject *ident);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
 size_t ppk_py_running_tasks(running_task *out, size_t max);
 
 /* Helpers of phase 1 that sampler_tasks.c shares. */
 PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name);
+int ppk_py_dict_plain(PyObject *d);
+PyObject *ppk_py_dict_get(PyObject *d, PyObject *key, int plain);
 PyObject *ppk_py_module_attr(PyObject *mod, PyObject *attr);
 int ppk_py_keep_ref(SamplerObject *sp, PyObject *o);
 ppk_str ppk_py_utf8(PyObject *s);

@@ -178,9 +178,7 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, thre
          t = PyThreadState_Next(t))
         if (t->thread_id == li->ident) li->native_id = t->native_thread_id;
     PyObject *ident = PyLong_FromUnsignedLong(li->ident);
-    PyObject *threads = ppk_py_threads_by_ident(active);
-    PyObject *thread = threads && ident ? PyDict_GetItemWithError(threads, ident) : NULL;
-    if (!thread) PyErr_Clear();
+    PyObject *thread = ppk_py_thread_of(active, ident);
     Py_XDECREF(ident);
     PyObject *name = thread ? ppk_py_safe_getattr(thread, s_name) : NULL;
     if (name && !ppk_py_keep_ref(sp, name)) li->name = name;

@@ -42,27 +42,68 @@ int ppk_py_walk_ready(void) {
     return 0;
 }
 
+/* Dicts looked up without running Python code. A lookup compares keys of equal hash
+ * with ==, which runs the __eq__ of a key whose type is the program's (a str subclass
+ * with its own __eq__ in a thread's __dict__, say): Python code, which may let the GIL
+ * go in the middle of a pass, while the pass holds pointers to thread states and tasks
+ * that other threads may then free. A dict is "plain" when its keys are all exact str
+ * or int: comparing those runs no Python code. */
+int ppk_py_dict_plain(PyObject *d) {
+    if (ppk_py_dict_str_keys(d)) return 1;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) return 0;
+    return 1;
+}
+
+/* d[key] (borrowed) or NULL, for an exact str or int key, without running Python code:
+ * looked up when d is plain (ppk_py_dict_plain; the caller may know it), else scanned,
+ * only keys of key's exact type compared. */
+PyObject *ppk_py_dict_get(PyObject *d, PyObject *key, int plain) {
+    if (!PyDict_Check(d)) return NULL;
+    if (plain) return PyDict_GetItem(d, key);
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    int str = PyUnicode_CheckExact(key);
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (k == key) return v;
+        if (Py_TYPE(k) != Py_TYPE(key)) continue;
+        if (str ? PyUnicode_Compare(k, key) == 0
+                : PyObject_RichCompareBool(k, key, Py_EQ) == 1) /* exact ints */
+            return v;
+    }
+    PyErr_Clear();
+    return NULL;
+}
+
 /* obj.name when it can be read without running Python code: the type's attribute
  * lookup is the generic one and the type has no descriptor of that name (a plain class
- * attribute is fine). A new reference, or NULL (no error set). The type's attributes are
- * looked up with _PyType_Lookup (3.11 to 3.13: the MRO walk behind the type cache, which
- * raises nothing, so a missing attribute costs no exception object). */
+ * attribute is fine); the instance's __dict__ is read with ppk_py_dict_get. A new
+ * reference, or NULL (no error set). The type's attributes are looked up with
+ * _PyType_Lookup (3.11 to 3.13: the MRO walk behind the type cache, which raises
+ * nothing, so a missing attribute costs no exception object). */
 PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name) {
     if (Py_TYPE(obj)->tp_getattro != PyObject_GenericGetAttr) return NULL;
     PyObject *cls_attr = _PyType_Lookup(Py_TYPE(obj), name);
     if (cls_attr && Py_TYPE(cls_attr)->tp_descr_get) return NULL;
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (!v) PyErr_Clear();
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL); /* an allocation at most */
+    if (!dict) PyErr_Clear();
+    PyObject *v = dict ? ppk_py_dict_get(dict, name, ppk_py_dict_plain(dict)) : NULL;
+    v = Py_XNewRef(v ? v : cls_attr); /* the object holds its dict, the type its attribute */
+    Py_XDECREF(dict);
     return v;
 }
 
 /* sys.modules[mod].attr if that module is imported (borrowed), else NULL. */
 PyObject *ppk_py_module_attr(PyObject *mod, PyObject *attr) {
     PyObject *modules = PyImport_GetModuleDict();
-    PyObject *m = modules && PyDict_Check(modules) ? PyDict_GetItem(modules, mod) : NULL;
+    PyObject *m = modules && PyDict_Check(modules)
+                      ? ppk_py_dict_get(modules, mod, ppk_py_dict_plain(modules))
+                      : NULL;
     if (!m || !PyModule_Check(m)) return NULL;
     PyObject *d = PyModule_GetDict(m);
-    return d ? PyDict_GetItem(d, attr) : NULL;
+    return d ? ppk_py_dict_get(d, attr, ppk_py_dict_plain(d)) : NULL;
 }
 
 /* Keeps a reference until the next phase 1. -1 on allocation failure (o released). */
@@ -460,9 +501,7 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         if (!ident) PyErr_Clear();
     }
     if (!name && !kept) {
-        PyObject *threads = ppk_py_threads_by_ident(active);
-        PyObject *thread = threads && ident ? PyDict_GetItemWithError(threads, ident) : NULL;
-        if (!thread) PyErr_Clear();
+        PyObject *thread = ppk_py_thread_of(active, ident);
         name = thread ? ppk_py_safe_getattr(thread, str_name) : NULL;
     }
     if (name && !ppk_py_keep_ref(sp, name)) {
@@ -496,8 +535,14 @@ PyObject *ppk_py_threads_by_ident(threads_dict *d) {
         d->looked = 1;
         PyObject *active = ppk_py_module_attr(str_threading, str_active);
         d->dict = active && PyDict_Check(active) ? active : NULL;
+        d->plain = d->dict && ppk_py_dict_plain(d->dict);
     }
     return d->dict;
+}
+
+PyObject *ppk_py_thread_of(threads_dict *d, PyObject *ident) {
+    PyObject *threads = ppk_py_threads_by_ident(d);
+    return threads && ident ? ppk_py_dict_get(threads, ident, d->plain) : NULL;
 }
 
 /* Drops the references of `refs`. A last reference's finalizer may run Python code that

@@ -393,6 +393,22 @@ class TestThreads(ProfilerTest):
               file=sys.stderr)
         return me
 
+    def test_keys_with_python_eq(self):
+        # Threads keep, ahead of "_name" in their __dict__, a key of the same hash whose
+        # __eq__ is Python code that sleeps: a lookup of "_name" that compared it would
+        # run that code in the middle of a pass and let the GIL go (thread states the
+        # pass holds were then freed under it: ASan saw the use after free). The
+        # sampler reads the names all the same, and never calls that __eq__.
+        run = self.cli(["eqkeys.py", "1.5"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["sampler"]["ticks"], 20, me["sampler"])
+        self.assertGreater(me["started"], 100, me)
+        self.assertEqual(me["calls"], 0, me)
+        wall = merged_by(load(run.files), "wall-time", lambda s, l: l.get("thread name"))
+        for i in range(3):
+            self.assertGreater(wall.get("eq-run-%d" % i, 0), 1000 * MS, dict(wall))
+
     def test_threads_starting_threads(self):
         # A thread starts thousands of threads, one at a time: the main thread, then a
         # thread of its own. A new thread's state is in the interpreter's list before
