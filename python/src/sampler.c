@@ -266,6 +266,10 @@ static int yield_gil(void *unused) {
     }
     int64_t until = mono_ns() + HANDOFF_WAIT_NS;
     struct timespec ts = {until / 1000000000, until % 1000000000};
+    /* Without the GIL, another thread may stop the sampler and drop the last reference
+     * to it: its lock and condition must outlive the wait. (Not running once stopped,
+     * it is freed here then, with the GIL.) */
+    Py_INCREF(sp);
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&sp->lock);
     while (sp->gil_wanted)
@@ -273,6 +277,7 @@ static int yield_gil(void *unused) {
     pthread_mutex_unlock(&sp->lock);
     Py_END_ALLOW_THREADS
     atomic_fetch_sub(&yields_active, 1);
+    Py_DECREF(sp);
     return 0;
 }
 

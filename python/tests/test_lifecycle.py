@@ -157,6 +157,39 @@ print(s.running, tasks() - before, most[0])
             # /proc/self/task (as the settling loop above says), no longer sampling.
             self.assertLessEqual(int(most), 6)
 
+    def test_sampler_freed_while_the_main_thread_hands_the_gil_over(self):
+        # A thread starts, stops and drops Samplers over and over while the main thread
+        # runs Python code, handing the GIL over to each one's sampling thread (a pending
+        # call that waits without the GIL on the Sampler's condition): a Sampler freed
+        # during that wait was used after its free (ASan saw it in 20 s runs). A stress
+        # run: the test suite's ASan build is what reports a use after free.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python("""
+import threading, time, pprofkit
+types = [pprofkit.WALL_TIME, pprofkit.SAMPLES]
+stop = [False]
+made = [0]
+def churn():
+    while not stop[0]:
+        r = pprofkit.Recorder(types)
+        s = pprofkit.Sampler(r, rate_hz=5000, count_index=1)
+        s.start()
+        time.sleep(0.002)
+        s.stop()
+        del s
+        r.close()
+        made[0] += 1
+t = threading.Thread(target=churn)
+t.start()
+end = time.monotonic() + 4
+while time.monotonic() < end:
+    sum(i for i in range(1000))
+stop[0] = True
+t.join()
+print(made[0])
+""", tmp, testcase=self)
+            self.assertGreater(int(out.stdout.decode()), 100)
+
     def test_sampler_cpu_time(self):
         # stats()["cpu_ns"], the sampling thread's CPU time: read from its clock while it
         # runs (it grows), written when it ends (stop: then it stays), at most the
