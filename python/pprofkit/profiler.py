@@ -29,10 +29,17 @@ CPU_TIME = ("cpu-time", "nanoseconds")
 SAMPLES = ("samples", "count")
 
 # Labels of pprofkit.tag(), read by the sampler without running Python code: thread
-# ident -> ((key, value), ...) and id(task) -> ((key, value), ...). Entries live while
-# their tag() block runs.
+# ident -> ((key, value), ...) and id(task) -> ((key, value), ...), the merged labels of
+# the blocks running for it, which _tag_blocks keeps: (table, ident or id) -> [their
+# labels (a dict each), outermost first]. Entries live while a block runs.
 _tags_thread = {}
 _tags_task = {}
+_tag_blocks = {}
+# The sampler's own labels (a tag() cannot set them), and the most labels tag() blocks
+# may give one sample: the library's default max_labels (32) less the sampler's own.
+_RESERVED_LABELS = frozenset(("thread id", "thread native id", "thread name", "task name",
+                              "task id", "task state", "parent task", "parent task id"))
+_MAX_TAGS = 32 - len(_RESERVED_LABELS)
 
 _lock = threading.Lock()
 _current = None  # the running Profiler (start() / stop())
@@ -298,24 +305,49 @@ def profile(**options):
 @contextlib.contextmanager
 def tag(labels=None, /, **kw):
     """Adds labels (str or int values) to the samples of the current asyncio task (when
-    one runs in this thread) or else of the current thread, while the block runs."""
+    one runs in this thread) or else of the current thread, while the block runs. An
+    inner block's value for a key wins over an outer one's; blocks may end in any order
+    (generators). Raises TypeError for a key that is not a str or a value that is not
+    a str or an int, ValueError for an empty key, one of the sampler's own labels, an
+    int outside 64 bits, or more than 24 labels in the blocks running at once."""
     items = {}
     for k, v in dict(labels or {}, **kw).items():
         if not isinstance(k, str) or not isinstance(v, (str, int)) or isinstance(v, bool):
             raise TypeError("pprofkit.tag: keys must be str, values str or int")
+        if not k or k in _RESERVED_LABELS:
+            raise ValueError("pprofkit.tag: %r cannot be a label's key (empty, or one of "
+                             "the sampler's own labels)" % k)
+        if isinstance(v, int) and not -2**63 <= v < 2**63:
+            raise ValueError("pprofkit.tag: %r: an int value must fit in 64 bits" % k)
         items[_utf8_safe(k)] = _utf8_safe(v) if isinstance(v, str) else v
     task = _current_task()
     table, key = (_tags_task, id(task)) if task is not None else (
         _tags_thread, threading.get_ident())
-    old = table.get(key)
-    table[key] = tuple(dict(old or (), **items).items())  # an inner value wins
+    where = (table is _tags_task, key)
+    blocks = _tag_blocks.get(where, []) + [items]
+    merged = _merged(blocks)
+    if len(merged) > _MAX_TAGS:
+        raise ValueError("pprofkit.tag: at most %d labels at once" % _MAX_TAGS)
+    _tag_blocks[where] = blocks
+    table[key] = merged
     try:
         yield
     finally:
-        if old is None:
-            table.pop(key, None)
+        blocks = [b for b in _tag_blocks.get(where, ()) if b is not items]
+        if blocks:
+            _tag_blocks[where] = blocks
+            table[key] = _merged(blocks)
         else:
-            table[key] = old
+            _tag_blocks.pop(where, None)
+            table.pop(key, None)
+
+
+def _merged(blocks):
+    """The labels of tag() blocks, outermost first, as the sampler reads them."""
+    out = {}
+    for b in blocks:
+        out.update(b)
+    return tuple(out.items())
 
 
 def _utf8_safe(s):
@@ -367,6 +399,13 @@ def _after_fork_parent():
 def _after_fork_child():
     global _lock
     _lock = threading.Lock()  # the parent's, held by this thread across the fork
+    # Only this thread goes on in the child: the tag() blocks of the others never end
+    # here, and a new thread of the child may get one of their idents.
+    me = threading.get_ident()
+    for ident in [i for i in _tags_thread if i != me]:
+        del _tags_thread[ident]
+    for where in [w for w in _tag_blocks if not w[0] and w[1] != me]:
+        del _tag_blocks[where]
     # The library empties a forked child's recorders itself; the extension forgets the
     # calls other threads of the parent had in progress and the samplers' threads; then
     # every profiler's sampler starts again.

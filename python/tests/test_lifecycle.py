@@ -271,6 +271,78 @@ class TagTest(unittest.TestCase):
             self.assertEqual(profiler._tags_thread[ident], (("a", "outer"), ("b", 1)))
         self.assertNotIn(ident, profiler._tags_thread)
 
+    def test_tags_ended_out_of_order(self):
+        # Blocks in generators end when the generators are closed, in any order: the
+        # labels are always those of the blocks still running, and none is left behind.
+        ident = threading.get_ident()
+
+        def stream(**labels):
+            with pprofkit.tag(**labels):
+                yield
+
+        a, b, c = stream(request="A", a=1), stream(request="B"), stream(c=3)
+        for g in (a, b, c):
+            next(g)
+        self.assertEqual(profiler._tags_thread[ident], (("request", "B"), ("a", 1), ("c", 3)))
+        a.close()  # the outermost first
+        self.assertEqual(profiler._tags_thread[ident], (("request", "B"), ("c", 3)))
+        c.close()
+        self.assertEqual(profiler._tags_thread[ident], (("request", "B"),))
+        b.close()
+        self.assertNotIn(ident, profiler._tags_thread)
+        self.assertEqual(profiler._tag_blocks, {})
+
+    def test_bad_tags_raise(self):
+        ident = threading.get_ident()
+        for bad, error in (({"": "x"}, ValueError), ({"thread name": "mine"}, ValueError),
+                           ({"task id": 1}, ValueError), ({"big": 2**63}, ValueError),
+                           ({"small": -2**63 - 1}, ValueError),
+                           ({"k%d" % i: i for i in range(25)}, ValueError),
+                           ({"b": True}, TypeError), ({"f": 1.5}, TypeError),
+                           ({"n": None}, TypeError)):
+            with self.assertRaises(error, msg=bad):
+                with pprofkit.tag(bad):
+                    pass
+            self.assertNotIn(ident, profiler._tags_thread)
+        # The limit counts the labels of the blocks running at once.
+        with pprofkit.tag({"k%d" % i: i for i in range(20)}):
+            with pprofkit.tag(k0="again", last=-2**63):  # 21 labels
+                self.assertEqual(len(profiler._tags_thread[ident]), 21)
+            with self.assertRaises(ValueError):
+                with pprofkit.tag({"more%d" % i: i for i in range(5)}):
+                    pass
+            self.assertEqual(len(profiler._tags_thread[ident]), 20)
+        self.assertNotIn(ident, profiler._tags_thread)
+
+    def test_forked_child_keeps_only_its_own_thread_tags(self):
+        # Threads of the parent inside tag() blocks do not exist in a forked child,
+        # where new threads may get their idents: their labels are dropped there.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python("""
+import os, threading, pprofkit
+from pprofkit import profiler
+inside, done = threading.Barrier(5), threading.Event()
+def tagged():
+    with pprofkit.tag(request="parent"):
+        inside.wait()
+        done.wait()
+ts = [threading.Thread(target=tagged) for _ in range(4)]
+for t in ts: t.start()
+inside.wait()
+with pprofkit.tag(mine="main"):
+    pid = os.fork()
+    if pid == 0:
+        print(sorted(profiler._tags_thread.values()), len(profiler._tag_blocks), flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(len(profiler._tags_thread), flush=True)
+done.set()
+for t in ts: t.join()
+""", tmp, testcase=self)
+            child, parent = out.stdout.decode().splitlines()
+            self.assertEqual(child, "[(('mine', 'main'),)] 1")
+            self.assertEqual(parent, "5")
+
 
 class CliArgumentsTest(unittest.TestCase):
     def test_datadog_without_url_before_the_script(self):
