@@ -219,16 +219,15 @@ int ppk_recorder_export(ppk_recorder *r, ppk_export *out) {
 
 /* ---- the background exporter ------------------------------------------------------- */
 
-typedef struct thread_arg {
-    ppk_recorder *r;
-    uint64_t gen;
-} thread_arg;
-
+/* The thread reads the generation it began with from r->thread_start_gen: no thread is
+ * started again before this one has read it (a start needs !thread_running, which only
+ * a stop that joins this thread, or a fork's child, where it does not exist, brings
+ * back), and a stop that comes first moves thread_gen, not that. (Memory allocated for
+ * it and freed by the thread would be counted for good in a child forked in between.) */
 static void *exporter_main(void *arg) {
-    ppk_recorder *r = ((thread_arg *)arg)->r;
-    uint64_t gen = ((thread_arg *)arg)->gen;
+    ppk_recorder *r = arg;
     pthread_mutex_lock(&r->lock);
-    ppk__mem_free(&r->mem, arg, sizeof(thread_arg));
+    uint64_t gen = r->thread_start_gen;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (;;) {
@@ -253,14 +252,8 @@ static void *exporter_main(void *arg) {
 }
 
 static void start_thread_locked(ppk_recorder *r) {
-    thread_arg *a = ppk__mem_alloc(&r->mem, sizeof *a);
-    if (!a) return;
-    a->r = r;
-    a->gen = ++r->thread_gen;
-    if (ppk__thread_create(&r->thread, exporter_main, a) != 0) {
-        ppk__mem_free(&r->mem, a, sizeof *a);
-        return;
-    }
+    r->thread_start_gen = ++r->thread_gen;
+    if (ppk__thread_create(&r->thread, exporter_main, r) != 0) return;
     r->thread_running = 1;
 }
 

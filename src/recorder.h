@@ -72,6 +72,7 @@ struct ppk_recorder {
     int want_thread;           /* started and not stopped: restarted after fork */
     int thread_running;
     uint64_t thread_gen;       /* a thread runs while this equals the value it began with */
+    uint64_t thread_start_gen; /* that value, for the thread started last to read */
     pthread_t thread;
     pthread_cond_t wake;       /* CLOCK_MONOTONIC */
 

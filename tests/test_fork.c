@@ -691,6 +691,75 @@ static void test_fork_during_encode_sharded(void) {
     g_shards = 1;
 }
 
+/* Removes directory dir and the files in it. */
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        remove(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Case 4: a thread starts and stops the background exporter over and over while the
+ * main thread forks; each child frees the recorder at once. A child forked between a
+ * start and the new exporter thread's first step must give back all the recorder's
+ * memory (ppk_recorder_free checks that in a build with assertions). */
+static void *start_stop(void *arg) {
+    void **a = arg;
+    ppk_recorder *r = a[0];
+    atomic_int *stop = a[1];
+    while (!atomic_load(stop)) {
+        CHECK_EQ_INT(ppk_recorder_start(r), 0);
+        ppk_recorder_stop(r);
+    }
+    return NULL;
+}
+
+static void test_fork_while_the_exporter_starts(void) {
+#if defined(__SANITIZE_THREAD__)
+    printf("  SKIP under ThreadSanitizer (see test_fork_background_exporter)\n");
+    return;
+#endif
+    char dir[] = "/tmp/ppk-fork.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.export_period_ms = 1000;
+    cfg.out_dir = ppk_cstr(dir);
+    cfg.name = PPK_STR("st");
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    if (!r) return;
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    void *arg[2] = {r, &stop};
+    thread th;
+    CHECK_EQ_INT(spawn(&th, start_stop, arg), 0);
+    int forks = 0;
+    for (; forks < 200; forks++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid < 0) break;
+        if (pid == 0) {
+            ppk_recorder_free(r);
+            _exit(0);
+        }
+        check_child_status(wait_child(pid, 20.0 * SLOW));
+    }
+    atomic_store(&stop, 1);
+    join(&th, NULL);
+    ppk_recorder_free(r);
+    remove_dir(dir);
+    printf("  %d children freed their recorder\n", forks);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(120 * SLOW);
@@ -703,5 +772,6 @@ int main(void) {
     RUN(test_fork_background_exporter_sharded);
     RUN(test_fork_during_encode);
     RUN(test_fork_during_encode_sharded);
+    RUN(test_fork_while_the_exporter_starts);
     return check_summary();
 }
