@@ -41,7 +41,12 @@ _RESERVED_LABELS = frozenset(("thread id", "thread native id", "thread name", "t
                               "task id", "task state", "parent task", "parent task id"))
 _MAX_TAGS = 32 - len(_RESERVED_LABELS)
 
-_lock = threading.Lock()
+# start() and stop()'s lock. Re-entered only by a signal handler (or a fork from one)
+# of the thread that holds it: a handler's start() then raises and its stop() returns
+# None while _busy says that start() is half done (waiting for the lock would never
+# end).
+_lock = threading.RLock()
+_busy = False
 _current = None  # the running Profiler (start() / stop())
 _started = weakref.WeakSet()  # every Profiler started and not stopped, for exit
 _real_os_exit = os._exit
@@ -148,6 +153,8 @@ class Profiler:
             self.recorder.close()
             raise
         self.summary = None
+        self._stop_lock = threading.RLock()  # re-entered only by a signal handler
+        self._stopping = False
         # Called with the summary when stop() has written the last window (the CLI
         # prints it; stop() also runs at exit and before os._exit).
         self.on_stop = None
@@ -165,9 +172,19 @@ class Profiler:
 
     def stop(self):
         """Stops sampling, writes the last window, closes the recorder; returns (and
-        keeps as .summary) a dict of what was recorded. Idempotent."""
-        if self.summary is not None:
-            return self.summary
+        keeps as .summary) a dict of what was recorded. Idempotent: a call while
+        another thread's stop() runs waits for it and returns the same summary; a call
+        from a signal handler while this thread's stop() runs returns None."""
+        with self._stop_lock:
+            if self.summary is not None or self._stopping:
+                return self.summary
+            self._stopping = True
+            try:
+                return self._stop()
+            finally:
+                self._stopping = False
+
+    def _stop(self):
         _started.discard(self)
         # A SIGTERM from here on lets this stop write the last window (the recorder's
         # close then kills the process), and so the close must come whatever happens.
@@ -261,25 +278,36 @@ def _pyroscope_tag(item):
 
 def start(**options):
     """Starts the process's profiler (see Profiler for the options); returns it."""
-    global _current
+    global _current, _busy
     with _lock:
+        if _busy:
+            raise RuntimeError("pprofkit: start() called while start() runs in this "
+                               "thread (from a signal handler)")
         if _current is not None:
             raise RuntimeError("pprofkit: a profiler is already running")
-        p = Profiler(**options)
-        p.start()  # closes what it made if it fails
-        _current = p
-        os._exit = _exit_after_stop
-        # Until the recorder is closed, SIGTERM (when its disposition is the default)
-        # writes the last window before it kills the process (the extension's sigterm.c).
-        _native._sigterm_arm(p.recorder)
+        _busy = True
+        try:
+            p = Profiler(**options)
+            p.start()  # closes what it made if it fails
+            _current = p
+            os._exit = _exit_after_stop
+            # Until the recorder is closed, SIGTERM (when its disposition is the
+            # default) writes the last window before it kills the process (the
+            # extension's sigterm.c).
+            _native._sigterm_arm(p.recorder)
+        finally:
+            _busy = False
     return p
 
 
 def stop():
     """Stops the running profiler, if any: its last window is written. Returns its
-    summary (a dict), or None."""
+    summary (a dict), or None (none runs; or called from a signal handler while this
+    thread's start() is half done: that profiler goes on)."""
     global _current
     with _lock:
+        if _busy:
+            return None
         p, _current = _current, None
         if os._exit is _exit_after_stop:
             os._exit = _real_os_exit
@@ -398,7 +426,9 @@ def _after_fork_parent():
 
 def _after_fork_child():
     global _lock
-    _lock = threading.Lock()  # the parent's, held by this thread across the fork
+    _lock = threading.RLock()  # the parent's, held by this thread across the fork
+    for p in list(_started):  # another thread of the parent may have held theirs
+        p._stop_lock = threading.RLock()
     # Only this thread goes on in the child: the tag() blocks of the others never end
     # here, and a new thread of the child may get one of their idents.
     me = threading.get_ident()

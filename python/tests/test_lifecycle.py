@@ -344,6 +344,65 @@ for t in ts: t.join()
             self.assertEqual(parent, "5")
 
 
+class StopTest(unittest.TestCase):
+    def test_stop_from_a_signal_handler_during_start(self):
+        # A signal handler that calls stop() while this thread's start() holds the
+        # module's lock (the handler runs in the middle of start(): here, in the call
+        # start() makes last) gets None instead of waiting for ever; the profiler runs
+        # on and stops later. Likewise a handler's stop() of a Profiler in the middle of
+        # its own stop(), and a handler's start() in the middle of start() raises.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python("""
+import pprofkit
+from pprofkit import _native, profiler
+arm, closing = _native._sigterm_arm, _native._sigterm_closing
+seen = {}
+def arm_then_interrupt(recorder):
+    arm(recorder)
+    seen["stop"] = pprofkit.stop()
+    try:
+        pprofkit.start(out_dir=None)
+    except RuntimeError as e:
+        seen["start"] = "RuntimeError"
+_native._sigterm_arm = arm_then_interrupt
+p = pprofkit.start(out_dir=None)
+_native._sigterm_arm = arm
+print(seen["stop"], seen["start"], pprofkit.current() is p)
+def closing_then_interrupt(recorder):
+    closing(recorder)
+    seen["inner"] = p.stop()
+_native._sigterm_closing = closing_then_interrupt
+summary = pprofkit.stop()
+print(seen["inner"], type(summary).__name__, p.summary is summary, pprofkit.current())
+""", tmp, testcase=self)
+            self.assertEqual(out.stdout.decode().split("\n")[:2],
+                             ["None RuntimeError True", "None dict True None"])
+
+    def test_concurrent_stops(self):
+        # Threads stopping one Profiler at once all get its summary (the later ones
+        # wait for the first one's), none an error.
+        p = pprofkit.Profiler(out_dir=None)
+        p.start()
+        got, errors = [], []
+        go = threading.Barrier(4)
+
+        def stopper():
+            go.wait()
+            try:
+                got.append(p.stop())
+            except Exception as e:  # noqa: BLE001 - the test reports any
+                errors.append(e)
+
+        ts = [threading.Thread(target=stopper) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(got), 4)
+        self.assertTrue(all(g is p.summary for g in got), got)
+
+
 class CliArgumentsTest(unittest.TestCase):
     def test_datadog_without_url_before_the_script(self):
         # `--datadog app.py`: app.py is the script, not an agent URL; the agent comes from
