@@ -236,13 +236,16 @@ def _start(ns):
     if ns.flame:
         ns.flame = os.path.abspath(ns.flame)  # the program may change directory
     pid = os.getpid()
-    p = profiler.start(
-        rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
-        codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
-        wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
-        version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
-        otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks,
-        max_tasks_per_tick=ns.max_tasks_per_tick, cpu_budget=ns.cpu_budget)
+    try:
+        p = profiler.start(
+            rate=ns.rate, export_period=ns.export_period, out_dir=ns.out or None,
+            codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
+            wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
+            version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
+            otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks,
+            max_tasks_per_tick=ns.max_tasks_per_tick, cpu_budget=ns.cpu_budget)
+    except (ValueError, TypeError, OverflowError) as e:  # an option's value
+        sys.exit("python -m pprofkit run: %s" % e)
 
     def on_stop(s):
         page = None

@@ -64,13 +64,15 @@ class Profiler:
     rate: samples per second per thread (Hz). export_period: seconds between exports.
     out_dir: directory of the .pb.gz files (created; relative to the working directory
     at start; None: no files). codec: "gzip", "zstd" or "none". memory_limit: bytes per
-    window (None: the library's 64 MiB). max_frames: deepest stack kept (None: 512).
+    window, at least 1 MiB (None: the library's 64 MiB). max_frames: deepest stack kept,
+    at least 2 (None: 512).
     wall, cpu: record wall / CPU time. service, env, version, tags: for uploads (tags:
     "k:v,k:v" or a dict). datadog: True (agent from the DD_* environment), or an agent
     URL. pyroscope: the server URL. otlp: True (collector from the OTEL_* environment),
     or the collector's base URL (OTLP profiles over HTTP, experimental; service, env,
     version and tags become the resource's service.name, deployment.environment.name,
-    service.version and attributes). name: the file name prefix (default "python").
+    service.version and attributes). name: the file name prefix (default "python";
+    lone surrogates are repaired, U+FFFD for each byte).
     function_ids: push frames by function id (the recorder's function dictionary; False
     pushes their strings, for comparison). asyncio_tasks: also sample every asyncio task
     that waits, one sample per task per tick (its await chain, "task name", "parent
@@ -96,11 +98,24 @@ class Profiler:
         cpu_budget = float(cpu_budget)
         if not 0 <= cpu_budget <= 100:
             raise ValueError("cpu_budget must be between 0 (no limit) and 100 (percent)")
-        if not export_period > 0:
-            raise ValueError("export_period must be positive")
+        if not 0 < export_period < float("inf"):
+            raise ValueError("export_period must be positive and finite")
+        if max_frames is not None and max_frames < 2:
+            raise ValueError("max_frames must be at least 2 (the leaf and the root that "
+                             "counts the frames left out)")
+        if memory_limit is not None and memory_limit < 1 << 20:
+            # The window's memory comes in chunks of 256 KiB (the library's default),
+            # and a window needs room for four.
+            raise ValueError("memory_limit must be at least 1 MiB (1048576 bytes)")
+        if name is None:
+            name = "python"
+        if not isinstance(name, str) or not name:
+            raise ValueError("name must be a non-empty str")
+        name = _utf8_safe(name)  # the file names as the summary lists them
         types = ([WALL_TIME] if wall else []) + ([CPU_TIME] if cpu else []) + [SAMPLES]
         period_ns = int(round(1e9 / rate))
         if out_dir:
+            out_dir = os.fsdecode(out_dir)  # a bytes or path-like directory too
             # Absolute: a program that changes directory keeps writing (and finding)
             # its files there.
             out_dir = os.path.abspath(out_dir)

@@ -403,6 +403,28 @@ print(seen["inner"], type(summary).__name__, p.summary is summary, pprofkit.curr
         self.assertTrue(all(g is p.summary for g in got), got)
 
 
+class FilesTest(unittest.TestCase):
+    def test_summary_lists_the_files_whatever_the_name_and_directory(self):
+        # A bytes or path-like out_dir, no name (the default, "python") or one with a
+        # lone surrogate (repaired, U+FFFD for each byte, as the file is named): the
+        # summary lists the files written. An empty name is refused.
+        import pathlib
+        with tempfile.TemporaryDirectory() as tmp:
+            for out_dir, name, prefix in ((os.fsencode(tmp), "b", "b."),
+                                          (pathlib.Path(tmp), None, "python."),
+                                          (tmp, "odd\udc80x", "odd\ufffd\ufffd\ufffdx.")):
+                with self.subTest(out_dir=out_dir, name=name):
+                    p = pprofkit.Profiler(out_dir=out_dir, name=name, export_period=60)
+                    p.start()
+                    summary = p.stop()
+                    self.assertEqual(len(summary["files"]), 1, summary["files"])
+                    self.assertTrue(os.path.basename(summary["files"][0]).startswith(prefix),
+                                    summary["files"])
+                    self.assertTrue(os.path.exists(summary["files"][0]))
+            with self.assertRaises(ValueError):
+                pprofkit.Profiler(out_dir=tmp, name="")
+
+
 class CliArgumentsTest(unittest.TestCase):
     def test_datadog_without_url_before_the_script(self):
         # `--datadog app.py`: app.py is the script, not an agent URL; the agent comes from
@@ -418,6 +440,23 @@ class CliArgumentsTest(unittest.TestCase):
                 out = run_python(args, tmp, env_extra=env, testcase=self)
                 self.assertEqual(out.stdout.decode().strip(), "app ran")
                 self.assertRegex(out.stderr.decode(), r"datadog: 0 sent, 1 dropped")
+
+    def test_bad_option_values(self):
+        # A value out of range is a one-line error (exit status 1) before the program
+        # runs, not a traceback.
+        for option, words in ((["--rate", "0"], "rate"), (["--max-frames", "1"], "max_frames"),
+                              (["--cpu-budget", "-1"], "cpu_budget"),
+                              (["--export-period", "inf"], "export_period"),
+                              (["--memory-limit", "500K"], "memory_limit")):
+            with self.subTest(option=option), tempfile.TemporaryDirectory() as tmp:
+                with open(os.path.join(tmp, "app.py"), "w") as f:
+                    f.write("print('app ran')\n")
+                out = run_python(["-m", "pprofkit", "run", "--out", "out"] + option +
+                                 ["app.py"], tmp, expect_rc=1, testcase=self)
+                err = out.stderr.decode()
+                self.assertEqual(out.stdout, b"")
+                self.assertNotIn("Traceback", err)
+                self.assertRegex(err, r"^python -m pprofkit run: .*%s" % words)
 
     def test_bad_datadog_variable(self):
         with tempfile.TemporaryDirectory() as tmp:
