@@ -691,21 +691,6 @@ static void test_fork_during_encode_sharded(void) {
     g_shards = 1;
 }
 
-/* Removes directory dir and the files in it. */
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    char path[4096];
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        remove(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 /* Case 4: a thread starts and stops the background exporter over and over while the
  * main thread forks; each child frees the recorder at once. A child forked between a
  * start and the new exporter thread's first step must give back all the recorder's
@@ -756,7 +741,7 @@ static void test_fork_while_the_exporter_starts(void) {
     atomic_store(&stop, 1);
     join(&th, NULL);
     ppk_recorder_free(r);
-    remove_dir(dir);
+    pr_rm_dir(dir);
     printf("  %d children freed their recorder\n", forks);
 }
 
