@@ -92,6 +92,10 @@ class Profiler:
                  asyncio_tasks=True, max_tasks_per_tick=1000, cpu_budget=1.0):
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
+        if isinstance(rate, bool) or isinstance(cpu_budget, bool):
+            raise TypeError("rate and cpu_budget are numbers, not bools")
+        if tags is not None and not isinstance(tags, (str, dict)):
+            raise TypeError("tags must be a str ('k:v,k:v') or a dict")
         rate = float(rate)
         if not 0.1 <= rate <= 10000:
             raise ValueError("rate must be between 0.1 and 10000 Hz")

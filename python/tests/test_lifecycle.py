@@ -424,6 +424,11 @@ class FilesTest(unittest.TestCase):
             with self.assertRaises(ValueError):
                 pprofkit.Profiler(out_dir=tmp, name="")
 
+    def test_option_types(self):
+        for bad in ({"tags": ["a:b"]}, {"rate": True}, {"cpu_budget": False}):
+            with self.assertRaises(TypeError, msg=bad):
+                pprofkit.Profiler(out_dir=None, **bad)
+
 
 class CliArgumentsTest(unittest.TestCase):
     def test_datadog_without_url_before_the_script(self):
