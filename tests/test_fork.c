@@ -508,6 +508,20 @@ static int child_case2(ppk_recorder *r, const char *dir) {
     return check_failures_ == before ? 0 : 1;
 }
 
+/* A recorder writing gzip files named `name` into a new directory made from the
+ * template `dir`, exporting every period_ms (NULL on failure, counted). */
+static ppk_recorder *file_recorder(char *dir, int64_t period_ms, ppk_str name) {
+    CHECK(mkdtemp(dir) != NULL);
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_GZIP);
+    cfg.export_period_ms = period_ms;
+    cfg.out_dir = ppk_cstr(dir);
+    cfg.name = name;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    return r;
+}
+
 static void test_fork_background_exporter(void) {
 #if defined(__SANITIZE_THREAD__)
     printf("  SKIP under ThreadSanitizer: its runtime cannot start a thread on a reused "
@@ -515,14 +529,7 @@ static void test_fork_background_exporter(void) {
     return;
 #endif
     char dir[] = "/tmp/ppk-fork.XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    ppk_recorder_config cfg;
-    config(&cfg, PPK_CODEC_GZIP);
-    cfg.export_period_ms = 20;
-    cfg.out_dir = ppk_cstr(dir);
-    cfg.name = PPK_STR("fk");
-    ppk_recorder *r = NULL;
-    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    ppk_recorder *r = file_recorder(dir, 20, PPK_STR("fk"));
     if (!r) return;
     CHECK_EQ_INT(ppk_recorder_start(r), 0);
     atomic_int stop;
@@ -712,14 +719,7 @@ static void test_fork_while_the_exporter_starts(void) {
     return;
 #endif
     char dir[] = "/tmp/ppk-fork.XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    ppk_recorder_config cfg;
-    config(&cfg, PPK_CODEC_GZIP);
-    cfg.export_period_ms = 1000;
-    cfg.out_dir = ppk_cstr(dir);
-    cfg.name = PPK_STR("st");
-    ppk_recorder *r = NULL;
-    CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+    ppk_recorder *r = file_recorder(dir, 1000, PPK_STR("st"));
     if (!r) return;
     atomic_int stop;
     atomic_init(&stop, 0);
