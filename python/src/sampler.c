@@ -173,7 +173,8 @@ static int main_callback(void *unused) {
     b->frames.n = b->uniq.n = b->labels.n = b->threads.n = 0;
     int gc = ppk_py_gc_pause();
     running_task tasks[MAX_LOOPS];
-    size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
+    ppk_py_aio_refresh(sp);
+    size_t n_tasks = ppk_py_running_tasks(sp, tasks, MAX_LOOPS);
     rec_counts c = {0};
     PyThreadState *t = PyThreadState_Get();
     threads_dict active = {0};
@@ -706,6 +707,9 @@ static void free_buffers(SamplerObject *sp) {
     free(sp->fstamps);
     sp->fstamps = NULL;
     Py_CLEAR(sp->repairs);
+    Py_CLEAR(sp->aio.current);
+    Py_CLEAR(sp->aio.set);
+    sp->aio.uses = 0;
     gbuf_free(&sp->tick);
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);

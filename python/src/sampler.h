@@ -70,6 +70,20 @@ _Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
 #define AHEAD_THREADS 16
 #define AHEAD_DEPTH 64
 
+/* asyncio's objects that a pass reads, with the GIL: asyncio.tasks._current_tasks (the
+ * task each running loop is stepping) and the set under asyncio's task WeakSet
+ * (ppk_py_task_set). Looking them up in sys.modules and in the module takes ~3 us of
+ * cache misses a pass here, so they are held (strong references, or NULL: asyncio is
+ * not imported yet) and looked up again every AIO_REFRESH passes or callbacks: a
+ * program that replaces them is followed within that many ticks. An object replaced
+ * goes with the pass's references (its last reference may run finalizers). */
+#define AIO_REFRESH 16
+typedef struct aio_objects {
+    PyObject *current; /* a dict */
+    PyObject *set;     /* a set */
+    unsigned uses;
+} aio_objects;
+
 /* threading._active, once looked up (ppk_py_threads_by_ident). */
 typedef struct threads_dict {
     int looked;
@@ -350,6 +364,7 @@ typedef struct SamplerObject {
     /* The UTF-8 form of code names and filenames that have none (lone surrogates):
      * str -> bytes, kept from start to stop, at most REPAIRS_MAX (code_str). */
     PyObject *repairs;
+    aio_objects aio; /* ppk_py_aio_refresh */
     vec refs, old_refs; /* this pass's; the previous one's, until this one has taken
                          * what it reuses (the names of idle threads) */
 
@@ -460,8 +475,12 @@ void ppk_py_gc_resume(int was_enabled);
 PyObject *ppk_py_threads_by_ident(threads_dict *d);
 /* threading._active[ident] (borrowed), or NULL; no Python code runs. */
 PyObject *ppk_py_thread_of(threads_dict *d, PyObject *ident);
+/* Looks up asyncio's objects again (aio_objects) when due: at every AIO_REFRESH-th
+ * call, and at every call while they are not found. A pass and the main thread's
+ * callback call it first. */
+void ppk_py_aio_refresh(SamplerObject *sp);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
-size_t ppk_py_running_tasks(running_task *out, size_t max);
+size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max);
 
 /* Helpers of phase 1 that sampler_tasks.c shares. */
 PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name);

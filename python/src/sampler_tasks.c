@@ -394,8 +394,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
     tt->seen.n = tt->walk.n = 0;
     tt->n_loops = 0;
     tt->visits = 0;
-    ppk_py_asyncio_find();
-    PyObject *set = ppk_py_task_set();
+    PyObject *set = Py_XNewRef(sp->aio.set); /* ppk_py_aio_refresh */
     PySetObject *so = (PySetObject *)set;
     tt->live = so ? (size_t)so->used : 0;
     size_t want = tt->live < sp->max_tasks ? tt->live : sp->max_tasks;

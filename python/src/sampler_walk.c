@@ -18,6 +18,7 @@
  * only schedule collections.
  */
 #include "sampler.h"
+#include "sampler_tasks.h"
 
 /* Interned module and attribute names and _asyncio.Task.get_name, set up once. */
 static PyObject *str_name, *str_thread_id, *str_get_name, *str_active, *str_current_tasks,
@@ -227,9 +228,33 @@ static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *ke
     if (t && !ppk_py_keep_ref(sp, Py_NewRef(t))) gt->n_labels += ppk_py_tag_labels(t, &b->labels);
 }
 
-size_t ppk_py_running_tasks(running_task *out, size_t max) {
-    PyObject *current = ppk_py_module_attr(str_asyncio_tasks, str_current_tasks);
-    if (!current || !PyDict_Check(current)) return 0;
+/* Replaces the held *slot by `found` (borrowed; NULL: none): the old one goes with the
+ * pass's references, or stays if there is no room for it. */
+static void aio_hold(SamplerObject *sp, PyObject **slot, PyObject *found) {
+    if (found == *slot) return;
+    if (*slot && vec_reserve(&sp->refs, 1)) return;
+    if (*slot) ppk_py_keep_ref(sp, *slot); /* cannot fail now */
+    *slot = Py_XNewRef(found);
+}
+
+void ppk_py_aio_refresh(SamplerObject *sp) {
+    /* Until asyncio is imported, at every call: the first tasks are seen at once. */
+    int due = sp->aio.uses++ % AIO_REFRESH == 0;
+    if (due || !sp->aio.current) {
+        PyObject *current = ppk_py_module_attr(str_asyncio_tasks, str_current_tasks);
+        aio_hold(sp, &sp->aio.current, current && PyDict_Check(current) ? current : NULL);
+    }
+    if (sp->tasks && (due || !sp->aio.set)) {
+        ppk_py_asyncio_find();
+        PyObject *set = ppk_py_task_set();
+        aio_hold(sp, &sp->aio.set, set);
+        Py_XDECREF(set);
+    }
+}
+
+size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max) {
+    PyObject *current = sp->aio.current;
+    if (!current) return 0;
     if (!task_get_name) {
         /* asyncio is imported: its C Task type's get_name, looked up once. */
         PyObject *task_type = ppk_py_module_attr(str__asyncio, str_Task);
@@ -595,7 +620,8 @@ int ppk_py_gather(SamplerObject *sp) {
     int rc = 0;
     threads_dict active = {0};
     running_task tasks[MAX_LOOPS];
-    size_t n_tasks = ppk_py_running_tasks(tasks, MAX_LOOPS);
+    ppk_py_aio_refresh(sp);
+    size_t n_tasks = ppk_py_running_tasks(sp, tasks, MAX_LOOPS);
     sp->main_blocked_now = 0;
     PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
     struct {
