@@ -715,7 +715,8 @@ PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
  * ppk_profile_add does) into the recorder's dictionary, shared by its builders and
  * shards, and returns its id; interning the same function again returns the same id
  * while it lives. An id is never reused for another function: a function evicted (unused
- * for function_ttl_exports exports) or from another recorder is refused with PPK_ESTALE
+ * for function_ttl_exports exports) or from another recorder (any live one; a freed
+ * one's until 65,535 more recorders were created) is refused with PPK_ESTALE
  * by ppk_sample_push_frame_id(), or, when eviction happened between that push and the
  * flush, by ppk_sample_flush() (the sample is dropped and counted in
  * samples_dropped_stale). On PPK_ESTALE intern the function again and use the new id.

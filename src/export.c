@@ -74,7 +74,7 @@ static int take_spares(ppk_recorder *r, ppk_profile **fresh) {
         const ppk_profile_config *cfg = &sh->active->cfg; /* never changes */
         pthread_mutex_unlock(&sh->lock);
         /* After a fork, the spare may have been the parent's. */
-        if (!fresh[i] && !rc) rc = ppk__window_create(r, cfg, &fresh[i]) ? PPK_ENOMEM : 0;
+        if (!fresh[i] && !rc) rc = ppk__window_create(r, cfg, 0, &fresh[i]) ? PPK_ENOMEM : 0;
     }
     if (!rc) return 0;
     pthread_mutex_lock(&r->lock);

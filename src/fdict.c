@@ -11,9 +11,37 @@
 
 #define GEN_MAX 0xffffffu
 
-/* Tags of successive dictionaries: consecutive values, so two live recorders differ
- * unless 65,536 were created in between. */
-static atomic_uint g_next_tag;
+/* A dictionary's tag (16 bits) is one no other live dictionary has: a bit set in
+ * g_tags while it is taken. Tags are handed out in turn from g_tag_next, so a freed
+ * dictionary's tag comes back only after the 65,535 others were handed out since (its
+ * ids are refused by the dictionaries made until then). Atomics only: no lock that a
+ * fork could leave taken. */
+#define N_TAGS 65536
+static _Atomic uint64_t g_tags[N_TAGS / 64];
+static atomic_uint g_tag_next;
+
+/* A free tag, now taken; -1 if all are taken. */
+static long take_tag(void) {
+    unsigned start = atomic_fetch_add(&g_tag_next, 1);
+    for (unsigned k = 0; k < N_TAGS; k++) {
+        unsigned t = (start + k) % N_TAGS;
+        _Atomic uint64_t *w = &g_tags[t / 64];
+        uint64_t bit = (uint64_t)1 << (t % 64), old = atomic_load(w);
+        while (!(old & bit))
+            if (atomic_compare_exchange_weak(w, &old, old | bit)) {
+                /* The next search begins after it (unless others moved on meanwhile). */
+                unsigned want = start + 1;
+                atomic_compare_exchange_strong(&g_tag_next, &want, start + k + 1);
+                return (long)t;
+            }
+    }
+    return -1;
+}
+
+static void give_tag(uint64_t tag) {
+    unsigned t = (unsigned)(tag >> 48);
+    atomic_fetch_and(&g_tags[t / 64], ~((uint64_t)1 << (t % 64)));
+}
 
 int ppk__fdict_init(ppk__fdict *d, const ppk_allocator *a, size_t max_entries,
                     size_t max_bytes, size_t max_string_len, uint32_t ttl) {
@@ -28,14 +56,16 @@ int ppk__fdict_init(ppk__fdict *d, const ppk_allocator *a, size_t max_entries,
     d->max_bytes = max_bytes;
     d->max_string_len = max_string_len;
     d->ttl = ttl;
-    d->tag = (uint64_t)(atomic_fetch_add(&g_next_tag, 1) & 0xffffu) << 48;
     atomic_init(&d->epoch, 0);
-    int rc = ppk__mutex_init(&d->lock, 1);
+    long tag = take_tag();
+    int rc = tag < 0 ? PPK_ENOMEM : ppk__mutex_init(&d->lock, 1);
     if (rc) {
+        if (tag >= 0) give_tag((uint64_t)tag << 48);
         ppk__mem_free(&d->mem, d->chunks, d->n_chunks * sizeof *d->chunks);
         d->chunks = NULL;
         return rc;
     }
+    d->tag = (uint64_t)tag << 48;
     return 0;
 }
 
@@ -59,6 +89,7 @@ void ppk__fdict_destroy(ppk__fdict *d) {
     ppk__mem_free(&d->mem, d->chunks, d->n_chunks * sizeof *d->chunks);
     ppk__mem_free(&d->mem, d->index, d->index_cap * sizeof *d->index);
     pthread_mutex_destroy(&d->lock);
+    give_tag(d->tag);
     memset(d, 0, sizeof *d);
 }
 

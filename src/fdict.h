@@ -21,7 +21,9 @@
  * not take back a later push's mark), and eviction frees a slot with one that expects
  * the last use it judged by: neither undoes the other.
  * So an id names at most one function ever: a stale id is refused, never resolved to
- * another function. The tag tells dictionaries apart (a recorder's id given to another).
+ * another function. The tag tells dictionaries apart (a recorder's id given to another):
+ * no two live dictionaries have the same, and a freed one's comes back only after the
+ * 65,535 others were handed out (fdict.c).
  *
  * Use: a push or an intern stores the current epoch (exports so far) in the slot's
  * last use when it differs; ppk__fdict_end_epoch (at each export) evicts the entries
@@ -90,8 +92,8 @@ typedef struct ppk__fdict {
     ppk__fit_counts fit;              /* repairs of the strings interned */
 } ppk__fdict;
 
-/* 0, PPK_EINVAL (max_entries 0 or above PPK__FD_MAX_ENTRIES, ttl 0), PPK_ENOMEM,
- * PPK_ESYS. */
+/* 0, PPK_EINVAL (max_entries 0 or above PPK__FD_MAX_ENTRIES, ttl 0), PPK_ENOMEM (also
+ * when 65,536 dictionaries are live), PPK_ESYS. */
 int ppk__fdict_init(ppk__fdict *d, const ppk_allocator *a, size_t max_entries,
                     size_t max_bytes, size_t max_string_len, uint32_t ttl);
 void ppk__fdict_destroy(ppk__fdict *d);

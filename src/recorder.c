@@ -139,10 +139,13 @@ static void destroy_sync(ppk_recorder *r) {
     pthread_mutex_destroy(&r->lock);
 }
 
-int ppk__window_create(ppk_recorder *r, const ppk_profile_config *cfg, ppk_profile **out) {
+int ppk__window_create(ppk_recorder *r, const ppk_profile_config *cfg, int first,
+                       ppk_profile **out) {
     int rc = ppk_profile_create(cfg, out);
-    if (!rc) (*out)->fdict = &r->fdict;
-    return rc;
+    if (rc) return rc;
+    (*out)->fdict = &r->fdict;
+    if (!first) (*out)->strings.fit = (ppk__fit_counts){0, 0}; /* the config's, so far */
+    return 0;
 }
 
 static void free_shards(ppk_recorder *r) {
@@ -192,8 +195,8 @@ int ppk_recorder_create(const ppk_recorder_config *cfg, ppk_recorder **out) {
                                      cfg->profile.max_string_len);
     if (!rc) rc = eps_rc;
     for (size_t i = 0; !rc && i < n; i++)
-        if (!(rc = ppk__window_create(r, &cfg->profile, &r->shards[i].active)))
-            rc = ppk__window_create(r, &cfg->profile, &r->shards[i].spare);
+        if (!(rc = ppk__window_create(r, &cfg->profile, i == 0, &r->shards[i].active)))
+            rc = ppk__window_create(r, &cfg->profile, 0, &r->shards[i].spare);
     int sync_rc = rc ? rc : init_sync(r);
     if (!rc) rc = sync_rc;
     if (!rc && cfg->out_dir.len) {

@@ -82,9 +82,12 @@ struct ppk_recorder {
     ppk__forkable fork; /* in the fork registry (forks.h) */
 };
 
-/* A window of the recorder (it resolves ids in the recorder's dictionary). 0 or
+/* A window of the recorder (it resolves ids in the recorder's dictionary). Every window
+ * fits the same config strings: only the first (`first`: shard 0's active window at
+ * creation) counts their repairs, so that the recorder counts them once. 0 or
  * ppk_profile_create's error. */
-int ppk__window_create(ppk_recorder *r, const ppk_profile_config *cfg, ppk_profile **out);
+int ppk__window_create(ppk_recorder *r, const ppk_profile_config *cfg, int first,
+                       ppk_profile **out);
 /* One export (ppk_recorder_export without the check that the recorder is open). */
 int ppk__export_window(ppk_recorder *r, ppk_export *out);
 /* Adds a window's repairs and degradations to recorder statistics. */

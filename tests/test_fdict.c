@@ -14,6 +14,9 @@
  *     and a refused call changes nothing;
  *   - identity: the same function gives the same id, another start line or string
  *     another id; strings that need a repair are stored repaired and match again;
+ *   - tags (src/fdict.h directly): no two live dictionaries share a tag, however many
+ *     were made and freed in between, so one's ids are refused by the other; with
+ *     every tag taken the next dictionary is refused until one is freed;
  *   - errors: NULL arguments, NULL strings, id 0, ids of another recorder, made up ids;
  *   - eviction: a function unused for function_ttl_exports exports is evicted, its id
  *     refused at push, and, when evicted between a push and the flush, the flush is
@@ -867,7 +870,50 @@ static void test_marks(void) {
     ppk__fdict_destroy(&d);
 }
 
+/* Tags: no two live dictionaries share one, so an id of one is refused by every other
+ * however many were made and freed in between (a tag taken from a counter alone came
+ * back after 65,536 dictionaries, and the first ids of two dictionaries with the same
+ * tag are the same: the other's function's name was exported); all taken, the next
+ * dictionary is refused, and one freed makes room. */
+static void test_tags(void) {
+    ppk__fdict a, b, tmp;
+    ppk_function fa = fn("function_of_a", "", "a.py", 0), fb = fn("function_of_b", "", "b.py", 0);
+    ppk_function_id ida, idb;
+    CHECK_EQ_INT(ppk__fdict_init(&a, NULL, 64, 1 << 20, 4096, 1), 0);
+    CHECK_EQ_INT(ppk__fdict_intern(&a, &fa, &ida), 0);
+    int same_tag = 0;
+    for (int i = 0; i < 65535; i++) {
+        if (ppk__fdict_init(&tmp, NULL, 64, 1 << 20, 4096, 1)) break;
+        same_tag += tmp.tag == a.tag;
+        ppk__fdict_destroy(&tmp);
+    }
+    CHECK_EQ_INT(same_tag, 0);
+    CHECK_EQ_INT(ppk__fdict_init(&b, NULL, 64, 1 << 20, 4096, 1), 0);
+    CHECK_EQ_INT(ppk__fdict_intern(&b, &fb, &idb), 0);
+    CHECK(ida != idb);
+    CHECK_EQ_INT(ppk__fdict_check(&b, ida), PPK_ESTALE);
+    CHECK_EQ_INT(ppk__fdict_check(&a, idb), PPK_ESTALE);
+    CHECK_EQ_INT(ppk__fdict_check(&a, ida), 0);
+
+    size_t cap = 65536, n = 0;
+    ppk__fdict *live = malloc(cap * sizeof *live);
+    CHECK(live != NULL);
+    while (live && n < cap && ppk__fdict_init(&live[n], NULL, 1, 1 << 10, 64, 1) == 0) n++;
+    CHECK(n < cap); /* a, b and those of the process's other recorders hold tags */
+    CHECK_EQ_INT(ppk__fdict_init(&tmp, NULL, 64, 1 << 20, 4096, 1), PPK_ENOMEM);
+    if (n) {
+        ppk__fdict_destroy(&live[--n]);
+        CHECK_EQ_INT(ppk__fdict_init(&tmp, NULL, 64, 1 << 20, 4096, 1), 0);
+        ppk__fdict_destroy(&tmp);
+    }
+    while (n) ppk__fdict_destroy(&live[--n]);
+    free(live);
+    ppk__fdict_destroy(&a);
+    ppk__fdict_destroy(&b);
+}
+
 int main(void) {
+    RUN(test_tags);
     RUN(test_equivalence);
     RUN(test_identity);
     RUN(test_batch);

@@ -1707,7 +1707,37 @@ static void test_shards(void) {
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), PPK_EINVAL);
 }
 
+/* A config string that needs a cut (a sample type of 15 bytes with max_string_len 11) is
+ * counted once, whatever the shards: the recorder fits the same config in every window
+ * it makes (two a shard), and each counted it, in the statistics and in the comments of
+ * the first two exports. */
+static void test_config_repairs_counted_once(void) {
+    for (size_t shards = 1; shards <= 4; shards *= 2) {
+        ppk_recorder_config cfg;
+        config(&cfg, PPK_CODEC_NONE);
+        cfg.profile.sample_types[0].type = PPK_STR("samples-counted");
+        cfg.profile.max_string_len = 11; /* "nanoseconds" fits */
+        cfg.shards = shards;
+        ppk_recorder *r = NULL;
+        CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+        if (!r) return;
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        CHECK_EQ_U64(st.strings_truncated, 1);
+        for (int i = 0; i < 3; i++) {
+            ppk_export e;
+            CHECK_EQ_INT(ppk_recorder_export(r, &e), 0);
+            CHECK_EQ_U64(e.stats.strings_truncated, i == 0 ? 1 : 0);
+            ppk_export_free(&e);
+        }
+        ppk_recorder_stats_get(r, &st);
+        CHECK_EQ_U64(st.strings_truncated, 1);
+        ppk_recorder_free(r);
+    }
+}
+
 int main(void) {
+    RUN(test_config_repairs_counted_once);
     RUN(test_state_machine);
     RUN(test_closed);
     RUN(test_seal_then_last_export);
