@@ -11,6 +11,10 @@
 
 uint64_t ppk__hash(const void *key, size_t len) { return XXH3_64bits(key, len); }
 
+uint64_t ppk__hash_seeded(const void *key, size_t len, uint64_t seed) {
+    return XXH3_64bits_withSeed(key, len, seed);
+}
+
 void ppk__dict_init(ppk__dict *d, ppk__mem *mem, ppk__arena *arena) {
     memset(d, 0, sizeof *d);
     d->mem = mem;

@@ -68,6 +68,8 @@ int ppk__dict_reserve(ppk__dict *d, size_t extra);
 /* Forgets the keys with ids >= n (their bytes stay in the arena). Rare: O(n). */
 void ppk__dict_truncate(ppk__dict *d, uint32_t n);
 uint64_t ppk__hash(const void *key, size_t len);
+/* The same hash with a seed: to chain a key of several parts. */
+uint64_t ppk__hash_seeded(const void *key, size_t len, uint64_t seed);
 /* `hash` arguments below must be ppk__hash(key, len): truncate recomputes it. */
 /* The id of a key, or PPK_DICT_NONE. */
 uint32_t ppk__dict_find(const ppk__dict *d, const void *key, size_t len, uint64_t hash);

@@ -149,19 +149,19 @@ static int fit(ppk__fdict *d, const ppk_function *f, ppk_str out[3], char *buf) 
     return needs;
 }
 
+/* The strings hashed in a chain, each seeded with the hash so far; a system name only
+ * when there is one (most callers give none). */
 static uint64_t fn_hash(const ppk_str s[3], int64_t start_line) {
-    uint64_t h = ppk__hash(s[0].ptr, s[0].len);
-    h ^= ppk__hash(s[1].ptr, s[1].len) * 0x9e3779b97f4a7c15u;
-    h ^= ppk__hash(s[2].ptr, s[2].len) * 0xc2b2ae3d27d4eb4fu;
-    h ^= (uint64_t)start_line * 0x165667b19e3779f9u;
-    return h ^ (h >> 29);
+    uint64_t h = ppk__hash_seeded(s[2].ptr, s[2].len, (uint64_t)start_line);
+    h = ppk__hash_seeded(s[0].ptr, s[0].len, h);
+    return s[1].len ? ppk__hash_seeded(s[1].ptr, s[1].len, h ^ 0x9e3779b97f4a7c15u) : h;
 }
 
 static int same(const ppk__fentry *e, const ppk_str s[3], int64_t start_line) {
     return e->start_line == start_line && e->name_len == s[0].len &&
            e->system_name_len == s[1].len && e->filename_len == s[2].len &&
            memcmp(e->strs, s[0].ptr, s[0].len) == 0 &&
-           memcmp(e->strs + s[0].len, s[1].ptr, s[1].len) == 0 &&
+           (!s[1].len || memcmp(e->strs + s[0].len, s[1].ptr, s[1].len) == 0) &&
            memcmp(e->strs + s[0].len + s[1].len, s[2].ptr, s[2].len) == 0;
 }
 
