@@ -335,7 +335,10 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
 static void note_quiet(SamplerObject *sp, task_table *tt, PySetObject *so) {
     tt->quiet.n = 0;
     tt->n_quiet_threads = 0;
-    if (vec_reserve(&tt->quiet, tt->seen.n)) return;
+    /* No task sampled: a quiet pass would have nothing to sample again (is_quiet), and
+     * the clocks would cost a system call a thread (a program that imports asyncio
+     * and runs no loop). */
+    if (!tt->seen.n || vec_reserve(&tt->quiet, tt->seen.n)) return;
     /* Every Python thread but the sampler's: a loop's thread, or one that may run a
      * loop by now (a loop started since, one that had no waiting task then). */
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
