@@ -79,9 +79,10 @@ _Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
  * goes with the pass's references (its last reference may run finalizers). */
 #define AIO_REFRESH 16
 typedef struct aio_objects {
-    PyObject *current; /* a dict */
-    PyObject *set;     /* a set */
+    PyObject *current;      /* a dict */
+    PyObject *set;          /* a set */
     unsigned uses;
+    Py_ssize_t modules_len; /* len(sys.modules) when one was not found (-1: none) */
 } aio_objects;
 
 /* threading._active, once looked up (ppk_py_threads_by_ident). */
@@ -476,8 +477,8 @@ PyObject *ppk_py_threads_by_ident(threads_dict *d);
 /* threading._active[ident] (borrowed), or NULL; no Python code runs. */
 PyObject *ppk_py_thread_of(threads_dict *d, PyObject *ident);
 /* Looks up asyncio's objects again (aio_objects) when due: at every AIO_REFRESH-th
- * call, and at every call while they are not found. A pass and the main thread's
- * callback call it first. */
+ * call, and, while one is not found, at every call after an import (sys.modules grew
+ * or shrank). A pass and the main thread's callback call it first. */
 void ppk_py_aio_refresh(SamplerObject *sp);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
 size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max);

@@ -238,8 +238,14 @@ static void aio_hold(SamplerObject *sp, PyObject **slot, PyObject *found) {
 }
 
 void ppk_py_aio_refresh(SamplerObject *sp) {
-    /* Until asyncio is imported, at every call: the first tasks are seen at once. */
     int due = sp->aio.uses++ % AIO_REFRESH == 0;
+    int missing = !sp->aio.current || (sp->tasks && !sp->aio.set);
+    if (!due && !missing) return;
+    /* Until asyncio is imported, after every import: the first tasks are seen at once.
+     * (Reading the size costs a line; a lookup that finds nothing, a few more.) */
+    PyObject *modules = PyImport_GetModuleDict();
+    Py_ssize_t len = modules && PyDict_Check(modules) ? PyDict_GET_SIZE(modules) : -1;
+    if (!due && len == sp->aio.modules_len) return;
     if (due || !sp->aio.current) {
         PyObject *current = ppk_py_module_attr(str_asyncio_tasks, str_current_tasks);
         aio_hold(sp, &sp->aio.current, current && PyDict_Check(current) ? current : NULL);
@@ -250,6 +256,7 @@ void ppk_py_aio_refresh(SamplerObject *sp) {
         aio_hold(sp, &sp->aio.set, set);
         Py_XDECREF(set);
     }
+    sp->aio.modules_len = !sp->aio.current || (sp->tasks && !sp->aio.set) ? len : -1;
 }
 
 size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max) {
