@@ -337,8 +337,9 @@ static void note_quiet(SamplerObject *sp, task_table *tt, PySetObject *so) {
     tt->n_quiet_threads = 0;
     /* No task sampled: a quiet pass would have nothing to sample again (is_quiet), and
      * the clocks would cost a system call a thread (a program that imports asyncio
-     * and runs no loop). */
-    if (!tt->seen.n || vec_reserve(&tt->quiet, tt->seen.n)) return;
+     * and runs no loop). A pass that did not visit every task (the reads' bound, the
+     * cap) is not one to repeat: the tasks after it would never be visited. */
+    if (!tt->seen.n || tt->visits < tt->live || vec_reserve(&tt->quiet, tt->seen.n)) return;
     /* Every Python thread but the sampler's: a loop's thread, or one that may run a
      * loop by now (a loop started since, one that had no waiting task then). */
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;

@@ -162,6 +162,26 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertGreater(st["task_ticks_quiet"], st["ticks"] // 2, st)
         self.check_tasks(run, me, profiles, 1)
 
+    def test_idle_loop_many_tasks(self):
+        # 100 tasks made at once, then a loop that only waits: a tick reads at most 25
+        # tasks it has not seen (a 40th of the cap), and the ticks after that find no
+        # loop thread that ran (quiet). A quiet tick samples again what a pass that
+        # visited every task saw, so every task is sampled all along from its first
+        # read, at the latest ceil(100 / 25) ticks after it was made (the 75 tasks the
+        # first pass did not reach were never sampled, when a pass that stopped at its
+        # bound was repeated).
+        run = self.cli(["sleepers.py", "100", "2"])
+        (me,) = run.json()
+        self.check_summary(run)
+        interval = longest_interval(me["rate"], me["sampler"])
+        waiting = self.waiting(load(run.files))
+        walls = {name: sum(v["wall-time"] for _, _, v in smp) for name, smp in waiting.items()
+                 if name.startswith("sleeper-")}
+        self.assertEqual(len(walls), 100, sorted(walls))
+        for name, wall in walls.items():
+            self.assert_near(wall, me["lifetime_ns"], (100 // 25 + 2) * interval,
+                             "%s's wall time; sampler: %s" % (name, me["sampler"]))
+
     def test_stopped_loop(self):
         # A task whose loop has stopped waits on nothing that can end: it is sampled
         # while the loop runs, not after (its wall time is the loop's run, not the
