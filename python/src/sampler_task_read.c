@@ -157,7 +157,8 @@ int ppk_py_task_done(PyObject *task) {
 
 /* ---- Reading a task ---------------------------------------------------------------- */
 
-/* The thread running `loop` (0: it is not running). */
+/* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
+ * that ident, as in a child forked while another thread ran the loop). */
 static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, threads_dict *active) {
     for (size_t i = 0; i < tt->n_loops; i++)
         if (tt->loops[i].loop == loop) return tt->loops[i].ident ? &tt->loops[i] : NULL;
@@ -174,9 +175,17 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, thre
     }
     Py_XDECREF(tid);
     if (!li->ident) return NULL;
+    int found = 0;
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t))
-        if (t->thread_id == li->ident) li->native_id = t->native_thread_id;
+        if (t->thread_id == li->ident && t != sp->ts) {
+            li->native_id = t->native_thread_id;
+            found = 1;
+        }
+    if (!found) {
+        li->ident = 0;
+        return NULL;
+    }
     PyObject *ident = PyLong_FromUnsignedLong(li->ident);
     PyObject *thread = ppk_py_thread_of(active, ident);
     Py_XDECREF(ident);

@@ -899,6 +899,22 @@ class TestFork(ProfilerTest):
                for f in stack}
         self.assertNotIn("child_work", fns)
 
+    def test_fork_with_a_loop_in_another_thread(self):
+        # A thread runs an event loop whose tasks wait when the main thread forks: in
+        # the child that thread does not exist and the loop never runs again, so its
+        # tasks wait on nothing and get no sample (they got the child's whole life, under
+        # a thread id of the parent's). The parent samples them as before.
+        run = self.cli(["fork_loop.py"])
+        lines = {d["role"]: d for d in run.json()}
+        self.assertEqual(sorted(lines), ["child", "parent"], run.out)
+        parent, child = lines["parent"], lines["child"]
+        self.assertEqual((parent["child_status"], child["pid"]), (0, parent["child_pid"]))
+        self.check_summary(run, {parent["pid"], child["pid"]})
+        tasks = lambda pid: {l["task name"] for _, _, l, _ in samples_of(load(run.pid_files(pid)))
+                             if l.get("task name", "").startswith("parent-task-")}
+        self.assertEqual(tasks(child["pid"]), set())
+        self.assertEqual(len(tasks(parent["pid"])), 10)
+
     def test_subprocesses(self):
         # With --subprocesses, a subprocess running Python and a multiprocessing "spawn"
         # process profile themselves: files with their own pids, each with its own work
