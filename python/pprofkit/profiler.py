@@ -193,7 +193,13 @@ class Profiler:
         """Stops sampling, writes the last window, closes the recorder; returns (and
         keeps as .summary) a dict of what was recorded. Idempotent: a call while
         another thread's stop() runs waits for it and returns the same summary; a call
-        from a signal handler while this thread's stop() runs returns None."""
+        from a signal handler while this thread's stop() runs returns None. A call from
+        a finalizer that the sampler itself runs (it drops the last reference to an
+        object, say a code object with a weakref callback) raises RuntimeError and
+        changes nothing: the sampler cannot wait for its own end there."""
+        if self.sampler._in_own_pass():
+            raise RuntimeError("Profiler.stop() called by a finalizer that the sampler "
+                               "runs; stop it from another place")
         with self._stop_lock:
             if self.summary is not None or self._stopping:
                 return self.summary

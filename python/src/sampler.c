@@ -898,8 +898,14 @@ static void flush_tasks(SamplerObject *sp) {
  * or start in progress in another thread is waited for. -1 (an exception set) when
  * called from inside a pass (a finalizer its release of references ran): the thread
  * running the pass would wait for itself. */
+/* Whether the caller runs inside the sampler's pass (a finalizer its release of
+ * references ran). */
+static int in_own_pass(const SamplerObject *sp) {
+    return sp->pass_ident && sp->pass_ident == PyThread_get_thread_ident();
+}
+
 static int sampler_stop(SamplerObject *sp) {
-    if (sp->pass_ident && sp->pass_ident == PyThread_get_thread_ident()) {
+    if (in_own_pass(sp)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Sampler.stop() called by the sampler's own pass (a finalizer)");
         return -1;
@@ -1075,6 +1081,11 @@ static PyObject *Sampler_stop(SamplerObject *sp, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Sampler_in_own_pass(SamplerObject *sp, PyObject *unused) {
+    (void)unused;
+    return PyBool_FromLong(in_own_pass(sp));
+}
+
 static PyObject *Sampler_after_fork_child(SamplerObject *sp, PyObject *unused) {
     (void)unused;
     int restart = sp->restart_pending;
@@ -1127,6 +1138,9 @@ static PyMethodDef Sampler_methods[] = {
     {"stats", (PyCFunction)Sampler_stats, METH_NOARGS,
      "stats() -> dict: ticks, samples, failures, GIL wait and hold times (ns), the "
      "sampler thread's CPU time (ns)."},
+    {"_in_own_pass", (PyCFunction)Sampler_in_own_pass, METH_NOARGS,
+     "_in_own_pass() -> bool: whether the caller runs inside the sampler's pass (a "
+     "finalizer it ran), where stop() cannot stop it."},
     {"_after_fork_child", (PyCFunction)Sampler_after_fork_child, METH_NOARGS,
      "In a forked child (after the package's fork handler forgot the parent's thread): "
      "start a new thread if it was running at the fork."},

@@ -1,6 +1,8 @@
 """A finalizer that stops the profiler's sampler, run by the sampler's own pass:
-`stop_in_pass.py SECONDS`. A thread makes functions on the fly, runs each once and drops
-it; a weak reference to each one's code object calls `sampler.stop()` when the code dies.
+`stop_in_pass.py SECONDS [profiler]`. A thread makes functions on the fly, runs each once
+and drops it; a weak reference to each one's code object calls `sampler.stop()` (with
+`profiler`, the profiler's stop(), which must then leave the profiler running) when the
+code dies.
 The sampler's pass holds the code objects of the frames it saw and lets them go at a
 later pass, so some die there (on CPython 3.12 and later the pass may run in the worker
 itself): that stop() must fail with RuntimeError (the thread would wait for itself), not
@@ -25,8 +27,12 @@ def on_death(_ref):
     if dropping[0]:  # the worker's own `del`: not a pass
         result["elsewhere"] += 1
         return
+    p = pprofkit.current()
     try:
-        pprofkit.current().sampler.stop()
+        if sys.argv[2:] == ["profiler"]:
+            p.stop()
+        else:
+            p.sampler.stop()
     except RuntimeError:
         result["refused"] += 1
         return
