@@ -202,9 +202,20 @@ loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task,
     return li;
 }
 
-/* The frames of a coroutine chain into tt->frames, leaf first. */
+/* Reverses frames [i, j) of v. */
+static void reverse(gframe *v, size_t i, size_t j) {
+    for (; i + 1 < j; i++, j--) {
+        gframe t = v[i];
+        v[i] = v[j - 1];
+        v[j - 1] = t;
+    }
+}
+
+/* The frames of a coroutine chain into tt->frames, leaf first: the MAX_TASK_FRAMES
+ * innermost. */
 static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     tt->frames.n = 0;
+    size_t read = 0; /* frames read: past MAX_TASK_FRAMES, each replaces the outermost */
     PyObject *o = Py_XNewRef(coro);
     for (int links = 0; o && links < MAX_CHAIN_LINKS; links++) {
         PyObject *aname;
@@ -219,14 +230,15 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
         ppk_py_frame_ref ref;
         int ok = 1;
         if (ppk_py_gen_frame(o, &ref)) {
-            if (tt->frames.n == MAX_TASK_FRAMES) { /* the outermost goes */
-                memmove(tt->frames.items, &AT(tt->frames, gframe, 1),
-                        (MAX_TASK_FRAMES - 1) * sizeof(gframe));
-                tt->frames.n--;
-            }
-            gframe *g = vec_push(&tt->frames);
+            /* The frames are a ring once full: the outermost goes, in place. */
+            gframe *g = tt->frames.n < MAX_TASK_FRAMES
+                            ? vec_push(&tt->frames)
+                            : &AT(tt->frames, gframe, read % MAX_TASK_FRAMES);
             ok = g && !ppk_py_code_frame(sp, ref.code, ref.lasti, g);
-            if (g && !ok) tt->frames.n--;
+            if (ok)
+                read++;
+            else if (g && read < MAX_TASK_FRAMES)
+                tt->frames.n--;
         }
         PyObject *next = ok ? PyObject_GetAttr(o, aname) : NULL;
         if (!next) PyErr_Clear();
@@ -234,12 +246,11 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
         o = next;
     }
     Py_XDECREF(o);
-    gframe *a = tt->frames.items;
-    for (size_t i = 0, j = tt->frames.n; i + 1 < j; i++, j--) {
-        gframe t = a[i];
-        a[i] = a[j - 1];
-        a[j - 1] = t;
-    }
+    /* Leaf first: the ring's order reversed, from its newest frame (before the
+     * outermost kept, at read % MAX_TASK_FRAMES once it wrapped) back. */
+    size_t k = read > MAX_TASK_FRAMES ? read % MAX_TASK_FRAMES : 0;
+    reverse(tt->frames.items, 0, k);
+    reverse(tt->frames.items, k, tt->frames.n);
 }
 
 /* Whether o is an asyncio task (C or pure Python), or a future. */

@@ -182,6 +182,18 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
             self.assert_near(wall, me["lifetime_ns"], (100 // 25 + 2) * interval,
                              "%s's wall time; sampler: %s" % (name, me["sampler"]))
 
+    def test_deep_chain(self):
+        # A chain of 300 awaits, each coroutine a function of its own: a task's stack
+        # keeps its 256 innermost frames, leaf first (asyncio.sleep, d0, d1, ... d254).
+        run = self.cli(["deepawait.py", "300", "1"])
+        run.json()
+        self.check_summary(run)
+        # (A tick before the task's first step sees its outermost coroutine alone.)
+        stacks = {tuple(names) for names, _, _ in self.waiting(load(run.files))["deep-task"]
+                  if len(names) > 1}
+        self.assertEqual(stacks, {tuple(["sleep"] + ["d%d" % i for i in range(255)])},
+                         [s[:4] + ("...",) + s[-2:] for s in stacks])
+
     def test_stopped_loop(self):
         # A task whose loop has stopped waits on nothing that can end: it is sampled
         # while the loop runs, not after (its wall time is the loop's run, not the
