@@ -894,16 +894,16 @@ static void flush_tasks(SamplerObject *sp) {
     pthread_mutex_unlock(&sp->lock);
 }
 
-/* Stops and joins the thread (with the GIL released), then frees its state. A stop
- * or start in progress in another thread is waited for. -1 (an exception set) when
- * called from inside a pass (a finalizer its release of references ran): the thread
- * running the pass would wait for itself. */
 /* Whether the caller runs inside the sampler's pass (a finalizer its release of
  * references ran). */
 static int in_own_pass(const SamplerObject *sp) {
     return sp->pass_ident && sp->pass_ident == PyThread_get_thread_ident();
 }
 
+/* Stops and joins the thread (with the GIL released), then frees its state. A stop
+ * or start in progress in another thread is waited for. -1 (an exception set) when
+ * called from inside a pass (a finalizer its release of references ran): the thread
+ * running the pass would wait for itself. */
 static int sampler_stop(SamplerObject *sp) {
     if (in_own_pass(sp)) {
         PyErr_SetString(PyExc_RuntimeError,

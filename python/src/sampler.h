@@ -72,11 +72,12 @@ _Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
 
 /* asyncio's objects that a pass reads, with the GIL: asyncio.tasks._current_tasks (the
  * task each running loop is stepping) and the set under asyncio's task WeakSet
- * (ppk_py_task_set). Looking them up in sys.modules and in the module takes ~3 us of
- * cache misses a pass here, so they are held (strong references, or NULL: asyncio is
- * not imported yet) and looked up again every AIO_REFRESH passes or callbacks: a
- * program that replaces them is followed within that many ticks. An object replaced
- * goes with the pass's references (its last reference may run finalizers). */
+ * (ppk_py_task_set). Looked up in sys.modules and in the module, they cost cold lines
+ * at every pass, so they are held (strong references, or NULL: not found, asyncio not
+ * imported yet) and looked up again every AIO_REFRESH passes or callbacks (a program
+ * that replaces them is followed within that many ticks), and, while one is not found,
+ * after each import. An object replaced goes with the pass's references (its last
+ * reference may run finalizers). */
 #define AIO_REFRESH 16
 typedef struct aio_objects {
     PyObject *current;      /* a dict */

@@ -178,7 +178,7 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, thre
     int found = 0;
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t))
-        if (t->thread_id == li->ident && t != sp->ts) {
+        if (t->thread_id == li->ident) {
             li->native_id = t->native_thread_id;
             found = 1;
         }
