@@ -1,6 +1,6 @@
 /*
  * export.c - the recorder's exports: by a caller (ppk_recorder_export) or by the
- * background exporter thread, every period_ms until thread_gen moves (recorder.c says
+ * background exporter thread, every period_ms until a stop (recorder.c says
  * how windows, shards and the swap make every accepted sample land in exactly one
  * export).
  */
@@ -219,15 +219,16 @@ int ppk_recorder_export(ppk_recorder *r, ppk_export *out) {
 
 /* ---- the background exporter ------------------------------------------------------- */
 
-/* The thread reads the generation it began with from r->thread_start_gen: no thread is
- * started again before this one has read it (a start needs !thread_running, which only
- * a stop that joins this thread, or a fork's child, where it does not exist, brings
- * back), and a stop that comes first moves thread_gen, not that. (Memory allocated for
- * it and freed by the thread would be counted for good in a child forked in between.) */
+/* Whether the calling thread is still the recorder's exporter (the lock held). A stop
+ * ends it (thread_running 0, before it joins it), and a start after that stop may make
+ * another one before this one first runs: then r->thread is the other's. */
+static int current_exporter(const ppk_recorder *r) {
+    return r->thread_running && pthread_equal(r->thread, pthread_self());
+}
+
 static void *exporter_main(void *arg) {
     ppk_recorder *r = arg;
     pthread_mutex_lock(&r->lock);
-    uint64_t gen = r->thread_start_gen;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (;;) {
@@ -237,14 +238,13 @@ static void *exporter_main(void *arg) {
             next.tv_sec++;
             next.tv_nsec -= 1000000000;
         }
-        while (r->thread_gen == gen &&
-               pthread_cond_timedwait(&r->wake, &r->lock, &next) == 0) {
+        while (current_exporter(r) && pthread_cond_timedwait(&r->wake, &r->lock, &next) == 0) {
         }
-        if (r->thread_gen != gen) break;
+        if (!current_exporter(r)) break;
         pthread_mutex_unlock(&r->lock);
         ppk__export_window(r, NULL);
         pthread_mutex_lock(&r->lock);
-        if (r->thread_gen != gen) break;
+        if (!current_exporter(r)) break;
     }
     pthread_mutex_unlock(&r->lock);
     ppk__export_window(r, NULL); /* the last window */
@@ -252,7 +252,7 @@ static void *exporter_main(void *arg) {
 }
 
 static void start_thread_locked(ppk_recorder *r) {
-    r->thread_start_gen = ++r->thread_gen;
+    /* The thread cannot read r->thread before the lock is let go: it is set by then. */
     if (ppk__thread_create(&r->thread, exporter_main, r) != 0) return;
     r->thread_running = 1;
 }
@@ -280,7 +280,6 @@ void ppk_recorder_stop(ppk_recorder *r) {
     pthread_t t = r->thread;
     if (running) {
         r->thread_running = 0;
-        r->thread_gen++;
         pthread_cond_broadcast(&r->wake);
     }
     pthread_mutex_unlock(&r->lock);

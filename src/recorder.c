@@ -10,7 +10,7 @@
  * flush and the swap of its shard take the same lock, every accepted sample is in
  * exactly one window (G3), and nothing writes to a retired window (G2). `exporting`
  * serializes exports: the spares are the one export's to use. The exporter thread
- * exports every period_ms; it stops when thread_gen moves.
+ * exports every period_ms until it is no longer the recorder's running thread.
  *
  * Fork (G6): the prepare handler takes every recorder's lock, every shard's and the
  * function dictionary's, so no flush, swap or intern is halfway; the child keeps the
@@ -81,7 +81,6 @@ static void fork_child(ppk__forkable *f) {
         sh->flushed = sh->dropped_nomem = sh->dropped_closed = sh->dropped_stale = 0;
     }
     r->thread_running = 0;
-    r->thread_gen++;
     r->seq = 0;
     memset(&r->totals, 0, sizeof r->totals);
     r->fdict.evicted = r->fdict.refused = 0;

@@ -71,9 +71,7 @@ struct ppk_recorder {
     int64_t period_ms;
     int want_thread;           /* started and not stopped: restarted after fork */
     int thread_running;
-    uint64_t thread_gen;       /* a thread runs while this equals the value it began with */
-    uint64_t thread_start_gen; /* that value, for the thread started last to read */
-    pthread_t thread;
+    pthread_t thread; /* the exporter: it runs while thread_running and this is it */
     pthread_cond_t wake;       /* CLOCK_MONOTONIC */
 
     /* Totals over exported windows (the active window's are added when read). */

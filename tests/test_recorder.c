@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1707,6 +1708,49 @@ static void test_shards(void) {
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), PPK_EINVAL);
 }
 
+/* Starts and stops of the background exporter from eight threads at once, 20,000 each, in
+ * random order: every call returns. (The exporter read the generation it was to run
+ * under when it first got the lock; a stop, then a start, before that made it take the
+ * new one's: it never ended, and the stop joining it waited for ever.) A watchdog fails
+ * the test instead of hanging it. */
+static ppk_recorder *storm_r;
+
+static void *start_stop(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (int i = 0; i < 20000; i++) {
+        if (rand_r(&seed) & 1)
+            CHECK_EQ_INT(ppk_recorder_start(storm_r), 0);
+        else
+            ppk_recorder_stop(storm_r);
+    }
+    return NULL;
+}
+
+static void hung(int sig) {
+    (void)sig;
+    static const char msg[] = "test_start_stop_storm: a start or stop never returned\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
+
+static void test_start_stop_storm(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.export_period_ms = 1;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &storm_r), 0);
+    if (!storm_r) return;
+    signal(SIGALRM, hung);
+    alarm(60);
+    pthread_t t[8];
+    for (uintptr_t i = 0; i < 8; i++)
+        CHECK_EQ_INT(pthread_create(&t[i], NULL, start_stop, (void *)(i + 1)), 0);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    ppk_recorder_free(storm_r);
+}
+
 /* A config string that needs a cut (a sample type of 15 bytes with max_string_len 11) is
  * counted once, whatever the shards: the recorder fits the same config in every window
  * it makes (two a shard), and each counted it, in the statistics and in the comments of
@@ -1737,6 +1781,7 @@ static void test_config_repairs_counted_once(void) {
 }
 
 int main(void) {
+    RUN(test_start_stop_storm);
     RUN(test_config_repairs_counted_once);
     RUN(test_state_machine);
     RUN(test_closed);
