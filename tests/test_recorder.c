@@ -20,7 +20,10 @@
  *   - ppk_sink_file: NAME.PID.SEQ.pb.gz (.pb, .pb.zst) files that decode, no temporary
  *     left, a failing write counted; destroy called once;
  *   - statistics: UTF-8 repairs, truncated strings and stacks, saturated values, flushes
- *     refused for memory, sink failures, each counted.
+ *     refused for memory, sink failures, each counted; a config string cut once is
+ *     counted once, whatever the shards;
+ *   - start/stop storm: eight threads starting and stopping the background exporter at
+ *     random all return (a watchdog fails the test rather than hang it).
  */
 #define _GNU_SOURCE /* syscall() */
 #include <dirent.h>
