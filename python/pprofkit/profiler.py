@@ -13,6 +13,7 @@ dies of it. In a child made by os.fork() it goes on by itself: its sampling thre
 started again, its files carry the child's pid, its Datadog runtime-id is new.
 """
 
+import _thread
 import atexit
 import contextlib
 import os
@@ -439,7 +440,12 @@ def _at_exit():
     _native._stop_samplers()  # Samplers used directly
 
 
+_forked_by_main = True  # whether the thread that forks last is the main one
+
+
 def _before_fork():
+    global _forked_by_main
+    _forked_by_main = threading.current_thread() is threading.main_thread()
     _native._before_fork()
     _lock.acquire()
 
@@ -467,6 +473,23 @@ def _after_fork_child():
     _native._after_fork_child()
     for p in list(_started):
         p._after_fork_child()
+    if not _forked_by_main and (_current is not None or _started):
+        _stop_when_ends(threading.current_thread())
+
+
+def _stop_when_ends(forker):
+    """In a child forked by a thread other than the main one, that thread is the only
+    one, and when it returns or raises SystemExit CPython ends it alone, running no exit
+    handler: the profilers' own threads (samplers, exporters, SIGTERM's) would keep the
+    process alive for ever. A thread of the package's waits for it to end, then stops
+    the profilers as the exit handler would (the last window, the summary): the process
+    then ends as it would without them. No sampler samples that thread: made by _thread
+    (no Thread object), it is hidden before it can run, this thread holding the GIL."""
+    def wait():
+        forker.join()
+        _at_exit()
+
+    _native._hide_thread(_thread.start_new_thread(wait, ()))
 
 
 atexit.register(_at_exit)

@@ -153,6 +153,10 @@ void ppk_py_samplers_after_fork_parent(void);
 void ppk_py_samplers_after_fork_child(void);
 /* Stops every started sampler (at exit, before finalization). */
 void ppk_py_samplers_stop_all(void);
+/* A thread of the package's own that no pass samples (0: none): the one that waits, in
+ * a child forked by a thread other than the main one, for that thread's end
+ * (profiler.py). */
+void ppk_py_hide_thread(unsigned long ident);
 
 /* internals.c: makes the main thread run its pending calls at its next bytecode
  * boundary if it holds the GIL (3.11, 3.12; nothing on 3.13, which does it itself). */

@@ -400,6 +400,14 @@ static PyObject *mod_stop_samplers(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *mod_hide_thread(PyObject *self, PyObject *ident) {
+    (void)self;
+    unsigned long v = PyLong_AsUnsignedLong(ident);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    ppk_py_hide_thread(v);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"strerror", mod_strerror, METH_O, "strerror(code) -> the message of a PPK_E* code"},
     {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> CLOCK_REALTIME in ns (ppk_now_ns)"},
@@ -419,6 +427,8 @@ static PyMethodDef module_methods[] = {
     {"_sigterm_closing", mod_sigterm_closing, METH_O,
      "_sigterm_closing(recorder): its profiler's stop begins and writes the last window; "
      "a SIGTERM from now on waits for it (the recorder's close then kills the process)."},
+    {"_hide_thread", mod_hide_thread, METH_O,
+     "_hide_thread(ident): no sampler samples that thread (one of the package's own)."},
     {"_stop_samplers", mod_stop_samplers, METH_NOARGS,
      "Stops every running Sampler (registered with atexit: their threads must end before "
      "the interpreter finalizes)."},

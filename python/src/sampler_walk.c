@@ -228,6 +228,10 @@ static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *ke
     if (t && !ppk_py_keep_ref(sp, Py_NewRef(t))) gt->n_labels += ppk_py_tag_labels(t, &b->labels);
 }
 
+static atomic_ulong hidden_thread;
+
+void ppk_py_hide_thread(unsigned long ident) { atomic_store(&hidden_thread, ident); }
+
 /* Replaces the held *slot by `found` (borrowed; NULL: none): the old one goes with the
  * pass's references, or stays if there is no room for it. */
 static void aio_hold(SamplerObject *sp, PyObject **slot, PyObject *found) {
@@ -646,7 +650,9 @@ int ppk_py_gather(SamplerObject *sp) {
         size_t n = 0;
         for (; t && n < AHEAD_THREADS; t = PyThreadState_Next(t)) {
             /* A thread not started yet: on 3.11 it would pass for the one starting it. */
-            if (t == sp->ts || !ppk_py_tstate_bound(t)) continue;
+            if (t == sp->ts || !ppk_py_tstate_bound(t) ||
+                t->thread_id == atomic_load_explicit(&hidden_thread, memory_order_relaxed))
+                continue;
             if (sp->final && t->thread_id == sp->stopper) continue;
             int mode = 0;
             if (t->thread_id == sp->main_ident) {

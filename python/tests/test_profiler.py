@@ -876,6 +876,20 @@ class TestFork(ProfilerTest):
         # calls): the parent's main thread must not have been handing the GIL over inside
         # a pending call when the thread that took the GIL forked (the child would
         # inherit CPython's mark of pending calls being handled, and never run one).
+        # The child's thread may also return or call sys.exit(): CPython then ends that
+        # thread alone, running no exit handler, and the process ends with its last
+        # thread; a thread of the package's (not sampled) then stops the profiler, whose
+        # threads would otherwise keep the child alive for ever.
+        for how in ("return", "sys_exit"):
+            run = self.cli(["fork_thread.py", how])
+            lines = {d["role"]: d for d in run.json() if "role" in d}
+            self.assertEqual(sorted(lines), ["child", "parent"], (how, run.out))
+            child, parent = lines["child"], lines["parent"]
+            self.assertEqual((parent["child_status"], child["pid"]), (0, parent["child_pid"]))
+            self.check_summary(run, {parent["pid"], child["pid"]})
+            wall = merged_by(load(run.pid_files(child["pid"])), "wall-time",
+                             lambda s, l: l.get("thread name"))
+            self.assertEqual(set(wall), {"forker"}, (how, wall))
         run = self.cli(["fork_thread.py"])
         out = run.json()
         lines = {d["role"]: d for d in out if "role" in d}
