@@ -486,7 +486,10 @@ def _stop_when_ends(forker):
     then ends as it would without them. No sampler samples that thread: made by _thread
     (no Thread object), it is hidden before it can run, this thread holding the GIL."""
     def wait():
-        forker.join()
+        try:
+            forker.join()
+        except Exception:  # one that threading cannot join (a dummy thread)
+            return
         _at_exit()
 
     _native._hide_thread(_thread.start_new_thread(wait, ()))
