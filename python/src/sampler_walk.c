@@ -241,10 +241,14 @@ static void aio_hold(SamplerObject *sp, PyObject **slot, PyObject *found) {
     *slot = Py_XNewRef(found);
 }
 
+/* Whether an object the pass reads was not found. */
+static int aio_missing(const SamplerObject *sp) {
+    return !sp->aio.current || (sp->tasks && !sp->aio.set);
+}
+
 void ppk_py_aio_refresh(SamplerObject *sp) {
     int due = sp->aio.uses++ % AIO_REFRESH == 0;
-    int missing = !sp->aio.current || (sp->tasks && !sp->aio.set);
-    if (!due && !missing) return;
+    if (!due && !aio_missing(sp)) return;
     /* Until asyncio is imported, after every import: the first tasks are seen at once.
      * (Reading the size costs a line; a lookup that finds nothing, a few more.) */
     PyObject *modules = PyImport_GetModuleDict();
@@ -260,7 +264,7 @@ void ppk_py_aio_refresh(SamplerObject *sp) {
         aio_hold(sp, &sp->aio.set, set);
         Py_XDECREF(set);
     }
-    sp->aio.modules_len = !sp->aio.current || (sp->tasks && !sp->aio.set) ? len : -1;
+    sp->aio.modules_len = aio_missing(sp) ? len : -1;
 }
 
 size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max) {
