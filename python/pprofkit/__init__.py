@@ -8,6 +8,10 @@ record() in one call. docs/python.md is the manual.
 """
 
 from . import _native
+
+if not _native._main_interpreter():
+    raise ImportError("pprofkit can only be imported in the main interpreter")
+
 from ._native import (
     VERSION,
     ClosedError,

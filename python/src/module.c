@@ -408,6 +408,16 @@ static PyObject *mod_hide_thread(PyObject *self, PyObject *ident) {
     Py_RETURN_NONE;
 }
 
+/* The package's state is the process's (static types, one profiler, fork and exit
+ * hooks), and a sampler's thread holds a thread state of the interpreter that started
+ * it: in a sub-interpreter, 3.11 refuses to destroy it while that thread lives and the
+ * process never exits. The package checks this at import (3.13 runs the init of a
+ * module like this one in the main interpreter even for a sub-interpreter's import). */
+static PyObject *mod_main_interpreter(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    return PyBool_FromLong(PyInterpreterState_Get() == PyInterpreterState_Main());
+}
+
 static PyMethodDef module_methods[] = {
     {"strerror", mod_strerror, METH_O, "strerror(code) -> the message of a PPK_E* code"},
     {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> CLOCK_REALTIME in ns (ppk_now_ns)"},
@@ -429,6 +439,8 @@ static PyMethodDef module_methods[] = {
      "a SIGTERM from now on waits for it (the recorder's close then kills the process)."},
     {"_hide_thread", mod_hide_thread, METH_O,
      "_hide_thread(ident): no sampler samples that thread (one of the package's own)."},
+    {"_main_interpreter", mod_main_interpreter, METH_NOARGS,
+     "Whether this is the main interpreter (the package refuses to load in another)."},
     {"_stop_samplers", mod_stop_samplers, METH_NOARGS,
      "Stops every running Sampler (registered with atexit: their threads must end before "
      "the interpreter finalizes)."},

@@ -99,6 +99,19 @@ s.start()
 spin(0.2)
 """, tmp, testcase=self)
 
+    def test_sub_interpreter_refused(self):
+        # A sub-interpreter (3.11's kind, 3.12's and 3.13's legacy kind) cannot import
+        # the package: a profiler started there kept 3.11 from destroying it, and the
+        # process from exiting. programs/subinterp.py destroys it and exits.
+        with tempfile.TemporaryDirectory() as tmp:
+            prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs",
+                                "subinterp.py")
+            out = run_python([prog, os.path.join(tmp, "out")], tmp, testcase=self)
+            self.assertEqual(out.stdout.decode().splitlines(), [
+                "refused: pprofkit can only be imported in the main interpreter",
+                "destroyed"])
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+
     def test_cli_profiles_threads_that_outlive_the_script(self):
         # The program's top level returns at once; its non-daemon thread works on, and
         # the interpreter waits for it before exiting: it is profiled to its end, but
