@@ -91,6 +91,7 @@ class Profiler:
                  service=None, env=None, version=None, tags=None, datadog=None,
                  pyroscope=None, otlp=None, name="python", function_ids=True,
                  asyncio_tasks=True, max_tasks_per_tick=1000, cpu_budget=1.0):
+        _refuse_after_exit()
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
         if isinstance(rate, bool) or isinstance(cpu_budget, bool):
@@ -180,6 +181,7 @@ class Profiler:
         self.on_stop = None
 
     def start(self):
+        _refuse_after_exit()
         self._start_ns = time.time_ns()
         try:
             self.recorder.start()
@@ -433,7 +435,20 @@ def _exit_after_stop(code):
     _real_os_exit(code)
 
 
+_exit_ran = False  # _at_exit began: an atexit handler registered before ours runs now
+
+
+def _refuse_after_exit():
+    if _exit_ran:
+        # Nothing would stop the profiler: no last window, no summary, its threads
+        # left running while the interpreter finalizes.
+        raise RuntimeError("the interpreter is exiting: pprofkit's exit handler has run, "
+                           "so a profiler started now would never be stopped")
+
+
 def _at_exit():
+    global _exit_ran
+    _exit_ran = True
     stop()
     for p in list(_started):  # Profilers started without start(), still running
         p.stop()

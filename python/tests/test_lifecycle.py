@@ -99,6 +99,27 @@ s.start()
 spin(0.2)
 """, tmp, testcase=self)
 
+    def test_start_after_the_exit_handler_refused(self):
+        # An atexit handler registered before pprofkit's runs after it: a profiler it
+        # started would never be stopped (no last window, no summary). start() raises.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python("""
+import atexit
+def late():
+    import pprofkit
+    try:
+        pprofkit.start(out_dir="out")
+    except RuntimeError as e:
+        print("refused:", e)
+    else:
+        print("started")
+atexit.register(late)
+import pprofkit
+""", tmp, testcase=self)
+            self.assertTrue(out.stdout.decode().startswith("refused: the interpreter is exiting"),
+                            out)
+            self.assertEqual(os.listdir(tmp), ["prog.py"])
+
     def test_sub_interpreter_refused(self):
         # A sub-interpreter (3.11's kind, 3.12's and 3.13's legacy kind) cannot import
         # the package: a profiler started there kept 3.11 from destroying it, and the
