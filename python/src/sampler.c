@@ -172,9 +172,9 @@ static int main_callback(void *unused) {
     gbuf *b = &sp->cb;
     b->frames.n = b->uniq.n = b->labels.n = b->threads.n = 0;
     int gc = ppk_py_gc_pause();
-    running_task tasks[MAX_LOOPS];
     ppk_py_aio_refresh(sp);
-    size_t n_tasks = ppk_py_running_tasks(sp, tasks, MAX_LOOPS);
+    size_t n_tasks = ppk_py_running_tasks(sp, &sp->cb_running);
+    const running_task *tasks = sp->cb_running.items;
     rec_counts c = {0};
     PyThreadState *t = PyThreadState_Get();
     threads_dict active = {0};
@@ -714,6 +714,8 @@ static void free_buffers(SamplerObject *sp) {
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
     vec_free(&sp->remap);
+    vec_free(&sp->running);
+    vec_free(&sp->cb_running);
     ppk_py_free_tasks(sp);
     vec_free(&sp->refs);
     vec_free(&sp->old_refs);
@@ -1052,6 +1054,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
     sp->remap = VEC(uint32_t);
+    sp->running = sp->cb_running = VEC(running_task);
     sp->refs = VEC(PyObject *);
     sp->old_refs = VEC(PyObject *);
     return (PyObject *)sp;

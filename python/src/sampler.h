@@ -331,6 +331,7 @@ typedef struct SamplerObject {
     ppk_sample *builder;
     gbuf tick, prev; /* this pass's and the previous one's (recorded) */
     vec remap;       /* phase 0: prev.uniq index -> tick.uniq index (UINT32_MAX: none) */
+    vec running, cb_running; /* running_task: of a pass, of the main thread's callback */
     uint64_t pass_reused; /* threads of this pass whose frames were copied from prev */
     /* The GIL's changes of holder (ppk_py_gil_takes) when phase 0 began, and whether
      * there was at most one since: then no thread whose clock phase 0 found unmoved ran
@@ -447,8 +448,6 @@ typedef struct running_task {
     PyObject *task; /* borrowed from _current_tasks, which phase 1 does not change */
 } running_task;
 
-#define MAX_LOOPS 64
-
 /* ---- sampler_walk.c: phase 1, with the GIL ---------------------------------------- */
 
 /* Interns the attribute names phase 1 reads. -1 with an exception set. */
@@ -482,7 +481,7 @@ PyObject *ppk_py_thread_of(threads_dict *d, PyObject *ident);
  * or shrank). A pass and the main thread's callback call it first. */
 void ppk_py_aio_refresh(SamplerObject *sp);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
-size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max);
+size_t ppk_py_running_tasks(SamplerObject *sp, vec *out);
 
 /* Helpers of phase 1 that sampler_tasks.c shares. */
 PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name);

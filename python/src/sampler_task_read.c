@@ -159,11 +159,63 @@ int ppk_py_task_done(PyObject *task) {
 
 /* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
  * that ident, as in a child forked while another thread ran the loop). */
+static loopinfo *loop_at(const task_table *tt, size_t i) {
+    return &tt->loop_blocks[i / LOOP_BLOCK][i % LOOP_BLOCK];
+}
+
+/* Room for one more loop in tt: a block, and an index at most half full. -1: no memory. */
+static int loops_reserve(task_table *tt) {
+    size_t n = tt->n_loops + 1;
+    if (n > tt->n_loop_blocks * LOOP_BLOCK) {
+        loopinfo **blocks = realloc(tt->loop_blocks, (tt->n_loop_blocks + 1) * sizeof *blocks);
+        if (!blocks) return -1;
+        tt->loop_blocks = blocks;
+        if (!(blocks[tt->n_loop_blocks] = malloc(LOOP_BLOCK * sizeof(loopinfo)))) return -1;
+        tt->n_loop_blocks++;
+    }
+    if (n * 2 <= tt->loop_index_cap) return 0;
+    size_t cap = tt->loop_index_cap ? tt->loop_index_cap * 2 : 16;
+    uint32_t *index = calloc(cap, sizeof *index);
+    if (!index) return -1;
+    for (size_t i = 0; i < tt->n_loops; i++) {
+        size_t j = ppk_py_ptr_hash(loop_at(tt, i)->loop, cap - 1);
+        while (index[j]) j = (j + 1) & (cap - 1);
+        index[j] = (uint32_t)i + 1;
+    }
+    free(tt->loop_index);
+    tt->loop_index = index;
+    tt->loop_index_cap = cap;
+    return 0;
+}
+
+void ppk_py_loops_clear(task_table *tt) {
+    if (tt->n_loops) memset(tt->loop_index, 0, tt->loop_index_cap * sizeof *tt->loop_index);
+    tt->n_loops = 0;
+}
+
+void ppk_py_loops_free(task_table *tt) {
+    for (size_t i = 0; i < tt->n_loop_blocks; i++) free(tt->loop_blocks[i]);
+    free(tt->loop_blocks);
+    free(tt->loop_index);
+}
+
+/* The index slot of `loop`: the one naming it, or the empty one it would take. */
+static uint32_t *loop_slot(const task_table *tt, PyObject *loop) {
+    size_t mask = tt->loop_index_cap - 1, j = ppk_py_ptr_hash(loop, mask);
+    while (tt->loop_index[j] && loop_at(tt, tt->loop_index[j] - 1)->loop != loop)
+        j = (j + 1) & mask;
+    return &tt->loop_index[j];
+}
+
 static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, threads_dict *active) {
-    for (size_t i = 0; i < tt->n_loops; i++)
-        if (tt->loops[i].loop == loop) return tt->loops[i].ident ? &tt->loops[i] : NULL;
-    if (tt->n_loops == MAX_LOOPS) return NULL;
-    loopinfo *li = &tt->loops[tt->n_loops++];
+    uint32_t *slot = tt->loop_index_cap ? loop_slot(tt, loop) : NULL;
+    if (slot && *slot) {
+        loopinfo *li = loop_at(tt, *slot - 1);
+        return li->ident ? li : NULL;
+    }
+    if (loops_reserve(tt)) return NULL; /* its tasks are not sampled this pass */
+    *loop_slot(tt, loop) = (uint32_t)tt->n_loops + 1;
+    loopinfo *li = loop_at(tt, tt->n_loops++);
     *li = (loopinfo){loop, 0, 0, NULL};
     PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
     if (tid && PyLong_Check(tid)) {

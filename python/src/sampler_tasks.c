@@ -73,15 +73,10 @@ int ppk_py_tasks_init(SamplerObject *sp) {
 
 /* ---- The entry table --------------------------------------------------------------- */
 
-static size_t ptr_hash(const void *p, size_t mask) {
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15u;
-    return (size_t)(h >> 24) & mask;
-}
-
 /* The entry of `task`, new if needed (room was made by table_reserve). */
 static size_t entry_get(task_table *tt, PyObject *task) {
     size_t mask = tt->cap - 1, tomb = SIZE_MAX;
-    for (size_t i = ptr_hash(task, mask);; i = (i + 1) & mask) {
+    for (size_t i = ppk_py_ptr_hash(task, mask);; i = (i + 1) & mask) {
         tentry *e = &tt->e[i];
         if (e->task == task) return i;
         if (e->task == TOMB) {
@@ -109,7 +104,7 @@ static int table_reserve(task_table *tt, size_t n) {
     for (size_t i = 0; i < tt->cap; i++) {
         tentry *o = &tt->e[i];
         if (!o->task || o->task == TOMB) continue;
-        size_t j = ptr_hash(o->task, cap - 1);
+        size_t j = ppk_py_ptr_hash(o->task, cap - 1);
         while (e[j].task) j = (j + 1) & (cap - 1);
         e[j] = *o;
     }
@@ -250,7 +245,7 @@ static void prefetch_task(const task_table *tt, tslotv *v, size_t mask) {
     }
     const char *t = (const char *)((PyWeakReference *)v->key)->wr_object;
     for (int line = 0; line < 4; line++) __builtin_prefetch(t + 64 * line);
-    __builtin_prefetch(&tt->e[ptr_hash(t, mask)]);
+    __builtin_prefetch(&tt->e[ppk_py_ptr_hash(t, mask)]);
 }
 
 /* The third: the task (NULL: dead), and what its entry points to that visit() reads:
@@ -259,7 +254,7 @@ static void prefetch_task(const task_table *tt, tslotv *v, size_t mask) {
 static void prefetch_entry(const task_table *tt, tslotv *v, size_t mask) {
     v->task = v->key ? ppk_py_weak_target(v->key) : NULL;
     if (!v->task) return;
-    for (size_t i = ptr_hash(v->task, mask); tt->e[i].task; i = (i + 1) & mask) {
+    for (size_t i = ppk_py_ptr_hash(v->task, mask); tt->e[i].task; i = (i + 1) & mask) {
         const tentry *e = &tt->e[i];
         if (e->task != v->task) continue;
         if (e->stack) __builtin_prefetch(e->stack, 1);
@@ -396,7 +391,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
     int64_t t0 = mono_ns();
     release_recorded(sp, tt);
     tt->seen.n = tt->walk.n = 0;
-    tt->n_loops = 0;
+    ppk_py_loops_clear(tt);
     tt->visits = 0;
     PyObject *set = Py_XNewRef(sp->aio.set); /* ppk_py_aio_refresh */
     PySetObject *so = (PySetObject *)set;
@@ -547,5 +542,6 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     vec_free(&tt->unheld);
     vec_free(&tt->frames);
     vec_free(&tt->labels);
+    ppk_py_loops_free(tt);
     free(tt);
 }

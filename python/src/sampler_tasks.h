@@ -37,6 +37,15 @@ _Static_assert(offsetof(tstack, gt) + offsetof(gthread, parent_id) + sizeof(int6
 /* Threads whose CPU clocks tell that no task can have moved (more: no quiet ticks). */
 #define MAX_QUIET_THREADS 64
 
+/* Loops a block of task_table.loop_blocks holds. */
+#define LOOP_BLOCK 16
+
+/* A slot of an open-addressing table of 2^k slots (mask 2^k - 1) for a pointer. */
+static inline size_t ppk_py_ptr_hash(const void *p, size_t mask) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15u;
+    return (size_t)(h >> 24) & mask;
+}
+
 typedef struct tentry {
     PyObject *task;   /* the key, not a reference (NULL: empty; TOMB: deleted) */
     PyObject *wr;     /* a reference to a weak reference to the task (the task set's) */
@@ -102,8 +111,13 @@ typedef struct task_table {
     vec unheld;              /* PyObject *: references of stacks recorded and freed
                               * without the GIL, released at the next pass */
     vec frames, labels;      /* scratch for a chain being read */
-    loopinfo loops[MAX_LOOPS];
-    size_t n_loops;
+    /* The loops met this pass: blocks of LOOP_BLOCK kept from pass to pass (a twalk
+     * points into them), found by loop through an open-addressing index (loop + 1 of
+     * each slot's, 0: empty), both as large as the most loops a pass met. */
+    loopinfo **loop_blocks;
+    size_t n_loop_blocks, n_loops;
+    uint32_t *loop_index;
+    size_t loop_index_cap;
     size_t live, visits; /* tasks in the set, and visited, at this pass */
 } task_table;
 
@@ -126,6 +140,9 @@ PyObject *ppk_py_task_set(void);
  * not running. */
 loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task,
                            threads_dict *active);
+/* Forgets the loops of the previous pass; frees what the loops' table holds. */
+void ppk_py_loops_clear(task_table *tt);
+void ppk_py_loops_free(task_table *tt);
 /* Reads the chain of a task that moved (or is new); adds it to tt->seen. */
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */

@@ -267,7 +267,8 @@ void ppk_py_aio_refresh(SamplerObject *sp) {
     sp->aio.modules_len = aio_missing(sp) ? len : -1;
 }
 
-size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max) {
+size_t ppk_py_running_tasks(SamplerObject *sp, vec *out) {
+    out->n = 0;
     PyObject *current = sp->aio.current;
     if (!current) return 0;
     if (!task_get_name) {
@@ -278,19 +279,21 @@ size_t ppk_py_running_tasks(SamplerObject *sp, running_task *out, size_t max) {
             if (!task_get_name) PyErr_Clear();
         }
     }
-    size_t n = 0;
     Py_ssize_t pos = 0;
     PyObject *loop, *task;
-    while (n < max && PyDict_Next(current, &pos, &loop, &task)) {
+    /* One a loop in a step (at most one a thread), and room for the main thread's
+     * (ppk_py_gather). */
+    if (vec_reserve(out, (size_t)PyDict_GET_SIZE(current) + 1)) return 0;
+    while (PyDict_Next(current, &pos, &loop, &task)) {
         PyObject *tid = ppk_py_safe_getattr(loop, str_thread_id);
         if (tid && PyLong_Check(tid)) {
             unsigned long ident = PyLong_AsUnsignedLong(tid);
-            if (!PyErr_Occurred()) out[n++] = (running_task){ident, task};
+            if (!PyErr_Occurred()) AT(*out, running_task, out->n++) = (running_task){ident, task};
         }
         PyErr_Clear();
         Py_XDECREF(tid);
     }
-    return n;
+    return out->n;
 }
 
 /* The frame cache slot of (code, lasti): the one holding it, or the one it would take. */
@@ -634,9 +637,9 @@ int ppk_py_gather(SamplerObject *sp) {
     int gc = ppk_py_gc_pause();
     int rc = 0;
     threads_dict active = {0};
-    running_task tasks[MAX_LOOPS];
     ppk_py_aio_refresh(sp);
-    size_t n_tasks = ppk_py_running_tasks(sp, tasks, MAX_LOOPS);
+    size_t n_tasks = ppk_py_running_tasks(sp, &sp->running);
+    running_task *tasks = sp->running.items;
     sp->main_blocked_now = 0;
     PyThreadState *self = PyThreadState_Get(); /* the sampler's, or the GIL's holder */
     struct {
@@ -714,7 +717,7 @@ int ppk_py_gather(SamplerObject *sp) {
         pthread_mutex_lock(&sp->lock);
         void *mt = sp->main_answered == sp->main_seq ? sp->main_task : NULL;
         pthread_mutex_unlock(&sp->lock);
-        if (mt && n_tasks < MAX_LOOPS) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
+        if (mt && n_tasks < sp->running.cap) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
         ppk_py_gather_tasks(sp, &active, tasks, n_tasks);
     }
     ppk_py_gc_resume(gc);

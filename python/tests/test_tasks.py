@@ -182,6 +182,29 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
             self.assert_near(wall, me["lifetime_ns"], (100 // 25 + 2) * interval,
                              "%s's wall time; sampler: %s" % (name, me["sampler"]))
 
+    def test_many_loops(self):
+        # 80 threads, each running an event loop, each loop's task waiting for 2 s: every
+        # task is sampled, under its loop's thread. (The tasks of loops past the 64th met
+        # in a pass were not.) A task's first sample may come a few ticks after it began
+        # to wait: 160 tasks read at most 25 a tick.
+        run = self.cli(["loops.py", "80", "2"])
+        (me,) = run.json()
+        self.check_summary(run)
+        interval = longest_interval(me["rate"], me["sampler"])
+        waiting = self.waiting(load(run.files))
+        walls = {}
+        for name, smp in waiting.items():
+            if not name.startswith("sleeper-"):
+                continue
+            for names, labels, values in smp:
+                self.assertEqual(labels["thread name"], "loop-" + name[len("sleeper-"):],
+                                 (name, labels))
+            walls[name] = sum(v["wall-time"] for _, _, v in smp)
+        self.assertEqual(sorted(walls), sorted("sleeper-%d" % i for i in range(80)))
+        for name, wall in walls.items():
+            self.assertGreater(wall, me["lifetime_ns"] - (160 // 25 + 2) * interval,
+                               "%s's wall time; sampler: %s" % (name, me["sampler"]))
+
     def test_deep_chain(self):
         # A chain of 300 awaits, each coroutine a function of its own: a task's stack
         # keeps its 256 innermost frames, leaf first (asyncio.sleep, d0, d1, ... d254).
