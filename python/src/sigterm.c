@@ -5,8 +5,10 @@
  * end of its `with` block, a container being stopped) runs no exit handler: the samples
  * since its last export would be lost, uncounted. While the process's profiler runs
  * (pprofkit.start(), which the CLI uses), and if SIGTERM's disposition was the default,
- * a C handler is installed that only writes a byte to a pipe (async-signal-safe). A
- * thread waiting on the pipe then stops the recorder's exporter (which exports the last
+ * a C handler is installed that only posts a semaphore (async-signal-safe; not a file
+ * descriptor, which the program may close, dup2 over or write to: a pipe made in a
+ * program started with its standard streams closed would be fds 0 and 1). A thread
+ * waiting on the semaphore then stops the recorder's exporter (which exports the last
  * window to the sinks), drains the uploads (their shutdown_timeout_ms), and kills the
  * process with SIGTERM under the default disposition: its exit status is the signal's,
  * as without the profiler. A deadline thread kills it after DEATH_WAIT_MS whatever the
@@ -18,9 +20,8 @@
  * A handler the program installs later replaces this one (signal.signal); disarming
  * restores the default only if this handler is still the one installed. A forked child
  * inherits the handler but not the thread: until the child's after-fork hook has made
- * a pipe and a thread of its own, the handler finds another pid than the armed one and
- * lets the signal kill the process at once, as the default would; a child whose hook
- * never ran (a fork from C) leaves the parent's pipe alone.
+ * a semaphore and a thread of its own, the handler finds another pid than the armed one
+ * and lets the signal kill the process at once, as the default would.
  *
  * The profiler's stop writes the last window itself: a SIGTERM that comes from the
  * start of its stop (ppk_py_sigterm_closing) waits for it, and the recorder's close
@@ -34,8 +35,8 @@
 #include "binding.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +52,10 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler's atomics must be lock-fr
 static struct {
     RecorderObject *owner; /* strong reference while armed; NULL: not armed */
     ppk_recorder *rec;
-    int rd, wr;            /* the pipe */
+    sem_t wake;            /* posted by the handler (a SIGTERM) or by stop_thread */
+    atomic_int term, quit; /* what wake says: a SIGTERM came; the thread is to end */
     pthread_t thread;
-    atomic_int pid;        /* the process whose thread reads the pipe (0: none) */
+    atomic_int pid;        /* the process whose thread waits on wake (0: none) */
     atomic_int in_handler; /* handlers running (lock-free atomics: signal-safe) */
     /* Under lock: owner's changes (read with the GIL or the lock); the recorder's sinks
      * (ppk_py_sigterm_sinks); the thread exports; the profiler's stop exports; a
@@ -64,9 +66,7 @@ static struct {
     size_t n_uploads;
     ppk_sink uploads[PPK_PY_MAX_UPLOADS];
     int exporting, closing, pending;
-} g = {.rd = -1,
-       .wr = -1,
-       .lock = PTHREAD_MUTEX_INITIALIZER,
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
 
 /* Sets SIGTERM's disposition to the default. */
@@ -92,7 +92,9 @@ static void on_sigterm(int sig) {
     (void)sig;
     int saved = errno;
     atomic_fetch_add(&g.in_handler, 1);
-    if (atomic_load(&g.pid) != getpid() || write(g.wr, "T", 1) != 1) die();
+    if (atomic_load(&g.pid) != getpid()) die();
+    atomic_store(&g.term, 1);
+    if (sem_post(&g.wake)) die();
     atomic_fetch_sub(&g.in_handler, 1);
     errno = saved;
 }
@@ -108,18 +110,11 @@ static void *deadline_main(void *unused) {
 
 static void *term_main(void *unused) {
     (void)unused;
-    char c = 0;
-    ssize_t n;
-    while ((n = read(g.rd, &c, 1)) < 0 && errno == EINTR) {
+    /* A SIGTERM that came before the disarming is handled, as if it came alone. */
+    while (!atomic_load(&g.term)) {
+        if (sem_wait(&g.wake) && errno == EINTR) continue;
+        if (!atomic_load(&g.term) && atomic_load(&g.quit)) return NULL; /* disarmed */
     }
-    if (n != 1) {
-        /* The pipe is gone (closed under the process's feet): the handler no longer
-         * writes to it, and lets a SIGTERM kill the process. Nobody joins this thread. */
-        atomic_store(&g.pid, 0);
-        pthread_detach(pthread_self());
-        return NULL;
-    }
-    if (c != 'T') return NULL; /* disarmed */
     pthread_t deadline;
     if (ppk_py_thread_create(&deadline, deadline_main, NULL)) die();
     pthread_detach(deadline);
@@ -148,55 +143,37 @@ static int ours(void) {
            cur.sa_handler == on_sigterm;
 }
 
-/* Whether the thread reading the pipe is this process's (not a parent's: a fork whose
- * after-fork hook did not run). */
+/* Whether the thread waiting for a SIGTERM is this process's (not a parent's: a fork
+ * whose after-fork hook did not run). */
 static int own_thread(void) { return atomic_load(&g.pid) == getpid(); }
 
-/* A pipe and the thread reading it, for this process: 0, or -1 (nothing made). */
+/* A semaphore and the thread waiting on it, for this process: 0, or -1 (none). */
 static int start_thread(void) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC)) return -1;
-    fcntl(fds[1], F_SETFL, O_NONBLOCK); /* the handler never blocks */
-    g.rd = fds[0];
-    g.wr = fds[1];
+    atomic_store(&g.term, 0);
+    atomic_store(&g.quit, 0);
+    if (sem_init(&g.wake, 0, 0)) return -1;
     if (ppk_py_thread_create(&g.thread, term_main, NULL)) {
-        close(fds[0]);
-        close(fds[1]);
-        g.rd = g.wr = -1;
+        sem_destroy(&g.wake);
         return -1;
     }
     atomic_store(&g.pid, getpid());
     return 0;
 }
 
-/* Ends the thread (with the GIL released) and closes the pipe, the handler no longer
- * installed: whether a SIGTERM came (the thread read it, or it is left in the pipe). */
+/* Ends the thread (with the GIL released), the handler no longer installed: whether a
+ * SIGTERM came. */
 static int stop_thread(void) {
     atomic_store(&g.pid, 0);
-    /* A handler that began before the handler was removed has written its byte, or
-     * killed the process, once none runs. */
+    /* A handler that began before the handler was removed has posted, or killed the
+     * process, once none runs. */
     while (atomic_load(&g.in_handler)) sched_yield();
-    int came = 0;
-    if (write(g.wr, "Q", 1) == 1) {
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(g.thread, NULL);
-        Py_END_ALLOW_THREADS
-        char c;
-        fcntl(g.rd, F_SETFL, O_NONBLOCK);
-        while (read(g.rd, &c, 1) == 1) came |= c == 'T';
-    } else if (errno == EAGAIN) {
-        came = 1; /* the pipe is full: of SIGTERMs */
-    } else {
-        /* The pipe was closed under the process's feet (its numbers may be another
-         * file's now): left alone, the thread too. */
-        pthread_detach(g.thread);
-        g.rd = g.wr = -1;
-        return 0;
-    }
-    close(g.rd);
-    close(g.wr);
-    g.rd = g.wr = -1;
-    return came;
+    atomic_store(&g.quit, 1);
+    sem_post(&g.wake);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(g.thread, NULL);
+    Py_END_ALLOW_THREADS
+    sem_destroy(&g.wake);
+    return atomic_load(&g.term);
 }
 
 /* Not armed any more; the reference to the recorder for the caller to release. */
@@ -282,8 +259,7 @@ void ppk_py_sigterm_closing(RecorderObject *r) {
 PyObject *ppk_py_sigterm_disarm(RecorderObject *r) {
     if (!g.owner || g.owner != r) return NULL;
     if (!own_thread()) {
-        /* A fork whose after-fork hook did not run: the pipe and the thread are the
-         * parent's. */
+        /* A fork whose after-fork hook did not run: the thread is the parent's. */
         if (ours()) set_default();
         return forget();
     }
@@ -299,11 +275,9 @@ PyObject *ppk_py_sigterm_disarm(RecorderObject *r) {
 
 void ppk_py_sigterm_after_fork_child(void) {
     if (!g.owner) return;
-    /* The parent's pipe, and its thread that is gone: this process gets its own. No
-     * handler writes to the pipe in this process before (pid is the parent's). */
-    close(g.rd);
-    close(g.wr);
-    g.rd = g.wr = -1;
+    /* The parent's thread is gone: this process gets its own, and a semaphore of its
+     * own (the parent's copy may be in any state). No handler posts in this process
+     * before (pid is the parent's). */
     g.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* perhaps held at the fork */
     g.done = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     atomic_store(&g.in_handler, 0);

@@ -26,6 +26,7 @@ No assertion is about speed; GUARD is a hang guard only.
 """
 
 import collections
+import errno
 import json
 import os
 import queue
@@ -989,6 +990,20 @@ class TestSigterm(ProfilerTest):
                 self.assertTrue(run.files, run.err)
                 fns = self.functions_of(run.files)
                 self.assertGreater(fns[fn], 0, fns)
+
+    def test_standard_streams_closed(self):
+        # Started with fds 0 and 1 closed (as some supervisors start programs), the
+        # program's write to fd 1 fails as it would without the profiler (the process
+        # killed itself when the SIGTERM pipe took those fds and the byte was a 'T'), and
+        # a SIGTERM later writes the last window.
+        out = self.tmpdir()
+        closed = ("import os, sys; os.close(0); os.close(1); "
+                  "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+        run = self.run_python(["-c", closed, "-m", "pprofkit", "run", "--out", out,
+                               "--export-period", "60", "sigterms.py", "closed"],
+                              out_dir=out, expect_rc=-signal.SIGTERM)
+        self.assertIn("refused: errno %d" % errno.EBADF, run.err)
+        self.assertGreater(self.functions_of(run.files)["work"], 0, run.err)
 
     def test_program_handler(self):
         # A handler the program installs wins: it runs, the program exits with its status

@@ -10,6 +10,9 @@
            uploads to a local server that never answers, so that the stop waits for
            them), and is sent SIGTERM 0.5 s into pprofkit.stop(); prints "survived" if
            it lives on after the stop
+  closed   run with its standard input and output closed: writes a byte to fd 1 (as a
+           C library's printf would), says on stderr whether the write failed, works, then
+           is sent SIGTERM after 0.5 s
   disposition  starts and stops the profiler itself (run with plain python), twice, the
            second time with a handler of its own installed first; prints SIGTERM's
            handler as the kernel has it (sigaction: 0 is SIG_DFL) at each step
@@ -112,10 +115,16 @@ def main(mode, *args):
         return
     if mode == "handler":
         signal.signal(signal.SIGTERM, handled)
+    if mode == "closed":
+        try:
+            os.write(1, b"T")
+            print("written", file=sys.stderr, flush=True)
+        except OSError as e:
+            print("refused: errno %d" % e.errno, file=sys.stderr, flush=True)
     term_later(0.5)
     if mode == "sleep":
         time.sleep(60)
-    elif mode == "handler":
+    elif mode in ("handler", "closed"):
         work(60)
     else:
         spin_until_killed()
