@@ -36,11 +36,33 @@ SAMPLES = ("samples", "count")
 _tags_thread = {}
 _tags_task = {}
 _tag_blocks = {}
-# The sampler's own labels (a tag() cannot set them), and the most labels tag() blocks
-# may give one sample: the library's default max_labels (32) less the sampler's own.
-_RESERVED_LABELS = frozenset(("thread id", "thread native id", "thread name", "task name",
-                              "task id", "task state", "parent task", "parent task id"))
-_MAX_TAGS = 32 - len(_RESERVED_LABELS)
+
+
+class _ThreadTags:
+    """Kept by a thread (_thread_tags) from its first tag() block: when the thread ends,
+    its labels go with it. A block that a suspended generator holds open would otherwise
+    label the next thread of the same ident (idents are reused as soon as a thread
+    ends); a thread's locals are dropped before it ends, so before its ident can be."""
+
+    __slots__ = ("ident",)
+
+    def __init__(self, ident):
+        self.ident = ident
+
+    def __del__(self):
+        _tags_thread.pop(self.ident, None)
+        _tag_blocks.pop((False, self.ident), None)
+
+
+_thread_tags = threading.local()
+# The sampler's own labels and the library's reserved key (a tag() cannot set them), and
+# the most labels tag() blocks may give one sample: the library's default max_labels
+# (32) less the sampler's own.
+_SAMPLER_LABELS = ("thread id", "thread native id", "thread name", "task name", "task id",
+                   "task state", "parent task", "parent task id")
+_RESERVED_LABELS = frozenset(_SAMPLER_LABELS + ("end_timestamp_ns",))
+_SPAN_KEY = "local root span id"  # the library takes only a non-zero int
+_MAX_TAGS = 32 - len(_SAMPLER_LABELS)
 
 # start() and stop()'s lock. Re-entered only by a signal handler (or a fork from one)
 # of the thread that holds it: a handler's start() then raises and its stop() returns
@@ -248,7 +270,8 @@ class Profiler:
             "pid": os.getpid(),
             "samples": stats["samples_flushed"] + sampler["ticks_coalesced"],
             "exports": stats["windows_exported"], "files": files,
-            "degradations": _degradations(stats), "stats": stats, "sampler": sampler,
+            "degradations": _degradations(stats, sampler), "stats": stats,
+            "sampler": sampler,
             "uploads": uploads,
         }
         if self.on_stop is not None:
@@ -264,8 +287,13 @@ _DEGRADATIONS = _native.DEGRADATIONS + (
     "export_failures", "sink_failures", "samples_lost_sink")
 
 
-def _degradations(stats):
-    return {k: stats[k] for k in _DEGRADATIONS if stats.get(k)}
+def _degradations(stats, sampler):
+    """The recorder's degradations, and the labels the library refused the sampler (a
+    tag() key it takes for its own, over its max_labels...: left out of samples)."""
+    out = {k: stats[k] for k in _DEGRADATIONS if stats.get(k)}
+    if sampler.get("labels_refused"):
+        out["labels_refused"] = sampler["labels_refused"]
+    return out
 
 
 def _program():
@@ -365,20 +393,26 @@ def tag(labels=None, /, **kw):
     inner block's value for a key wins over an outer one's; blocks may end in any order
     (generators). Raises TypeError for a key that is not a str or a value that is not
     a str or an int, ValueError for an empty key, one of the sampler's own labels, an
-    int outside 64 bits, or more than 24 labels in the blocks running at once."""
+    int outside 64 bits, the library's reserved key ("end_timestamp_ns"), a "local root
+    span id" that is not a non-zero int, or more than 24 labels in the blocks running
+    at once."""
     items = {}
     for k, v in dict(labels or {}, **kw).items():
         if not isinstance(k, str) or not isinstance(v, (str, int)) or isinstance(v, bool):
             raise TypeError("pprofkit.tag: keys must be str, values str or int")
         if not k or k in _RESERVED_LABELS:
-            raise ValueError("pprofkit.tag: %r cannot be a label's key (empty, or one of "
-                             "the sampler's own labels)" % k)
+            raise ValueError("pprofkit.tag: %r cannot be a label's key (empty, one of "
+                             "the sampler's own labels, or reserved)" % k)
+        if k == _SPAN_KEY and (not isinstance(v, int) or not v):
+            raise ValueError("pprofkit.tag: %r must be a non-zero int" % k)
         if isinstance(v, int) and not -2**63 <= v < 2**63:
             raise ValueError("pprofkit.tag: %r: an int value must fit in 64 bits" % k)
         items[_utf8_safe(k)] = _utf8_safe(v) if isinstance(v, str) else v
     task = _current_task()
     table, key = (_tags_task, id(task)) if task is not None else (
         _tags_thread, threading.get_ident())
+    if task is None and getattr(_thread_tags, "guard", None) is None:
+        _thread_tags.guard = _ThreadTags(key)
     where = (table is _tags_task, key)
     blocks = _tag_blocks.get(where, []) + [items]
     merged = _merged(blocks)

@@ -228,6 +228,23 @@ static void gather_tags(SamplerObject *sp, gbuf *b, PyObject *tags, PyObject *ke
     if (t && !ppk_py_keep_ref(sp, Py_NewRef(t))) gt->n_labels += ppk_py_tag_labels(t, &b->labels);
 }
 
+/* Drops the first n_outer labels of gt (its thread's tags) whose key one of the
+ * labels after them (its running task's tags, inner blocks) has: the inner value wins,
+ * and the library would refuse a key twice. gt's labels are the last in b. */
+static void drop_outer_keys(gbuf *b, gthread *gt, size_t n_outer) {
+    glabel *l = &AT(b->labels, glabel, gt->first_label);
+    size_t kept = 0;
+    for (size_t i = 0; i < gt->n_labels; i++) {
+        int inner_has = 0;
+        for (size_t j = n_outer; i < n_outer && !inner_has && j < gt->n_labels; j++)
+            inner_has = l[i].key.len == l[j].key.len &&
+                        memcmp(l[i].key.ptr, l[j].key.ptr, l[i].key.len) == 0;
+        if (!inner_has) l[kept++] = l[i];
+    }
+    b->labels.n -= gt->n_labels - kept;
+    gt->n_labels = kept;
+}
+
 static atomic_ulong hidden_thread;
 
 void ppk_py_hide_thread(unsigned long ident) { atomic_store(&hidden_thread, ident); }
@@ -566,8 +583,10 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
         if (tname && !ppk_py_keep_ref(sp, tname)) gt->task_name = ppk_py_utf8_kept(sp, tname);
         PyObject *tid = PyLong_FromVoidPtr(task);
         if (!tid) PyErr_Clear();
+        size_t n_thread = gt->n_labels;
         gather_tags(sp, b, sp->tags_task, tid, gt);
         Py_XDECREF(tid);
+        if (n_thread && gt->n_labels > n_thread) drop_outer_keys(b, gt, n_thread);
         break;
     }
     return 0;

@@ -345,7 +345,11 @@ class TagTest(unittest.TestCase):
                            ({"small": -2**63 - 1}, ValueError),
                            ({"k%d" % i: i for i in range(25)}, ValueError),
                            ({"b": True}, TypeError), ({"f": 1.5}, TypeError),
-                           ({"n": None}, TypeError)):
+                           ({"n": None}, TypeError),
+                           # the library's: it would leave them out of every sample
+                           ({"end_timestamp_ns": 5}, ValueError),
+                           ({"local root span id": "abc"}, ValueError),
+                           ({"local root span id": 0}, ValueError)):
             with self.assertRaises(error, msg=bad):
                 with pprofkit.tag(bad):
                     pass
@@ -359,6 +363,33 @@ class TagTest(unittest.TestCase):
                     pass
             self.assertEqual(len(profiler._tags_thread[ident]), 20)
         self.assertNotIn(ident, profiler._tags_thread)
+
+    def test_tags_of_an_ended_thread_dropped(self):
+        # A thread leaves a block open in a generator and ends: its labels go with it
+        # (a thread made later may get its ident, and took them). The generator closed
+        # later changes nothing.
+        gens = []
+
+        def stream():
+            with pprofkit.tag(request="from-the-thread"):
+                yield
+
+        def run():
+            g = stream()
+            next(g)
+            gens.append(g)
+            ident.append(threading.get_ident())
+            seen.append(dict(profiler._tags_thread[ident[0]]))
+
+        ident, seen = [], []
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        self.assertEqual(seen, [{"request": "from-the-thread"}])
+        self.assertNotIn(ident[0], profiler._tags_thread)
+        self.assertNotIn((False, ident[0]), profiler._tag_blocks)
+        gens[0].close()
+        self.assertNotIn(ident[0], profiler._tags_thread)
 
     def test_forked_child_keeps_only_its_own_thread_tags(self):
         # Threads of the parent inside tag() blocks do not exist in a forked child,

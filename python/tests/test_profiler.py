@@ -733,6 +733,7 @@ class TestTags(ProfilerTest):
 
     def test_thread_and_task_tags(self):
         run = self.cli(["tags.py"])
+        self.check_summary(run)  # no label refused
         profiles = load(run.files)
         seen = collections.Counter()
         for p, stack, labels, values in samples_of(profiles):
@@ -753,16 +754,20 @@ class TestTags(ProfilerTest):
                 self.assertNotIn("outside_fn", fns, (fns, labels))
             # The task's tag: on its samples in the block (its steps, its awaits, the
             # loop's code its step calls: call_soon...), never on the other task's, nor
-            # on samples outside a task.
+            # on samples outside a task; its req hides the loop thread's (an inner
+            # block's value wins), whose other label stays.
             if "tagged_step" in fns:
                 self.assertEqual(labels.get("task name"), "tagged-task", labels)
                 self.assertEqual(labels.get("req"), "r-1", labels)
-            if "req" in labels:
+                self.assertEqual(labels.get("loop"), "main", labels)
+            if labels.get("req") == "r-1":
                 self.assertEqual(labels.get("task name"), "tagged-task", labels)
             if "plain_step" in fns:
                 self.assertEqual(labels.get("task name"), "plain-task", labels)
+                self.assertEqual((labels.get("req"), labels.get("loop")), ("outer", "main"),
+                                 labels)
             if labels.get("task name") == "plain-task":
-                self.assertNotIn("req", labels)
+                self.assertNotEqual(labels.get("req"), "r-1", labels)
         for where in ("inside_fn", "outside_fn", "tagged_step", "plain_step"):
             self.assertGreater(seen[where], 0, (where, seen))
 

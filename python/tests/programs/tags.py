@@ -2,7 +2,8 @@
 
 A thread "tagger" runs outside_fn, then inside_fn within tag(phase="inside", n=7), then
 outside_fn again. In the main thread an event loop runs a task "tagged-task" whose steps
-(tagged_step) run within tag(req="r-1"), and a task "plain-task" (plain_step) without.
+(tagged_step) run within tag(req="r-1"), and a task "plain-task" (plain_step) without;
+the loop runs within tag(req="outer", loop="main"), whose req the task's inner one hides.
 Steps are 60 ms of CPU (see tasks.py): 8 a task, so that each step function gets samples
 even when a loaded machine stretches the sampler's ticks to ~60 ms.
 """
@@ -67,5 +68,6 @@ async def main():
 if __name__ == "__main__":
     t = threading.Thread(target=tagger, name="tagger")
     t.start()
-    asyncio.run(main())
+    with pprofkit.tag(req="outer", loop="main"):
+        asyncio.run(main())
     t.join()
