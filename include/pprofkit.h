@@ -896,6 +896,14 @@ PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
  */
 PPK_API int ppk_sink_upload_shutdown(const ppk_sink *sink);
 
+/*
+ * ppk_sink_upload_shutdown of n sinks at once: their drains run together, so this takes
+ * the longest of their shutdown_timeout_ms, not their sum. Sinks that are not upload
+ * sinks, or destroyed, are skipped.
+ * @return 0, PPK_ENULL (sinks NULL and n > 0).
+ */
+PPK_API int ppk_sinks_upload_shutdown(const ppk_sink *sinks, size_t n);
+
 /* ---- Datadog ------------------------------------------------------------------------ */
 /*
  * Each export becomes one multipart/form-data POST: a part "event" (filename event.json,

@@ -450,6 +450,12 @@ int ppk_sink_upload_shutdown(const ppk_sink *sink) {
     return 0;
 }
 
+int ppk_sinks_upload_shutdown(const ppk_sink *sinks, size_t n) {
+    if (!sinks && n) return PPK_ENULL;
+    ppk__upload_shutdown_sinks(sinks, n);
+    return 0;
+}
+
 int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms) {
     ppk__uploader *u = as_uploader(sink);
     if (!u) return PPK_EINVAL;

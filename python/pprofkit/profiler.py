@@ -242,13 +242,14 @@ class Profiler:
         try:
             self.sampler.stop()
             sampler = self.sampler.stats()
-            # The exporter's last export sends the last window to the sinks now, so
-            # that the figures below are final (close() then has nothing left to export).
+            # The exporter's last export sends the last window to the sinks now, and
+            # the uploads drain together (their shutdown_timeout_ms, 2 s, for all), so
+            # that the figures below are final (close() then has nothing left to do).
             self.recorder.stop()
+            self.recorder.shutdown_uploads()
             uploads = []
             for u in self.uploads:
                 with contextlib.suppress(_native.Error):
-                    u.flush(timeout_ms=2000)
                     uploads.append(dict(u.stats(), kind=u.kind))
             stats = self.recorder.stats()
         finally:

@@ -262,7 +262,7 @@ void ppk_py_last_window(ppk_recorder *rec, int has_sinks, const ppk_sink *upload
     ppk_recorder_stats_get(rec, &st);
     if (has_sinks && st.samples_flushed > st.samples_exported + st.samples_lost_export)
         ppk_recorder_export(rec, NULL);
-    for (size_t i = 0; i < n_uploads; i++) ppk_sink_upload_shutdown(&uploads[i]);
+    ppk_sinks_upload_shutdown(uploads, n_uploads);
 }
 
 /* Stops, exports the last window to the sinks, drains the uploads and frees. */
@@ -342,6 +342,16 @@ static PyObject *Recorder_stop(RecorderObject *self, PyObject *unused) {
     (void)unused;
     if (ppk_py_recorder_check_open(self)) return NULL;
     PPK_PY_NOGIL(self, ppk_recorder_stop(self->rec));
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_shutdown_uploads(RecorderObject *self, PyObject *unused) {
+    (void)unused;
+    if (ppk_py_recorder_check_open(self)) return NULL;
+    size_t n = self->n_uploads;
+    ppk_sink uploads[PPK_PY_MAX_UPLOADS];
+    memcpy(uploads, self->uploads, n * sizeof *uploads);
+    PPK_PY_NOGIL(self, ppk_sinks_upload_shutdown(uploads, n));
     Py_RETURN_NONE;
 }
 
@@ -493,6 +503,11 @@ static PyMethodDef Recorder_methods[] = {
     {"stop", (PyCFunction)Recorder_stop, METH_NOARGS,
      "stop(): stops the background exporter; it exports the last window to the sinks. "
      "Releases the GIL."},
+    {"shutdown_uploads", (PyCFunction)Recorder_shutdown_uploads, METH_NOARGS,
+     "shutdown_uploads(): stops the upload sinks, all at once: each drains its queue for "
+     "up to its shutdown_timeout_ms, then cancels what is left (dropped_shutdown in its "
+     "stats, which stay readable until close()); later exports to them are refused and "
+     "counted. Releases the GIL."},
     {"export", (PyCFunction)Recorder_export, METH_NOARGS,
      "export() -> Export: swaps the window and returns it encoded (the sinks are not "
      "called). Releases the GIL."},

@@ -398,6 +398,28 @@ class TestFailures(UploadBase):
         self.assertEqual(rs["samples_flushed"], rs["samples_exported"])
         r.close()
 
+    def test_profiler_stop_counts_every_window(self):
+        # Three upload sinks whose server takes the connections and never answers: the
+        # profiler's stop shuts them down together, then reads their statistics, which
+        # account for every window (none still queued or in flight: each sent or
+        # dropped; the figures were read before the shutdown dropped the rest).
+        srv = socket.socket()
+        self.addCleanup(srv.close)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(64)  # the kernel completes the connections; nobody reads them
+        url = "http://127.0.0.1:%d" % srv.getsockname()[1]
+        p = pprofkit.Profiler(out_dir=None, export_period=0.2, datadog=url, pyroscope=url,
+                              otlp=url)
+        p.start()
+        time.sleep(0.5)
+        uploads = p.stop()["uploads"]
+        self.assertEqual(sorted(u["kind"] for u in uploads), ["datadog", "otlp", "pyroscope"])
+        for u in uploads:
+            self.assertGreater(u["queued"], 0, u)
+            self.assertEqual((u["sent"], u["queue_len"]), (0, 0), u)
+            self.assertGreater(u["dropped_shutdown"], 0, u)
+            conserved(self, u)
+
     def test_http_errors_are_counted(self):
         for status, retried, key in [(503, True, "fail_http_5xx"),
                                      (413, False, "fail_http_4xx")]:
