@@ -154,7 +154,9 @@ class Profiler:
         self.recorder = _native.Recorder(
             types, period=period_ns, period_type=types[0],
             export_period_ms=max(1, int(export_period * 1000)), memory_limit=memory_limit,
-            max_frames=max_frames, codec=codec, out_dir=out_dir or None, name=name)
+            max_frames=max_frames, codec=codec,
+            # As the file system has it: a name that is not UTF-8 stays that name.
+            out_dir=os.fsencode(out_dir) if out_dir else None, name=name)
         self.uploads = []
         try:
             tag_text = _tags_text(tags)
@@ -205,6 +207,12 @@ class Profiler:
     def start(self):
         _refuse_after_exit()
         self._start_ns = time.time_ns()
+        # The files already there are not this profiler's (another one's of this
+        # process, with the same names but for a suffix, stopped before).
+        self._files_before = set()
+        if self.out_dir:
+            with contextlib.suppress(OSError):
+                self._files_before = set(os.listdir(self.out_dir))
         try:
             self.recorder.start()
             self.sampler.start()
@@ -256,14 +264,16 @@ class Profiler:
             self.recorder.close()
         files = []
         if self.out_dir and os.path.isdir(self.out_dir):
-            # This process's files: its pid in the name, written since it started (an
-            # earlier process may have had the same pid).
+            # This process's files: its pid in the name, not there at the start,
+            # written since (an earlier process may have had the same pid).
             prefix = "%s.%d." % (self.name, os.getpid())
             since = getattr(self, "_start_ns", 0) - 1_000_000_000
+            before = getattr(self, "_files_before", set())
             for f in sorted(os.listdir(self.out_dir)):
                 path = os.path.join(self.out_dir, f)
                 with contextlib.suppress(OSError):
-                    if f.startswith(prefix) and os.stat(path).st_mtime_ns >= since:
+                    if (f.startswith(prefix) and f not in before and
+                            os.stat(path).st_mtime_ns >= since):
                         files.append(path)
         self.summary = {
             # The profiles' "samples" total: a waiting task's ticks recorded as one

@@ -482,13 +482,18 @@ print(seen["inner"], type(summary).__name__, p.summary is summary, pprofkit.curr
 
 class FilesTest(unittest.TestCase):
     def test_summary_lists_the_files_whatever_the_name_and_directory(self):
-        # A bytes or path-like out_dir, no name (the default, "python") or one with a
-        # lone surrogate (repaired, U+FFFD for each byte, as the file is named): the
-        # summary lists the files written. An empty name is refused.
+        # A bytes or path-like out_dir, one whose name is not UTF-8, no name (the
+        # default, "python") or one with a lone surrogate (repaired, U+FFFD for each
+        # byte, as the file is named), and a second profiler with the same name and
+        # directory (its files suffixed): the summary lists the files written, and only
+        # those. An empty name is refused.
         import pathlib
         with tempfile.TemporaryDirectory() as tmp:
+            not_utf8 = os.path.join(os.fsencode(tmp), b"not-utf8-\xff")
             for out_dir, name, prefix in ((os.fsencode(tmp), "b", "b."),
                                           (pathlib.Path(tmp), None, "python."),
+                                          (tmp, None, "python."),
+                                          (not_utf8, None, "python."),
                                           (tmp, "odd\udc80x", "odd\ufffd\ufffd\ufffdx.")):
                 with self.subTest(out_dir=out_dir, name=name):
                     p = pprofkit.Profiler(out_dir=out_dir, name=name, export_period=60)
@@ -498,6 +503,8 @@ class FilesTest(unittest.TestCase):
                     self.assertTrue(os.path.basename(summary["files"][0]).startswith(prefix),
                                     summary["files"])
                     self.assertTrue(os.path.exists(summary["files"][0]))
+                    self.assertEqual(os.path.dirname(os.fsencode(summary["files"][0])),
+                                     os.fsencode(out_dir))
             with self.assertRaises(ValueError):
                 pprofkit.Profiler(out_dir=tmp, name="")
 
