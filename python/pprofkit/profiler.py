@@ -73,6 +73,7 @@ _busy = False
 _current = None  # the running Profiler (start() / stop())
 _started = weakref.WeakSet()  # every Profiler started and not stopped, for exit
 _real_os_exit = os._exit
+_real_execv, _real_execve = os.execv, os.execve
 
 
 def _coalesce_ticks(rate, export_period):
@@ -358,6 +359,7 @@ def start(**options):
             p.start()  # closes what it made if it fails
             _current = p
             os._exit = _exit_after_stop
+            os.execv, os.execve = _execv_after_stop, _execve_after_stop
             # Until the recorder is closed, SIGTERM (when its disposition is the
             # default) writes the last window before it kills the process (the
             # extension's sigterm.c).
@@ -378,6 +380,10 @@ def stop():
         p, _current = _current, None
         if os._exit is _exit_after_stop:
             os._exit = _real_os_exit
+        if os.execv is _execv_after_stop:
+            os.execv = _real_execv
+        if os.execve is _execve_after_stop:
+            os.execve = _real_execve
     return p.stop() if p is not None else None
 
 
@@ -478,6 +484,26 @@ def _exit_after_stop(code):
     with contextlib.suppress(Exception):
         stop()
     _real_os_exit(code)
+
+
+def _exec_after_stop(real, path, *args):
+    """An exec replaces the process without its exit handlers: the running profiler
+    writes its last window first (the os.exec* functions all call os.execv or
+    os.execve). A path that cannot be executed (execvp tries each
+    directory of PATH in turn) fails as it would, the profiler still running; an exec
+    that fails past that check leaves the program running unprofiled."""
+    with contextlib.suppress(Exception):
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            stop()
+    return real(path, *args)
+
+
+def _execv_after_stop(path, argv):
+    return _exec_after_stop(_real_execv, path, argv)
+
+
+def _execve_after_stop(path, argv, env):
+    return _exec_after_stop(_real_execve, path, argv, env)
 
 
 _exit_ran = False  # _at_exit began: an atexit handler registered before ours runs now

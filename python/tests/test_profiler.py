@@ -1084,9 +1084,11 @@ class TestFinalization(ProfilerTest):
 
     def test_cli_ends(self):
         for mode, rc in [("return", 0), ("raise", 1), ("exit3", 3), ("os_exit4", 4),
-                         ("daemon", 0)]:
+                         ("daemon", 0), ("exec", 0)]:
             with self.subTest(mode=mode):
                 run = self.cli(["exits.py", mode], expect_rc=rc)
+                if mode == "exec":  # the profiler wraps os.execv and os.execve too
+                    self.assertEqual(run.out.split("\n")[:2], ["refused", "after exec"])
                 self.check_written(run, ("MainThread", "spinner") if mode == "daemon"
                                    else ("MainThread",))
                 if mode == "raise":
@@ -1094,7 +1096,8 @@ class TestFinalization(ProfilerTest):
                 self.check_summary(run)  # os._exit too: the profiler wraps it
 
     def test_self_started(self):
-        for mode, rc in [("return", 0), ("os_exit4", 4), ("daemon", 0), ("raise", 1)]:
+        for mode, rc in [("return", 0), ("os_exit4", 4), ("daemon", 0), ("raise", 1),
+                         ("exec", 0)]:
             with self.subTest(mode=mode):
                 out = self.tmpdir()
                 run = self.run_python(["exits.py", "--self-start", out, mode], out_dir=out,

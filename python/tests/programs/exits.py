@@ -4,6 +4,8 @@
   exit3    sys.exit(3)
   os_exit4 os._exit(4) (no atexit handlers run)
   daemon   ends normally while a daemon thread still runs Python code
+  exec     tries to exec a path that does not exist (prints "refused"), works on, then
+           execs python, which prints "after exec" (no exit handler of this process runs)
 With --self-start DIR first, the script starts the profiler itself (pprofkit.start(),
 files in DIR) and never stops it: it is run with plain python.
 """
@@ -46,6 +48,15 @@ def main(argv):
         import os
 
         os._exit(4)
+    if mode == "exec":
+        import os
+
+        try:
+            os.execv("/nonexistent/python", ["python"])
+        except OSError:
+            print("refused", flush=True)
+        work_before_exit(0.1)
+        os.execv(sys.executable, [sys.executable, "-c", "print('after exec')"])
 
 
 if __name__ == "__main__":
