@@ -101,7 +101,9 @@ class Profiler:
     pushes their strings, for comparison). asyncio_tasks: also sample every asyncio task
     that waits, one sample per task per tick (its await chain, "task name", "parent
     task"; wall time), at most max_tasks_per_tick tasks a tick (more are visited in
-    turn, their wall time covering the ticks between); a task that has not moved for a
+    turn, their wall time covering the ticks between, but for a task's time before its
+    first sample and after its last, up to the ticks of one turn each); a task that
+    has not moved for a
     while is recorded as one sample a second (a tenth of export_period if shorter).
     cpu_budget: the percentage of one core that sampling may take (the sampler's thread
     and the passes other threads run for it); when a tick costs more than that at the
