@@ -190,7 +190,7 @@ static int main_callback(void *unused) {
     }
     if (do_tasks) {
         gc = ppk_py_gc_pause();
-        ppk_py_gather_tasks(sp, &active, tasks, n_tasks);
+        ppk_py_gather_tasks(sp, b, &active, tasks, n_tasks);
         ppk_py_gc_resume(gc);
     }
     /* The gathered strings were copied by the pushes: the references can go with the

@@ -510,9 +510,9 @@ size_t ppk_py_tag_labels(PyObject *t, vec *labels);
 int ppk_py_tasks_init(SamplerObject *sp);
 /* Phase 1 for tasks (with the GIL: in the pass after the threads, or in main_callback):
  * visits up to max_tasks live tasks of asyncio's task set, reading the coroutine chain
- * of those that moved. */
-void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_task *running,
-                         size_t n_running);
+ * of those that moved. `pass`: the threads gathered before (their clocks). */
+void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,
+                         const running_task *running, size_t n_running);
 /* Phase 2 for tasks: their wall time since their previous sample, a task's recorded as
  * one sample once it holds `coalesce` periods of it, and when its stack changed or it
  * ended. */

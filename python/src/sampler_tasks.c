@@ -327,7 +327,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
  * task is as this pass found it. (When the ticks rotate through more tasks than they
  * visit, the ones this pass did not visit wait for the next pass that reads: their
  * next sample counts the time since their previous one.) */
-static void note_quiet(SamplerObject *sp, task_table *tt, PySetObject *so) {
+static void note_quiet(SamplerObject *sp, task_table *tt, PySetObject *so, const gbuf *pass) {
     tt->quiet.n = 0;
     tt->n_quiet_threads = 0;
     /* No task sampled: a quiet pass would have nothing to sample again (is_quiet), and
@@ -336,11 +336,22 @@ static void note_quiet(SamplerObject *sp, task_table *tt, PySetObject *so) {
      * cap) is not one to repeat: the tasks after it would never be visited. */
     if (!tt->seen.n || tt->visits < tt->live || vec_reserve(&tt->quiet, tt->seen.n)) return;
     /* Every Python thread but the sampler's: a loop's thread, or one that may run a
-     * loop by now (a loop started since, one that had no waiting task then). */
+     * loop by now (a loop started since, one that had no waiting task then). The
+     * clock this pass read for a thread it gathered (before the tasks; they are in
+     * the thread list's order) does: one that ran since shows another at the next
+     * check, as one read now would. The others' are read now. */
+    const gthread *g = pass ? pass->threads.items : NULL;
+    size_t k = 0, n = pass ? pass->threads.n : 0;
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t)) {
         if (t == sp->ts) continue;
-        int64_t cpu = thread_cpu_ns(t->native_thread_id);
+        int64_t cpu;
+        if (k < n && g[k].ts == t) {
+            cpu = g[k].cpu_now == CPU_LATER ? g[k].cpu_pre : g[k].cpu_now;
+            k++;
+        } else {
+            cpu = thread_cpu_ns(t->native_thread_id);
+        }
         size_t j = tt->n_quiet_threads;
         if (j == MAX_QUIET_THREADS || cpu < 0) return; /* no clock: never quiet */
         tt->quiet_tid[j] = t->native_thread_id;
@@ -384,8 +395,8 @@ static void release_recorded(SamplerObject *sp, task_table *tt) {
     tt->recorded.n = 0;
 }
 
-void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_task *running,
-                         size_t n_running) {
+void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,
+                         const running_task *running, size_t n_running) {
     task_table *tt = sp->tasks;
     if (!tt) return;
     int64_t t0 = mono_ns();
@@ -419,7 +430,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, threads_dict *active, const running_
         for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, &AT(tt->walk, twalk, k));
         t_read = mono_ns() - t_read;
         sweep(sp, tt);
-        note_quiet(sp, tt, so);
+        note_quiet(sp, tt, so, pass);
     }
     Py_XDECREF(set);
     int64_t t1 = mono_ns();

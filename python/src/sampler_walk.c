@@ -737,7 +737,7 @@ int ppk_py_gather(SamplerObject *sp) {
         void *mt = sp->main_answered == sp->main_seq ? sp->main_task : NULL;
         pthread_mutex_unlock(&sp->lock);
         if (mt && n_tasks < sp->running.cap) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
-        ppk_py_gather_tasks(sp, &active, tasks, n_tasks);
+        ppk_py_gather_tasks(sp, &sp->tick, &active, tasks, n_tasks);
     }
     ppk_py_gc_resume(gc);
     release(&sp->old_refs); /* a failed pass: the caller forgets the frames */
