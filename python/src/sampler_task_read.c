@@ -157,8 +157,7 @@ int ppk_py_task_done(PyObject *task) {
 
 /* ---- Reading a task ---------------------------------------------------------------- */
 
-/* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
- * that ident, as in a child forked while another thread ran the loop). */
+/* The loop met i-th in this pass. */
 static loopinfo *loop_at(const task_table *tt, size_t i) {
     return &tt->loop_blocks[i / LOOP_BLOCK][i % LOOP_BLOCK];
 }
@@ -207,6 +206,8 @@ static uint32_t *loop_slot(const task_table *tt, PyObject *loop) {
     return &tt->loop_index[j];
 }
 
+/* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
+ * that ident, as in a child forked while another thread ran the loop). */
 static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, threads_dict *active) {
     uint32_t *slot = tt->loop_index_cap ? loop_slot(tt, loop) : NULL;
     if (slot && *slot) {
