@@ -20,9 +20,13 @@ wrote (not its subprocesses' nor its forked children's).
 """
 
 import argparse
+import io
+import marshal
 import os
+import pkgutil
 import runpy
 import sys
+import types
 
 from . import profiler
 
@@ -309,6 +313,71 @@ def start_in_subprocess():
     _start(_parser().parse_args(["run"]))
 
 
+def _read_script(target):
+    """The script's path (absolute, its __file__ as python makes it) and bytes, read
+    before the profiler starts; None for a directory or zip file with a __main__.py
+    (run by runpy). A file that cannot be read is one line on stderr and exit status 2,
+    as with python."""
+    path = os.path.abspath(target)
+    if pkgutil.get_importer(path) is not None:
+        return None
+    try:
+        with io.open_code(path) as f:
+            return path, f.read()
+    except OSError as e:
+        print("%s: can't open file %r: [Errno %d] %s" % (
+            sys.orig_argv[0], path, e.errno, e.strerror), file=sys.stderr)
+        sys.exit(2)
+
+
+def _run_script(path, data):
+    """Runs the script as `python script.py` does: in a new module that becomes
+    sys.modules["__main__"] and stays it (the program's threads and exit handlers
+    find it there), __file__ absolute, __package__ None; source or a .pyc."""
+    from importlib import machinery, util
+
+    main = types.ModuleType("__main__")
+    pyc = data[:4] == util.MAGIC_NUMBER
+    loader = machinery.SourcelessFileLoader if pyc else machinery.SourceFileLoader
+    main.__file__, main.__cached__, main.__loader__ = path, None, loader("__main__", path)
+    sys.modules["__main__"] = main
+    code = marshal.loads(data[16:]) if pyc else compile(data, path, "exec",
+                                                        dont_inherit=True)
+    exec(code, vars(main))
+
+
+def _uncaught(exc):
+    """Raises exc, which ended the program, for python to report as it reports an
+    exception that ends a script: sys.excepthook (the program's, if it set one) called
+    with the traceback from the program's own frames (this module's and runpy's taken
+    off), exit status 1, and for KeyboardInterrupt death by SIGINT after the exit
+    handlers (the profiler's last window and summary among them). python calls the
+    hook with the whole traceback; a hook of this module's gives the program's hook
+    the short one, then puts it back."""
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_globals is globals() or
+                              tb.tb_frame.f_globals is vars(runpy)):
+        tb = tb.tb_next
+    hook = sys.excepthook
+
+    def report(t, v, _):
+        sys.excepthook = hook
+        v.__traceback__ = sys.last_traceback = tb
+        if hasattr(sys, "last_exc"):
+            sys.last_exc = v
+        try:
+            hook(t, v, tb)
+        except Exception as e:  # as python reports a hook that fails
+            print("Error in sys.excepthook:", file=sys.stderr)
+            e.__traceback__ = e.__traceback__.tb_next  # from the hook's own frame
+            sys.__excepthook__(type(e), e, e.__traceback__)
+            print("\nOriginal exception was:", file=sys.stderr)
+            sys.__excepthook__(t, v, tb)
+
+    sys.excepthook = report
+    raise exc
+
+
 def run(ns):
     if ns.module:
         target, argv = ns.module, [ns.module] + ns.args
@@ -316,7 +385,8 @@ def run(ns):
         target, argv = ns.args[0], ns.args
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
-    sys.argv = argv  # before start: the program's name is the default service name
+    script = None if ns.module else _read_script(target)
+    sys.argv = argv  # as typed; before start: the program's name is the default service name
     _start(ns)
     if ns.subprocesses:
         _export_to_children(ns)
@@ -325,21 +395,20 @@ def run(ns):
     try:
         if ns.module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
+        elif script is not None:
+            if not sys.flags.safe_path:  # python -P, -I: none
+                # The script's directory, its symbolic links resolved, as python puts it
+                # (instead of the working directory that python -m put there).
+                sys.path[0] = os.path.dirname(os.path.realpath(script[0]))
+            _run_script(*script)
         else:
-            sys.path[0] = os.path.dirname(os.path.abspath(target))
-            runpy.run_path(target, run_name="__main__")
+            if not sys.flags.safe_path:
+                del sys.path[0]  # run_path puts the directory or zip file there
+            runpy.run_path(os.path.abspath(target), run_name="__main__")
     except SystemExit as e:
         return e.code
-    except KeyboardInterrupt:
-        import traceback
-
-        traceback.print_exc()
-        return 130  # as python does
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        return 1
+    except BaseException as e:
+        _uncaught(e)
     return 0
 
 

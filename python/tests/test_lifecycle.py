@@ -7,7 +7,9 @@ they write is read with protoc (support.decode).
 """
 
 import glob
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -558,13 +560,87 @@ class CliArgumentsTest(unittest.TestCase):
             self.assertNotIn("Traceback", out.stderr.decode())
             self.assertEqual(out.stdout, b"")
 
-    def test_keyboard_interrupt_exits_130(self):
+    def run_both(self, tmp, args, cli=("--out", "out"), expect_rc=0, env=None):
+        """The program run by python and by `python -m pprofkit run`, in tmp: (python's
+        result, the CLI's)."""
+        py = run_python(args, tmp, env, expect_rc, self)
+        ppk = run_python(["-m", "pprofkit", "run"] + list(cli) + args, tmp, env, expect_rc,
+                         self)
+        return py, ppk
+
+    def test_script_module_as_python_makes_it(self):
+        # What `python dir/app.py` gives the script: __file__ absolute (a program that
+        # changes directory finds its files next to itself), __package__ None, its own
+        # module in sys.modules, sys.argv[0] as typed, sys.path[0] the script's real
+        # directory (a symbolic link resolved).
+        with tempfile.TemporaryDirectory() as tmp:
+            os.mkdir(os.path.join(tmp, "real"))
+            with open(os.path.join(tmp, "real", "data.txt"), "w") as f:
+                f.write("data next to the script")
+            with open(os.path.join(tmp, "real", "app.py"), "w") as f:
+                f.write(textwrap.dedent("""\
+                    import json, os, sys
+                    here = os.path.dirname(__file__)
+                    os.chdir("/")
+                    with open(os.path.join(here, "data.txt")) as f:
+                        data = f.read()
+                    print(json.dumps([__file__, __package__, __spec__, __cached__,
+                                      type(__loader__).__name__,
+                                      sys.modules["__main__"].__dict__ is globals(),
+                                      sys.argv, sys.path[0], data]))
+                    """))
+            os.symlink("real", os.path.join(tmp, "link"))
+            for script in ("real/app.py", "link/app.py"):
+                with self.subTest(script=script):
+                    py, ppk = self.run_both(tmp, [script, "x"], ("-q", "--out", ""))
+                    self.assertEqual(ppk.stdout, py.stdout)
+                    self.assertEqual(json.loads(ppk.stdout)[0],
+                                     os.path.join(tmp, script))
+
+    def test_uncaught_exception_through_sys_excepthook(self):
+        # The program's sys.excepthook gets its uncaught exception with the traceback
+        # that python gives it (from the program's frames: none of pprofkit's or
+        # runpy's); without a hook, stderr has python's report, then the summary line.
+        # Exit status 1 as with python.
+        hook = textwrap.dedent("""\
+            import sys, traceback
+            def hook(t, v, tb):
+                print("hook", t.__name__, v, [(f.name, f.lineno)
+                                              for f in traceback.extract_tb(tb)])
+                print("last", sys.last_traceback is tb, sys.excepthook is hook)
+            sys.excepthook = hook
+            """)
+        fail = "def fail():\n    raise RuntimeError('boom')\nfail()\n"
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in (("hook.py", hook + fail), ("plain.py", fail)):
+                with open(os.path.join(tmp, name), "w") as f:
+                    f.write(text)
+            py, ppk = self.run_both(tmp, ["hook.py"], expect_rc=1)
+            self.assertEqual(ppk.stdout, py.stdout)
+            self.assertEqual(py.stdout.decode().splitlines(), [
+                "hook RuntimeError boom [('<module>', 9), ('fail', 8)]", "last True True"])
+            py, ppk = self.run_both(tmp, ["plain.py"], expect_rc=1)
+            lines = ppk.stderr.decode().splitlines()
+            self.assertRegex(lines[-1], r"^pprofkit: pid \d+, ")
+            self.assertEqual("\n".join(lines[:-1]) + "\n", py.stderr.decode())
+            # -m: from the module's frames too (python -m shows two of runpy's first).
+            ppk = run_python(["-m", "pprofkit", "run", "-q", "--out", "", "-m", "plain"],
+                             tmp, expect_rc=1, testcase=self)
+            self.assertEqual(ppk.stderr.decode().splitlines()[:2], [
+                "Traceback (most recent call last):",
+                '  File "%s", line 3, in <module>' % os.path.join(tmp, "plain.py")])
+
+    def test_keyboard_interrupt_dies_of_sigint(self):
+        # As python does since 3.8: the traceback, the exit handlers (the profiler's
+        # last window and summary), then death by SIGINT.
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "app.py"), "w") as f:
                 f.write("raise KeyboardInterrupt\n")
-            out = run_python(["-m", "pprofkit", "run", "--out", "out", "app.py"], tmp,
-                             expect_rc=130, testcase=self)
-            self.assertIn("KeyboardInterrupt", out.stderr.decode())
+            py, ppk = self.run_both(tmp, ["app.py"], expect_rc=-signal.SIGINT)
+            lines = ppk.stderr.decode().splitlines()
+            self.assertRegex(lines[-1], r"^pprofkit: pid \d+, .* 1 files in ")
+            self.assertEqual("\n".join(lines[:-1]) + "\n", py.stderr.decode())
+            self.assertEqual(len(glob.glob(os.path.join(tmp, "out", "*.pb.gz"))), 1)
 
 
 if __name__ == "__main__":
