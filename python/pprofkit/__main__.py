@@ -39,25 +39,20 @@ def _env(*names):
     return None
 
 
-def _flag(name):
-    return (os.environ.get(name) or "").lower() in ("1", "true", "yes", "on")
+def _boolean(text):
+    """True or False for the booleans a variable (or --datadog=, --otlp=) may give, in
+    any case; None for another text."""
+    t = text.strip().lower()
+    return True if t in ("1", "true", "yes", "on") else False if t in (
+        "0", "false", "no", "off") else None
 
 
 def _url_like(text):
     return "://" in text or text.startswith("unix:")
 
 
-def _datadog_default():
-    """PPROFKIT_DATADOG: an agent URL, or a boolean; else DD_PROFILING_ENABLED."""
-    v = os.environ.get("PPROFKIT_DATADOG") or ""
-    if _url_like(v):
-        return v
-    if v.lower() in ("1", "true", "yes", "on"):
-        return True
-    if v and v.lower() not in ("0", "false", "no", "off"):
-        sys.exit("python -m pprofkit: PPROFKIT_DATADOG must be an agent URL or a boolean,"
-                 " not %r" % v)
-    return True if _flag("DD_PROFILING_ENABLED") else None
+def _url_or_boolean(text):
+    return text if _url_like(text) else _boolean(text)
 
 
 def _size(text):
@@ -67,25 +62,71 @@ def _size(text):
     return int(float(t[:-1] if scale > 1 else t) * scale)
 
 
+# run's options that come from the environment when the command line does not give
+# them (their parser default is None), read when run starts, not when the parser is
+# made (a bad value must not break the other commands): (option, variables, the
+# conversion, what a value must be, the default). A variable set and not empty is
+# taken, the first one; a value that does not convert is a one-line error.
+_FROM_ENV = (
+    ("rate", ("PPROFKIT_RATE",), float, "a number", 100.0),
+    ("export_period", ("PPROFKIT_EXPORT_PERIOD",), float, "a number", 60.0),
+    ("memory_limit", ("PPROFKIT_MEMORY_LIMIT",), _size, "a byte count (64M, ...)", None),
+    ("max_frames", ("PPROFKIT_MAX_FRAMES",), int, "an integer", None),
+    ("max_tasks_per_tick", ("PPROFKIT_MAX_TASKS_PER_TICK",), int, "an integer", 1000),
+    ("cpu_budget", ("PPROFKIT_CPU_BUDGET", "DD_PROFILING_MAX_TIME_USAGE_PCT"), float,
+     "a number", 1.0),
+    ("datadog", ("PPROFKIT_DATADOG",), _url_or_boolean, "an agent URL or a boolean", None),
+    ("datadog", ("DD_PROFILING_ENABLED",), _boolean, "a boolean", None),
+    ("otlp", ("PPROFKIT_OTLP",), _url_or_boolean, "a URL or a boolean", None),
+) + tuple((flag, ("PPROFKIT_" + flag.upper(),), _boolean, "a boolean", False) for flag in (
+    "no_wall", "no_cpu", "no_asyncio_tasks", "quiet", "subprocesses"))
+
+
+def _options_from_env(ns):
+    """Fills in run's options from the environment (_FROM_ENV); --datadog and --otlp
+    become a URL, True, or None (a false boolean: none)."""
+    for dest, names, convert, what, default in _FROM_ENV:
+        if getattr(ns, dest) is not None:
+            continue
+        value = default
+        name = next((n for n in names if os.environ.get(n)), None)
+        if name is not None:
+            try:
+                value = convert(os.environ[name])
+            except ValueError:
+                value = None
+            if value is None:
+                sys.exit("python -m pprofkit run: %s must be %s, not %r" % (
+                    name, what, os.environ[name]))
+        setattr(ns, dest, value)
+    for option in ("datadog", "otlp"):
+        value = getattr(ns, option)
+        if isinstance(value, str):  # a URL, or --datadog=VALUE, --otlp=VALUE
+            value = _url_or_boolean(value)
+            if value is None:
+                sys.exit("python -m pprofkit run: --%s must be a URL or a boolean, not %r"
+                         % (option, getattr(ns, option)))
+        setattr(ns, option, value or None)
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="python -m pprofkit", description=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a program under the profiler")
     e = os.environ.get
-    r.add_argument("--rate", type=float, default=float(e("PPROFKIT_RATE") or 100),
+    r.add_argument("--rate", type=float,
                    help="samples per second per thread (PPROFKIT_RATE; default 100)")
     r.add_argument("--export-period", type=float,
-                   default=float(e("PPROFKIT_EXPORT_PERIOD") or 60),
                    help="seconds between exports (PPROFKIT_EXPORT_PERIOD; default 60)")
     r.add_argument("--out", default=e("PPROFKIT_OUT", "pprofkit-out"),
                    help="directory of the .pb.gz files (PPROFKIT_OUT; default "
                         "./pprofkit-out; '' for none)")
     r.add_argument("--codec", choices=("gzip", "zstd", "none"),
                    default=e("PPROFKIT_CODEC") or "gzip", help="(PPROFKIT_CODEC)")
-    r.add_argument("--memory-limit", type=_size, default=_env("PPROFKIT_MEMORY_LIMIT"),
+    r.add_argument("--memory-limit", type=_size,
                    help="bytes per window, e.g. 64M (PPROFKIT_MEMORY_LIMIT)")
-    r.add_argument("--max-frames", type=int, default=_env("PPROFKIT_MAX_FRAMES"),
+    r.add_argument("--max-frames", type=int,
                    help="deepest stack kept (PPROFKIT_MAX_FRAMES; default 512)")
     r.add_argument("--service", default=_env("PPROFKIT_SERVICE", "DD_SERVICE"),
                    help="service name for uploads (PPROFKIT_SERVICE, DD_SERVICE)")
@@ -95,7 +136,7 @@ def _parser():
                    help="(PPROFKIT_VERSION, DD_VERSION)")
     r.add_argument("--tags", default=_env("PPROFKIT_TAGS", "DD_TAGS"),
                    help="k:v,k:v for uploads (PPROFKIT_TAGS, DD_TAGS)")
-    r.add_argument("--datadog", nargs="?", const=True, default=_datadog_default(),
+    r.add_argument("--datadog", nargs="?", const=True,
                    metavar="AGENT_URL",
                    help="upload to a Datadog agent: its URL (http://, https://, unix://), "
                         "or none for DD_TRACE_AGENT_URL / DD_AGENT_HOST (PPROFKIT_DATADOG, "
@@ -104,36 +145,30 @@ def _parser():
                    default=_env("PPROFKIT_PYROSCOPE", "PYROSCOPE_SERVER_ADDRESS"),
                    help="upload to Pyroscope / Grafana (PPROFKIT_PYROSCOPE, "
                         "PYROSCOPE_SERVER_ADDRESS)")
-    r.add_argument("--otlp", nargs="?", const=True, default=_env("PPROFKIT_OTLP"),
-                   metavar="URL",
+    r.add_argument("--otlp", nargs="?", const=True, metavar="URL",
                    help="upload OTLP profiles (experimental) to an OpenTelemetry collector: "
                         "its base URL (the path /v1development/profiles is added), or none "
                         "for OTEL_EXPORTER_OTLP_ENDPOINT (PPROFKIT_OTLP)")
-    r.add_argument("--no-wall", action="store_true", default=_flag("PPROFKIT_NO_WALL"),
+    r.add_argument("--no-wall", action="store_true", default=None,
                    help="do not record wall time (PPROFKIT_NO_WALL)")
-    r.add_argument("--no-cpu", action="store_true", default=_flag("PPROFKIT_NO_CPU"),
+    r.add_argument("--no-cpu", action="store_true", default=None,
                    help="do not record CPU time (PPROFKIT_NO_CPU)")
-    r.add_argument("--no-asyncio-tasks", action="store_true",
-                   default=_flag("PPROFKIT_NO_ASYNCIO_TASKS"),
+    r.add_argument("--no-asyncio-tasks", action="store_true", default=None,
                    help="do not sample the asyncio tasks that wait, only what each thread "
                         "runs (PPROFKIT_NO_ASYNCIO_TASKS)")
     r.add_argument("--max-tasks-per-tick", type=int,
-                   default=int(e("PPROFKIT_MAX_TASKS_PER_TICK") or 1000),
                    help="asyncio tasks sampled per tick at most; more are sampled in turn "
                         "(PPROFKIT_MAX_TASKS_PER_TICK; default 1000)")
     r.add_argument("--cpu-budget", type=float, metavar="PERCENT",
-                   default=float(_env("PPROFKIT_CPU_BUDGET", "DD_PROFILING_MAX_TIME_USAGE_PCT")
-                                 or 1),
                    help="percentage of one core that sampling may take; ticks come later "
                         "when needed (PPROFKIT_CPU_BUDGET, DD_PROFILING_MAX_TIME_USAGE_PCT; "
                         "default 1; 0: no limit)")
-    r.add_argument("--quiet", "-q", action="store_true", default=_flag("PPROFKIT_QUIET"),
+    r.add_argument("--quiet", "-q", action="store_true", default=None,
                    help="no summary at exit (PPROFKIT_QUIET)")
     r.add_argument("--flame", metavar="OUT.html", default=e("PPROFKIT_FLAME") or None,
                    help="at exit, write a flame graph page of this process's files "
                         "(PPROFKIT_FLAME; needs --out)")
-    r.add_argument("--subprocesses", action="store_true",
-                   default=_flag("PPROFKIT_SUBPROCESSES"),
+    r.add_argument("--subprocesses", action="store_true", default=None,
                    help="profile the Python processes the program starts too, each into "
                         "files of its own pid (PPROFKIT_SUBPROCESSES)")
     r.add_argument("-m", dest="module", metavar="MODULE",
@@ -223,18 +258,11 @@ def _write_flame(path, files):
     return path
 
 
-def _otlp_option(value):
-    """--otlp / PPROFKIT_OTLP: True, "1" or "true" for the OTEL_* environment's
-    collector, else the collector's URL."""
-    if value is True or (isinstance(value, str) and value.lower() in ("1", "true")):
-        return True
-    return value or None
-
-
 def _start(ns):
     """Starts the profiler with run's options; at exit, the flame graph page if asked
     (by this process only: a forked child goes on profiling but leaves the page to the
     parent) and the summary unless quiet."""
+    _options_from_env(ns)
     if ns.flame and not ns.out:
         sys.exit("python -m pprofkit run: --flame needs profile files; --out is ''")
     if ns.flame:
@@ -246,7 +274,7 @@ def _start(ns):
             codec=ns.codec, memory_limit=ns.memory_limit, max_frames=ns.max_frames,
             wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
             version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
-            otlp=_otlp_option(ns.otlp), asyncio_tasks=not ns.no_asyncio_tasks,
+            otlp=ns.otlp, asyncio_tasks=not ns.no_asyncio_tasks,
             max_tasks_per_tick=ns.max_tasks_per_tick, cpu_budget=ns.cpu_budget)
     except (ValueError, TypeError, OverflowError) as e:  # an option's value
         sys.exit("python -m pprofkit run: %s" % e)

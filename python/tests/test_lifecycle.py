@@ -549,16 +549,57 @@ class CliArgumentsTest(unittest.TestCase):
                 self.assertNotIn("Traceback", err)
                 self.assertRegex(err, r"^python -m pprofkit run: .*%s" % words)
 
-    def test_bad_datadog_variable(self):
+    def test_bad_variables(self):
+        # A variable's value that run cannot use is a one-line error naming it (exit
+        # status 1) before the program runs; the other commands do not read them.
+        for name, value, what in (
+                ("PPROFKIT_DATADOG", "maybe", "an agent URL or a boolean"),
+                ("PPROFKIT_OTLP", "maybe", "a URL or a boolean"),
+                ("PPROFKIT_QUIET", "maybe", "a boolean"),
+                ("DD_PROFILING_ENABLED", "2", "a boolean"),
+                ("PPROFKIT_RATE", "abc", "a number"),
+                ("DD_PROFILING_MAX_TIME_USAGE_PCT", "1%", "a number"),
+                ("PPROFKIT_MAX_TASKS_PER_TICK", "1.5", "an integer"),
+                ("PPROFKIT_MAX_FRAMES", "x", "an integer"),
+                ("PPROFKIT_MEMORY_LIMIT", "lots", "a byte count (64M, ...)")):
+            with self.subTest(name=name), tempfile.TemporaryDirectory() as tmp:
+                with open(os.path.join(tmp, "app.py"), "w") as f:
+                    f.write("print('app ran')\n")
+                out = run_python(["-m", "pprofkit", "run", "app.py"], tmp, {name: value}, 1,
+                                 self)
+                self.assertEqual(out.stderr.decode(), "python -m pprofkit run: %s must be "
+                                 "%s, not %r\n" % (name, what, value))
+                self.assertEqual(out.stdout, b"")
+                out = run_python(["-m", "pprofkit", "top", "none.pb.gz"], tmp, {name: value},
+                                 1, self)
+                self.assertEqual(out.stderr.decode(), "python -m pprofkit top: [Errno 2] No "
+                                 "such file or directory: 'none.pb.gz'\n")
+
+    def test_boolean_variables(self):
+        # Every variable that takes a boolean reads the same words, in any case; for
+        # PPROFKIT_DATADOG and PPROFKIT_OTLP a false one means no upload (the program
+        # runs), a true one the collector of the environment's variables (here a
+        # closed port: the upload fails and is counted).
+        env = {"DD_TRACE_AGENT_URL": "http://127.0.0.1:%d" % closed_port(),
+               "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % closed_port()}
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "app.py"), "w") as f:
                 f.write("print('app ran')\n")
-            out = run_python(["-m", "pprofkit", "run", "app.py"], tmp,
-                             env_extra={"PPROFKIT_DATADOG": "maybe"})
-            self.assertNotEqual(out.returncode, 0)
-            self.assertIn("PPROFKIT_DATADOG", out.stderr.decode())
-            self.assertNotIn("Traceback", out.stderr.decode())
-            self.assertEqual(out.stdout, b"")
+            for value, true in (("0", False), ("false", False), ("Off", False),
+                                ("no", False), ("1", True), ("TRUE", True), ("on", True),
+                                ("yes", True)):
+                for name in ("PPROFKIT_DATADOG", "PPROFKIT_OTLP", "PPROFKIT_QUIET"):
+                    with self.subTest(name=name, value=value):
+                        out = run_python(["-m", "pprofkit", "run", "--out", "", "app.py"],
+                                         tmp, dict(env, **{name: value}), 0, self)
+                        self.assertEqual(out.stdout, b"app ran\n")
+                        err = out.stderr.decode()
+                        if name == "PPROFKIT_QUIET":
+                            self.assertEqual(err == "", true, err)
+                            continue
+                        self.assertRegex(err, r"^pprofkit: pid \d+, ")
+                        self.assertEqual(
+                            ", %s: 0 sent, 1 dropped" % name[9:].lower() in err, true, err)
 
     def run_both(self, tmp, args, cli=("--out", "out"), expect_rc=0, env=None):
         """The program run by python and by `python -m pprofkit run`, in tmp: (python's
