@@ -276,7 +276,7 @@ def _start(ns):
             version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
             otlp=ns.otlp, asyncio_tasks=not ns.no_asyncio_tasks,
             max_tasks_per_tick=ns.max_tasks_per_tick, cpu_budget=ns.cpu_budget)
-    except (ValueError, TypeError, OverflowError) as e:  # an option's value
+    except (ValueError, TypeError, OverflowError, OSError) as e:  # an option's value
         sys.exit("python -m pprofkit run: %s" % e)
 
     def on_stop(s):
@@ -442,9 +442,10 @@ def run(ns):
 
 def _program_start(run_parser, args):
     """Where the program's own arguments begin in args (what follows `run`): after -m
-    MODULE, or at the script (the first argument that is not an option of run). What
-    follows is the program's even when it looks like an option, as with python -m
-    cProfile (argparse alone would read `-m mod --flag` as run's --flag)."""
+    MODULE, or at the script (the first argument that is not an option of run, or the
+    one after `--`). What follows is the program's even when it looks like an option,
+    as with python -m cProfile (argparse alone would read `-m mod --flag` as run's
+    --flag)."""
     options = run_parser._option_string_actions
     i = 0
     while i < len(args):
@@ -453,7 +454,9 @@ def _program_start(run_parser, args):
             return i + 2
         if a.startswith("-m") and not a.startswith("--"):
             return i + 1  # -mMODULE
-        if a == "--" or not a.startswith("-") or a == "-":
+        if a == "--":
+            return i + 1  # the end of run's options (argparse accepts it last)
+        if not a.startswith("-") or a == "-":
             return i
         action = options.get(a.split("=", 1)[0])
         if "=" in a or action is None or action.nargs == 0:

@@ -533,12 +533,14 @@ class CliArgumentsTest(unittest.TestCase):
                 self.assertRegex(out.stderr.decode(), r"datadog: 0 sent, 1 dropped")
 
     def test_bad_option_values(self):
-        # A value out of range is a one-line error (exit status 1) before the program
-        # runs, not a traceback.
+        # A value out of range, or an output directory that cannot be made, is a
+        # one-line error (exit status 1) before the program runs, not a traceback.
         for option, words in ((["--rate", "0"], "rate"), (["--max-frames", "1"], "max_frames"),
                               (["--cpu-budget", "-1"], "cpu_budget"),
                               (["--export-period", "inf"], "export_period"),
-                              (["--memory-limit", "500K"], "memory_limit")):
+                              (["--memory-limit", "500K"], "memory_limit"),
+                              (["--out", "app.py"], "File exists"),
+                              (["--out", "/proc/none"], "No such file")):
             with self.subTest(option=option), tempfile.TemporaryDirectory() as tmp:
                 with open(os.path.join(tmp, "app.py"), "w") as f:
                     f.write("print('app ran')\n")
@@ -548,6 +550,26 @@ class CliArgumentsTest(unittest.TestCase):
                 self.assertEqual(out.stdout, b"")
                 self.assertNotIn("Traceback", err)
                 self.assertRegex(err, r"^python -m pprofkit run: .*%s" % words)
+
+    def test_script_after_double_dash(self):
+        # `run -- app.py`: -- ends run's options; the program's own -- is its argument.
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "app.py"), "w") as f:
+                f.write("import sys; print(sys.argv)\n")
+            for args, argv in ((["--", "app.py", "--", "-q"], ["app.py", "--", "-q"]),
+                               (["-m", "app", "--"], [os.path.join(tmp, "app.py"), "--"])):
+                out = run_python(["-m", "pprofkit", "run", "-q", "--out", ""] + args, tmp,
+                                 testcase=self)
+                self.assertEqual(out.stdout.decode(), "%r\n" % argv)
+
+    def test_missing_script(self):
+        # As python: one line naming the file, exit status 2; the profiler never started.
+        with tempfile.TemporaryDirectory() as tmp:
+            py, ppk = self.run_both(tmp, ["none.py"], expect_rc=2)
+            self.assertEqual(ppk.stderr, py.stderr)
+            self.assertRegex(py.stderr.decode(), r"^\S+: can't open file '.*none.py': "
+                             r"\[Errno 2\] No such file or directory\n$")
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
 
     def test_bad_variables(self):
         # A variable's value that run cannot use is a one-line error naming it (exit
