@@ -244,6 +244,19 @@ def summary_line(s, flame=None):
         if deg else "no degradations", slowed, "; flame graph: %s" % flame if flame else "")
 
 
+def _to_stderr(line):
+    """Writes one of run's lines to sys.stderr, or to python's own stderr
+    (sys.__stderr__) if the program set sys.stderr to None; nowhere if python started
+    without one (not to fd 2: that may be any file opened since) or it is closed.
+    Never to stdout, the program's (print's file=None)."""
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    if stream is not None:
+        try:
+            print(line, file=stream, flush=True)
+        except (OSError, ValueError):  # closed, or a broken pipe
+            pass
+
+
 def _write_flame(path, files):
     """The page of run --flame; returns path, or None (the reason printed) if it could
     not be written."""
@@ -252,8 +265,7 @@ def _write_flame(path, files):
     try:
         flame.write(files, path)
     except (OSError, ValueError) as e:
-        print("python -m pprofkit run: --flame %s: %s" % (path, e), file=sys.stderr,
-              flush=True)
+        _to_stderr("python -m pprofkit run: --flame %s: %s" % (path, e))
         return None
     return path
 
@@ -284,7 +296,7 @@ def _start(ns):
         if ns.flame and os.getpid() == pid:
             page = _write_flame(ns.flame, s["files"])
         if not ns.quiet:
-            print(summary_line(s, page), file=sys.stderr, flush=True)
+            _to_stderr(summary_line(s, page))
 
     p.on_stop = on_stop
     return p

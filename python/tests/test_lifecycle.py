@@ -571,6 +571,23 @@ class CliArgumentsTest(unittest.TestCase):
                              r"\[Errno 2\] No such file or directory\n$")
             self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
 
+    def test_summary_never_on_stdout(self):
+        # Python started without a stderr (2>&-): no summary (fd 2 may be another file
+        # by then), the files written. The program set sys.stderr to None: the summary
+        # goes to python's stderr.
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "app.py"), "w") as f:
+                f.write("import sys\nif sys.argv[1:]: sys.stderr = None\nprint('data')\n")
+            out = subprocess.run(["sh", "-c", '"$0" -m pprofkit run --out out app.py 2>&-',
+                                  sys.executable], cwd=tmp, stdout=subprocess.PIPE,
+                                 timeout=GUARD)
+            self.assertEqual((out.returncode, out.stdout), (0, b"data\n"))
+            self.assertEqual(len(glob.glob(os.path.join(tmp, "out", "*.pb.gz"))), 1)
+            out = run_python(["-m", "pprofkit", "run", "--out", "out", "app.py", "x"], tmp,
+                             testcase=self)
+            self.assertEqual(out.stdout, b"data\n")
+            self.assertRegex(out.stderr.decode(), r"^pprofkit: pid \d+, .*\n$")
+
     def test_bad_variables(self):
         # A variable's value that run cannot use is a one-line error naming it (exit
         # status 1) before the program runs; the other commands do not read them.
