@@ -426,7 +426,9 @@ def run(ns):
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
     script = None if ns.module else _read_script(target)
-    sys.argv = argv  # as typed; before start: the program's name is the default service name
+    # As typed, as python leaves it; before start: the program's name is the default
+    # service name.
+    sys.argv = argv
     _start(ns)
     if ns.subprocesses:
         _export_to_children(ns)
