@@ -250,21 +250,34 @@ class Profiler:
         # A SIGTERM from here on lets this stop write the last window (the recorder's
         # close then kills the process), and so the close must come whatever happens.
         _native._sigterm_closing(self.recorder)
+        interrupted = None
+
+        def step(call):
+            # A Ctrl-C while the uploads drain (or at any step) is raised once the stop
+            # is done: the window, the summary and on_stop come first. The steps may be
+            # called again (the interrupt may come after the call returned).
+            nonlocal interrupted
+            while True:
+                try:
+                    return call()
+                except KeyboardInterrupt as e:
+                    interrupted = e
+
         try:
-            self.sampler.stop()
-            sampler = self.sampler.stats()
+            step(self.sampler.stop)
+            sampler = step(self.sampler.stats)
             # The exporter's last export sends the last window to the sinks now, and
             # the uploads drain together (their shutdown_timeout_ms, 2 s, for all), so
             # that the figures below are final (close() then has nothing left to do).
-            self.recorder.stop()
-            self.recorder.shutdown_uploads()
+            step(self.recorder.stop)
+            step(self.recorder.shutdown_uploads)
             uploads = []
             for u in self.uploads:
                 with contextlib.suppress(_native.Error):
-                    uploads.append(dict(u.stats(), kind=u.kind))
-            stats = self.recorder.stats()
+                    uploads.append(step(lambda: dict(u.stats(), kind=u.kind)))
+            stats = step(self.recorder.stats)
         finally:
-            self.recorder.close()
+            step(self.recorder.close)
         files = []
         if self.out_dir and os.path.isdir(self.out_dir):
             # This process's files: its pid in the name, not there at the start,
@@ -290,6 +303,8 @@ class Profiler:
         }
         if self.on_stop is not None:
             self.on_stop(self.summary)
+        if interrupted is not None:
+            raise interrupted
         return self.summary
 
     def _after_fork_child(self):

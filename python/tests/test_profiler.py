@@ -1029,6 +1029,17 @@ class TestSigterm(ProfilerTest):
         self.assertTrue(run.files, run.err)
         self.assertGreater(self.functions_of(run.files)["work"], 0)
 
+    def test_ctrl_c_during_stop(self):
+        # A Ctrl-C while the stop waits for its uploads: the stop ends first (the last
+        # window, the summary), then raises KeyboardInterrupt (the summary was lost).
+        out = self.tmpdir()
+        run = self.run_python([os.path.join(PROGRAMS, "sigterms.py"), "sigint_during_stop",
+                               out], out_dir=out)
+        (me,) = run.json()
+        self.assertEqual((me["interrupted"], me["summary"]), (True, True), me)
+        self.assertEqual(sorted(me["files"]), sorted(run.files), me)
+        self.assertGreater(self.functions_of(run.files)["work"], 0)
+
     def test_disposition(self):
         # Armed while the profiler runs, the default back after its stop; a handler the
         # program installed first is left as it is.

@@ -13,6 +13,9 @@
   closed   run with its standard input and output closed: writes a byte to fd 1 (as a
            C library's printf would), says on stderr whether the write failed, works, then
            is sent SIGTERM after 0.5 s
+  sigint_during_stop DIR  as during_stop, but the signal is SIGINT (Ctrl-C): prints
+           {"interrupted": whether stop() raised KeyboardInterrupt, "summary": whether
+           the profiler has its summary then, "files": the files it lists}
   disposition  starts and stops the profiler itself (run with plain python), twice, the
            second time with a handler of its own installed first; prints SIGTERM's
            handler as the kernel has it (sigaction: 0 is SIG_DFL) at each step
@@ -88,6 +91,21 @@ def main(mode, *args):
         term_later(0.5)
         pprofkit.stop()
         print("survived", flush=True)
+        return
+    if mode == "sigint_during_stop":
+        import pprofkit
+        port = silent_server()
+        p = pprofkit.start(out_dir=args[0], export_period=60,
+                           datadog="http://127.0.0.1:%d" % port)
+        work(0.3)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            pprofkit.stop()
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        print(json.dumps({"interrupted": interrupted, "summary": p.summary is not None,
+                          "files": p.summary["files"] if p.summary else []}), flush=True)
         return
     if mode == "disposition":
         import pprofkit
