@@ -299,6 +299,7 @@ def _start(ns):
             _to_stderr(summary_line(s, page))
 
     p.on_stop = on_stop
+    profiler._environment = p  # the program's own start() and stop() leave it running
     return p
 
 

@@ -71,6 +71,10 @@ _MAX_TAGS = 32 - len(_SAMPLER_LABELS)
 _lock = threading.RLock()
 _busy = False
 _current = None  # the running Profiler (start() / stop())
+# The Profiler `python -m pprofkit run` (or --subprocesses) started for the program:
+# the program's own start() and stop() leave it running, with the command line's
+# options, to the program's end.
+_environment = None
 _started = weakref.WeakSet()  # every Profiler started and not stopped, for exit
 _real_os_exit = os._exit
 _real_execv, _real_execve = os.execv, os.execve
@@ -362,12 +366,16 @@ def _pyroscope_tag(item):
 
 
 def start(**options):
-    """Starts the process's profiler (see Profiler for the options); returns it."""
+    """Starts the process's profiler (see Profiler for the options); returns it. In a
+    program that `python -m pprofkit run` profiles, returns the profiler the command
+    line started, which goes on with its own options."""
     global _current, _busy
     with _lock:
         if _busy:
             raise RuntimeError("pprofkit: start() called while start() runs in this "
                                "thread (from a signal handler)")
+        if _current is not None and _current is _environment:
+            return _current
         if _current is not None:
             raise RuntimeError("pprofkit: a profiler is already running")
         _busy = True
@@ -388,8 +396,13 @@ def start(**options):
 
 def stop():
     """Stops the running profiler, if any: its last window is written. Returns its
-    summary (a dict), or None (none runs; or called from a signal handler while this
-    thread's start() is half done: that profiler goes on)."""
+    summary (a dict), or None (none runs; the command line's runs, which goes on to the
+    program's end; or called from a signal handler while this thread's start() is half
+    done: that profiler goes on)."""
+    return None if _current is not None and _current is _environment else _stop_current()
+
+
+def _stop_current():
     global _current
     with _lock:
         if _busy:
@@ -499,7 +512,7 @@ def _current_task():
 
 def _exit_after_stop(code):
     with contextlib.suppress(Exception):
-        stop()
+        _stop_current()
     _real_os_exit(code)
 
 
@@ -511,7 +524,7 @@ def _exec_after_stop(real, path, *args):
     that fails past that check leaves the program running unprofiled."""
     with contextlib.suppress(Exception):
         if os.access(path, os.X_OK) and not os.path.isdir(path):
-            stop()
+            _stop_current()
     return real(path, *args)
 
 
@@ -537,7 +550,7 @@ def _refuse_after_exit():
 def _at_exit():
     global _exit_ran
     _exit_ran = True
-    stop()
+    _stop_current()
     for p in list(_started):  # Profilers started without start(), still running
         p.stop()
     _native._stop_samplers()  # Samplers used directly

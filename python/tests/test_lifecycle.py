@@ -122,6 +122,42 @@ import pprofkit
                             out)
             self.assertEqual(os.listdir(tmp), ["prog.py"])
 
+    def test_program_starting_its_own_profiler_under_the_cli(self):
+        # A program that calls pprofkit.start()/stop() or profile() itself, run by
+        # `python -m pprofkit run` (and, with --subprocesses, as a child of a profiled
+        # program): start() returns the command line's profiler, stop() leaves it
+        # running (None), and it profiles the program to its end, into the command
+        # line's directory (a RuntimeError, "already running", ended the program).
+        prog = SPIN + """
+import sys, pprofkit
+p = pprofkit.start(out_dir="mine", rate=10)
+same = p is pprofkit.current()
+with pprofkit.profile(out_dir="mine") as q:
+    spin(0.1)
+print(same, q is p, pprofkit.stop(), pprofkit.current() is p, flush=True)
+def after_stop():
+    spin(0.3)
+after_stop()
+"""
+        parent = """
+import subprocess, sys
+sys.exit(subprocess.run([sys.executable, "prog.py"]).returncode)
+"""
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "prog.py"), "w") as f:
+                f.write(prog)
+            with open(os.path.join(tmp, "parent.py"), "w") as f:
+                f.write(parent)
+            for args in (["prog.py"], ["--subprocesses", "parent.py"]):
+                with self.subTest(args=args):
+                    out_dir = os.path.join(tmp, "out-" + args[-1])
+                    out = run_python(["-m", "pprofkit", "run", "--out", out_dir] + args,
+                                     tmp, testcase=self)
+                    self.assertEqual(out.stdout.decode().split(), ["True"] * 2 + ["None", "True"])
+                    self.assertFalse(os.path.exists(os.path.join(tmp, "mine")))
+                    cpu = cpu_by_function(profiles(out_dir))
+                    self.assertGreater(cpu.get("spin", 0), 0.2e9, cpu)
+
     def test_sub_interpreter_refused(self):
         # A sub-interpreter (3.11's kind, 3.12's and 3.13's legacy kind) cannot import
         # the package: a profiler started there kept 3.11 from destroying it, and the
