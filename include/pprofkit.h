@@ -796,11 +796,14 @@ PPK_API int ppk_sample_drop(ppk_sample *s);
  * Upload sinks send each export to a profiling backend over HTTP (libcurl). Their
  * write() never waits for the network: it copies the export (bytes, times, endpoint
  * counts) into a bounded queue and returns. One uploader thread per sink, started by the
- * first write, owns one curl handle and sends what is queued. When the queue is full the
- * oldest export is dropped. Every transfer has a connect and a total timeout; a failed
- * upload (network error, timeout, HTTP 408, 429 or 5xx; for OTLP, section 7) is retried
- * once after a backoff (retry_backoff_ms, or the answer's Retry-After when that is
- * longer, at most 60 s), then dropped; other HTTP errors (e.g. 413) are dropped at once.
+ * first write, owns one curl handle and sends what is queued. (If the thread cannot be
+ * created, the export stays queued and write() returns 0: each later write or
+ * ppk_sink_upload_flush tries again, and destroy drops what is still queued, counted in
+ * dropped_shutdown.) When the queue is full the oldest export is dropped. Every transfer
+ * has a connect and a total timeout; a failed upload (network error, timeout, HTTP 408,
+ * 429 or 5xx; for OTLP, section 7) is retried once after a backoff (retry_backoff_ms, or
+ * the answer's Retry-After when that is longer, at most 60 s), then dropped; other HTTP
+ * errors (e.g. 413) are dropped at once.
  * Everything dropped is counted, by reason, in ppk_upload_stats.
  *
  * libcurl: the first upload sink created calls curl_global_init(), which is not thread
@@ -878,8 +881,11 @@ PPK_API int ppk_sink_upload_stats(const ppk_sink *sink, ppk_upload_stats *st);
 
 /*
  * Waits until the sink's queue is empty and nothing is in flight, at most timeout_ms.
- * Blocks; thread safe; for tests and orderly shutdown, never needed for correctness.
- * @return 0 when idle, PPK_ETIMEDOUT, PPK_EINVAL.
+ * Starts the uploader thread if exports are queued and it is not running (its creation
+ * failed before). Blocks; thread safe; for tests and orderly shutdown, never needed for
+ * correctness.
+ * @return 0 when idle, PPK_ETIMEDOUT, PPK_ESYS (exports are queued and the uploader
+ * thread cannot be created; they stay queued), PPK_EINVAL.
  */
 PPK_API int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms);
 

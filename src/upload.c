@@ -9,10 +9,12 @@
  * job, without any lock, then takes `lock` only to push it into a ring of queue_len
  * slots; a full ring drops its oldest job. So a write never waits for the network, and
  * the memory held is at most queue_len jobs plus the one being sent. The uploader thread
- * is started by the first write (and again by the first write in a forked child). It
- * pops a job and, with no lock held, hands it to ppk__upload_send_job(), which builds
- * the request through the sink's ops and sends it with the curl handle the thread alone
- * uses.
+ * is started by the first write (and again by the first write in a forked child); if it
+ * cannot be (pthread_create fails), the job stays queued and write still returns 0: the
+ * job is the sink's, sent once a later write or flush starts the thread, or dropped by
+ * shutdown, and counted either way. The thread pops a job and, with no lock held, hands
+ * it to ppk__upload_send_job(), which builds the request through the sink's ops and
+ * sends it with the curl handle the thread alone uses.
  *
  * Shutdown (destroy): stop taking writes, wait up to shutdown_timeout_ms for the queue to
  * drain, then set `cancel` and `abort`, join the thread, drop and count what is left. The
@@ -34,6 +36,7 @@
 #include "sync.h"
 #include "uploader.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -104,6 +107,21 @@ static void *thread_main(void *arg) {
     pthread_cond_broadcast(&u->idle);
     pthread_mutex_unlock(&u->lock);
     return NULL;
+}
+
+/* Starts the uploader thread unless it runs (the lock held). Never once stopping:
+ * shutdown may have looked for the thread to join already. @return 0, or PPK_ESYS with
+ * errno set to pthread_create's error. */
+static int start_thread_locked(ppk__uploader *u) {
+    assert(!u->stopping);
+    if (u->thread_running) return 0;
+    int err = ppk__thread_create(&u->thread, thread_main, u);
+    if (err) {
+        errno = err;
+        return PPK_ESYS;
+    }
+    u->thread_running = 1;
+    return 0;
 }
 
 /* ---- fork (forks.h) ------------------------------------------------------------------- */
@@ -235,16 +253,13 @@ static int upload_write(void *opaque, const ppk_export *e) {
     u->ring[(u->head + u->count) % u->cfg.queue_len] = job;
     u->count++;
     if (u->count > u->st.queue_peak) u->st.queue_peak = u->count;
-    if (!u->thread_running) {
-        if (ppk__thread_create(&u->thread, thread_main, u) == 0)
-            u->thread_running = 1;
-        else
-            rc = PPK_ESYS; /* the job waits; the next write tries again */
-    }
+    /* Without a thread the job waits, queued and the sink's to count: the next write or
+     * flush tries again, or shutdown drops it. */
+    start_thread_locked(u);
     pthread_cond_broadcast(&u->wake);
     pthread_mutex_unlock(&u->lock);
     job_free(u, old);
-    return rc;
+    return 0;
 }
 
 /* A shutdown in three steps, so that several uploaders can be stopped at once
@@ -463,7 +478,10 @@ int ppk_sink_upload_flush(const ppk_sink *sink, int64_t timeout_ms) {
     struct timespec dl;
     ppk__upload_deadline_in(&dl, timeout_ms);
     int rc = 0;
-    while (u->thread_running && (u->count || u->current)) {
+    while (u->count || u->current) {
+        /* Jobs queued with no thread (its creation failed): try again. Once stopping,
+         * shutdown drops them and signals `idle`. */
+        if (!u->stopping && (rc = start_thread_locked(u))) break;
         if (pthread_cond_timedwait(&u->idle, &u->lock, &dl) == ETIMEDOUT) {
             rc = (u->count || u->current) ? PPK_ETIMEDOUT : 0;
             break;

@@ -40,6 +40,16 @@ const char *__tsan_default_options(void);
 const char *__tsan_default_options(void) { return "die_after_fork=0"; }
 #endif
 
+/* pthread_create, wrapped at link time (CMakeLists.txt: -Wl,--wrap=pthread_create, so the
+ * library's calls come here too): it fails with EAGAIN, as under RLIMIT_NPROC, while
+ * fail_threads is set. */
+static atomic_int fail_threads;
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg) {
+    if (atomic_load(&fail_threads)) return EAGAIN;
+    return __real_pthread_create(t, a, fn, arg);
+}
 
 /* ---- recording ------------------------------------------------------------------------ */
 
@@ -643,6 +653,82 @@ static void test_library_threads_block_signals(void) {
     ppk_recorder_free(r);
 }
 
+/* The uploader thread cannot be created: the window waits in the sink's queue, so the
+ * recorder counts no failure and no lost sample; a flush reports the failure and leaves
+ * it queued; once threads can be made, a flush starts the thread and the window is sent,
+ * once. A window still waiting at shutdown is counted as dropped_shutdown. */
+static void test_thread_create_fails(void) {
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"nothread\"},"
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_datadog_config c;
+    ppk_datadog_config_init(&c);
+    c.service = PPK_STR("nothread");
+    ppk_sink s = dd_sink_to(url, &c);
+    ppk_recorder *r = make_recorder();
+    record(r);
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+
+    atomic_store(&fail_threads, 1);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    ppk_recorder_stats rs;
+    ppk_recorder_stats_get(r, &rs);
+    CHECK_EQ_U64(rs.samples_exported, 3);
+    CHECK_EQ_U64(rs.sink_failures, 0);
+    CHECK_EQ_U64(rs.samples_lost_sink, 0);
+    ppk_upload_stats st;
+    CHECK_EQ_INT(ppk_sink_upload_stats(&s, &st), 0);
+    CHECK_EQ_U64(st.queued, 1);
+    CHECK_EQ_U64(st.queue_len, 1);
+    CHECK_EQ_U64(st.attempts, 0);
+    errno = 0;
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), PPK_ESYS);
+    CHECK_EQ_INT(errno, EAGAIN);
+    CHECK_EQ_INT(ppk_sink_upload_stats(&s, &st), 0);
+    CHECK_EQ_U64(st.queue_len, 1);
+
+    atomic_store(&fail_threads, 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    CHECK_EQ_INT(ppk_sink_upload_stats(&s, &st), 0);
+    CHECK_EQ_U64(st.queued, 1);
+    CHECK_EQ_U64(st.sent, 1);
+    CHECK_EQ_U64(st.attempts, 1);
+    CHECK_EQ_U64(st.queue_len, 0);
+    check_conserved(&st);
+    ppk_recorder_stats_get(r, &rs);
+    CHECK_EQ_U64(rs.sink_failures, 0);
+    CHECK_EQ_U64(rs.samples_lost_sink, 0);
+    ppk_recorder_free(r); /* destroys the sink */
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    CHECK_EQ_INT(x.got, 1);
+
+    /* Shut down while the thread still cannot be made: the waiting export is dropped. */
+    int fd = refusing(url);
+    ppk_datadog_config c2 = fast_cfg();
+    ppk_sink s2 = dd_sink_to(url, &c2);
+    uint8_t buf[64];
+    ppk_export e = fake_export(buf, sizeof buf, 1);
+    atomic_store(&fail_threads, 1);
+    CHECK_EQ_INT(s2.write(s2.opaque, &e), 0);
+    CHECK_EQ_INT(ppk_sink_upload_shutdown(&s2), 0);
+    atomic_store(&fail_threads, 0);
+    CHECK_EQ_INT(ppk_sink_upload_stats(&s2, &st), 0);
+    CHECK_EQ_U64(st.queued, 1);
+    CHECK_EQ_U64(st.dropped_shutdown, 1);
+    CHECK_EQ_U64(st.attempts, 0);
+    CHECK_EQ_U64(st.queue_len, 0);
+    check_conserved(&st);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s2, 1000), 0);
+    s2.destroy(s2.opaque);
+    close(fd);
+}
+
 /* A server answering `status` to everything: attempts and retries as expected. */
 static void status_case(int status, int expect_attempts) {
     rx x;
@@ -1167,6 +1253,7 @@ int main(void) {
     RUN(test_invalid_utf8_refused);
     RUN(test_connection_refused);
     RUN(test_library_threads_block_signals);
+    RUN(test_thread_create_fails);
     RUN(test_http_500_retried_once);
     RUN(test_http_413_not_retried);
     RUN(test_one_rule_per_value);

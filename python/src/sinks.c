@@ -319,7 +319,8 @@ static PyMethodDef UploadSink_methods[] = {
      "stats() -> dict of the sink's upload statistics (until its recorder is closed)"},
     {"flush", (PyCFunction)(void (*)(void))UploadSink_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout_ms=10000) -> bool: waits until nothing is queued or in flight; False "
-     "on timeout. Releases the GIL."},
+     "on timeout; SystemCallError if exports are queued and the uploader thread cannot be "
+     "started. Releases the GIL."},
     {NULL, NULL, 0, NULL},
 };
 
