@@ -67,8 +67,18 @@ static int rehash(ppk__endpoints *eps, size_t cap) {
 }
 
 int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint) {
-    /* Cut as a window would cut it (at a character boundary): no need to keep more. */
-    size_t len = ppk__utf8_cut((const uint8_t *)endpoint.ptr, endpoint.len, eps->max_len);
+    /* Kept fitted for pprof (repaired, then cut at a character boundary) as a window
+     * fits it: no need to keep more, and the window gets the same string as from
+     * ppk_profile_set_endpoint. `fitted` (max_len bytes) only when that changes it. */
+    const uint8_t *f = (const uint8_t *)endpoint.ptr;
+    size_t len = endpoint.len;
+    uint8_t *fitted = NULL;
+    ppk__fit_counts fit = {0, 0};
+    if (len > eps->max_len || !ppk__utf8_valid(f, len)) {
+        fitted = ppk__mem_alloc(&eps->mem, eps->max_len);
+        if (!fitted) return PPK_ENOMEM;
+        f = ppk__utf8_fit(f, &len, eps->max_len, fitted, &fit);
+    }
     int rc = 0;
     pthread_mutex_lock(&eps->lock);
     ppk__ep *e = eps->cap ? find(eps->slots, eps->cap, span) : NULL;
@@ -86,7 +96,9 @@ int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint) {
         rc = PPK_ENOMEM;
         goto out;
     }
-    if (len) memcpy(s, endpoint.ptr, len);
+    if (len) memcpy(s, f, len);
+    eps->fit.repaired += fit.repaired;
+    eps->fit.truncated += fit.truncated;
     e = find(eps->slots, eps->cap, span);
     if (e->span) {
         ppk__mem_free(&eps->mem, e->str, e->len ? e->len : 1);
@@ -98,6 +110,7 @@ int ppk__endpoints_set(ppk__endpoints *eps, uint64_t span, ppk_str endpoint) {
     eps->bytes += len + ENTRY_BYTES;
 out:
     pthread_mutex_unlock(&eps->lock);
+    if (fitted) ppk__mem_free(&eps->mem, fitted, eps->max_len);
     return rc;
 }
 
@@ -172,10 +185,12 @@ void ppk__endpoints_end_epoch(ppk__endpoints *eps) {
     pthread_mutex_unlock(&eps->lock);
 }
 
-void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped) {
+void ppk__endpoints_stats(ppk__endpoints *eps, ppk_recorder_stats *st) {
     pthread_mutex_lock(&eps->lock);
-    *n = eps->n;
-    *dropped = eps->dropped;
+    st->endpoints = eps->n;
+    st->endpoints_dropped += eps->dropped;
+    st->strings_utf8_repaired += eps->fit.repaired;
+    st->strings_truncated += eps->fit.truncated;
     pthread_mutex_unlock(&eps->lock);
 }
 

@@ -21,6 +21,7 @@
 
 #include "alloc.h"
 #include "pprofkit.h"
+#include "utf8.h"
 
 typedef struct ppk__ep ppk__ep;
 
@@ -33,9 +34,10 @@ typedef struct ppk__endpoints {
     uint32_t ttl;
     uint64_t epoch;   /* exports ended */
     uint64_t dropped; /* registrations refused by the bounds */
+    ppk__fit_counts fit; /* of the endpoints kept: repaired, cut */
 } ppk__endpoints;
 
-/* max_len: the windows' max_string_len (an endpoint is kept cut to it). 0 or PPK_ESYS. */
+/* max_len: the windows' max_string_len (an endpoint is kept fitted to it). 0 or PPK_ESYS. */
 int ppk__endpoints_init(ppk__endpoints *eps, const ppk_allocator *a, size_t max_n,
                         size_t max_bytes, uint32_t ttl, size_t max_len);
 void ppk__endpoints_destroy(ppk__endpoints *eps);
@@ -50,8 +52,9 @@ void ppk__endpoints_to_windows(ppk__endpoints *eps, ppk_profile *const *ws, size
 /* After the export: evicts the registrations unused for ttl exports and begins the next
  * epoch. */
 void ppk__endpoints_end_epoch(ppk__endpoints *eps);
-/* Registrations kept, and dropped so far. */
-void ppk__endpoints_counts(ppk__endpoints *eps, size_t *n, uint64_t *dropped);
+/* Into the recorder's statistics: the registrations kept (endpoints), dropped so far
+ * (added to endpoints_dropped), and the repairs and cuts of those kept (added). */
+void ppk__endpoints_stats(ppk__endpoints *eps, ppk_recorder_stats *st);
 
 /* Copies window w's endpoint counts into e (one block from `a`, freed by
  * ppk_export_free: the array, then the strings). Returns the counts dropped for want of

@@ -305,11 +305,7 @@ void ppk_recorder_stats_get(ppk_recorder *r, ppk_recorder_stats *st) {
     }
     pthread_mutex_unlock(&r->lock);
     ppk__fdict_stats(&r->fdict, st);
-    size_t n;
-    uint64_t dropped;
-    ppk__endpoints_counts(&r->endpoints, &n, &dropped);
-    st->endpoints = n;
-    st->endpoints_dropped += dropped;
+    ppk__endpoints_stats(&r->endpoints, st);
 }
 
 int ppk_recorder_intern_function(ppk_recorder *r, const ppk_function *f,

@@ -1539,6 +1539,79 @@ static void test_endpoints_across_windows(void) {
     ppk_recorder_free(r);
 }
 
+/* The "trace endpoint" of one sample of span 7 in a plain profile (ppk_profile_set_endpoint)
+ * made with config pc, copied into `out` ("" for none); its repairs and cuts in *st. */
+static void profile_endpoint(const ppk_profile_config *pc, ppk_str ep, char *out, size_t n,
+                             ppk_profile_stats *st) {
+    out[0] = 0;
+    memset(st, 0, sizeof *st);
+    ppk_profile *p = NULL;
+    CHECK_EQ_INT(ppk_profile_create(pc, &p), 0);
+    if (!p) return;
+    CHECK_EQ_INT(ppk_profile_set_endpoint(p, 7, ep), 0);
+    ppk_frame fr = {.name = PPK_STR("handler"), .filename = PPK_STR("h.py"), .line = 1};
+    ppk_label lb = {.key = PPK_STR("local root span id"), .num = 7, .is_num = 1};
+    int64_t v = 1;
+    ppk_sample_data sd = {&fr, 1, &lb, 1, &v, 1, 0};
+    CHECK_EQ_INT(ppk_profile_add(p, &sd), 0);
+    ppk_profile_stats_get(p, st);
+    ppk_encode_options o = {PPK_CODEC_NONE, 0, 0, 0};
+    ppk_bytes b = {0};
+    pr_profile pp;
+    if (ppk_profile_encode(p, &o, &b) == 0 && pr_parse(b.data, b.len, &pp) == 0) {
+        CHECK_EQ_U64(pp.nsamples, 1);
+        if (pp.nsamples == 1) {
+            pr_str l = pr_label_str(&pp, &pp.samples[0], "trace endpoint");
+            snprintf(out, n, "%.*s", (int)l.len, l.len ? l.ptr : "");
+        }
+        pr_free(&pp);
+    } else {
+        CHECK(0);
+    }
+    ppk_bytes_free(&b);
+    ppk_profile_free(p);
+}
+
+/* A registration is fitted for pprof as a plain profile fits it, repaired first, then cut
+ * at a character boundary: the recorder's window gets the label ppk_profile_set_endpoint
+ * gives, and the same repairs and cuts are counted. Invalid bytes past max_string_len
+ * once lost the whole repaired tail ("GET " for "GET /" and 4,995 bytes of 0x80), or
+ * the label itself (all 0x80). */
+static void test_endpoint_fitted_as_profile(void) {
+    static char prefixed[5000], invalid[5000], euro[5100], edge[4095], bad_short[] = "GET /\xFFx";
+    memset(prefixed, 0x80, sizeof prefixed);
+    memcpy(prefixed, "GET /", 5);
+    memset(invalid, 0x80, sizeof invalid);
+    for (size_t i = 0; i < sizeof euro; i += 3) memcpy(euro + i, "\xE2\x82\xAC", 3);
+    memset(edge, 'a', sizeof edge);
+    edge[sizeof edge - 1] = (char)0x80; /* its U+FFFD would pass max_string_len */
+    const ppk_str eps[] = {
+        {prefixed, sizeof prefixed}, {invalid, sizeof invalid}, {euro, sizeof euro},
+        {edge, sizeof edge},         {bad_short, sizeof bad_short - 1},
+    };
+    static char got[8192], want[8192];
+    for (size_t i = 0; i < sizeof eps / sizeof *eps; i++) {
+        ppk_recorder_config cfg;
+        config(&cfg, PPK_CODEC_NONE);
+        ppk_recorder *r = NULL;
+        CHECK_EQ_INT(ppk_recorder_create(&cfg, &r), 0);
+        if (!r) return;
+        CHECK_EQ_INT(ppk_recorder_set_endpoint(r, 7, eps[i]), 0);
+        span_endpoint(r, 7, got, sizeof got);
+        ppk_profile_stats ps;
+        profile_endpoint(&cfg.profile, eps[i], want, sizeof want, &ps);
+        CHECK(want[0] != 0);
+        CHECK_EQ_U64(strlen(got), strlen(want));
+        if (strcmp(got, want) != 0) fprintf(stderr, "  endpoint %zu differs\n", i);
+        CHECK(strcmp(got, want) == 0);
+        ppk_recorder_stats st;
+        ppk_recorder_stats_get(r, &st);
+        CHECK_EQ_U64(st.strings_utf8_repaired, ps.strings_utf8_repaired);
+        CHECK_EQ_U64(st.strings_truncated, ps.strings_truncated);
+        ppk_recorder_free(r);
+    }
+}
+
 /* Registrations and samples of spans from two threads while a third exports back to
  * back (run under ThreadSanitizer too): every sample lands in an export, a sample's
  * endpoint is never another span's, the registrations stay bounded. With a TTL of one
@@ -1808,6 +1881,7 @@ int main(void) {
     RUN(test_shards);
     RUN(test_export_endpoint_counts);
     RUN(test_endpoints_across_windows);
+    RUN(test_endpoint_fitted_as_profile);
     RUN(test_endpoints_concurrent);
     return check_summary();
 }
