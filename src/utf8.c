@@ -51,13 +51,6 @@ int ppk__utf8_valid(const uint8_t *s, size_t n) {
     return 1;
 }
 
-size_t ppk__utf8_cut(const uint8_t *s, size_t n, size_t max) {
-    if (n <= max) return n;
-    size_t k = max;
-    while (k > 0 && (s[k] & 0xC0) == 0x80) k--; /* s[max] is a continuation: back up */
-    return k;
-}
-
 size_t ppk__utf8_repair(const uint8_t *s, size_t n, uint8_t *dst, size_t max, int *repaired,
                         int *truncated) {
     static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};

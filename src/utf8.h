@@ -15,8 +15,6 @@
 size_t ppk__utf8_seq(const uint8_t *s, size_t n);
 /* 1 if the n bytes are valid UTF-8. */
 int ppk__utf8_valid(const uint8_t *s, size_t n);
-/* The largest length <= max that ends on a character boundary of the valid string s. */
-size_t ppk__utf8_cut(const uint8_t *s, size_t n, size_t max);
 /*
  * Writes to dst (room for max bytes) the string s with each byte that does not start a
  * valid sequence replaced by U+FFFD (EF BF BD), cut to at most max bytes at a character

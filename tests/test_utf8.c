@@ -1,5 +1,5 @@
 /*
- * test_utf8.c - UTF-8 validation, cutting and repair (src/utf8.h).
+ * test_utf8.c - UTF-8 validation and repair (src/utf8.h).
  *
  * Expected results are written out by hand from RFC 3629 (Table 3-7 of the Unicode
  * standard): well-formed sequences, then every class of ill-formed one. The repair is
@@ -160,41 +160,6 @@ static void test_fast_path_offsets(void) {
     }
 }
 
-/* ---- cut ----------------------------------------------------------------------------- */
-
-static void test_cut(void) {
-    /* "a" é € 😀 "b": offsets 0 | 1-2 | 3-5 | 6-9 | 10. Boundaries: 0 1 3 6 10 11. */
-    const uint8_t *s = (const uint8_t *)"a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80" "b";
-    size_t n = 11;
-    static const size_t want[12] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10, 11};
-    for (size_t max = 0; max <= 11; max++) {
-        size_t got = ppk__utf8_cut(s, n, max);
-        if (got != want[max]) fprintf(stderr, "  max %zu\n", max);
-        CHECK_EQ_U64(got, want[max]);
-    }
-    /* max beyond n: the whole string. */
-    CHECK_EQ_U64(ppk__utf8_cut(s, n, 100), n);
-    /* ASCII: exactly max. */
-    CHECK_EQ_U64(ppk__utf8_cut(S("abcdef"), 4), 4);
-    /* Every cut of a long mixed string is valid and the longest valid prefix <= max. */
-    uint8_t buf[256];
-    size_t len = 0;
-    static const char *parts[4] = {"x", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80"};
-    for (int i = 0; len + 4 <= sizeof buf; i++) {
-        const char *p = parts[(i * 7 + i / 3) % 4];
-        memcpy(buf + len, p, strlen(p));
-        len += strlen(p);
-    }
-    int bad = 0;
-    for (size_t max = 0; max <= len; max++) {
-        size_t k = ppk__utf8_cut(buf, len, max);
-        if (k > max || !ppk__utf8_valid(buf, k)) bad++;
-        /* Longest: the next character would pass max. */
-        if (k < len && k + ppk__utf8_seq(buf + k, len - k) <= max) bad++;
-    }
-    CHECK_EQ_INT(bad, 0);
-}
-
 /* ---- repair -------------------------------------------------------------------------- */
 
 typedef struct rep_case {
@@ -349,7 +314,6 @@ int main(void) {
     RUN(test_seq_every_single_byte);
     RUN(test_seq_every_two_bytes);
     RUN(test_fast_path_offsets);
-    RUN(test_cut);
     RUN(test_repair_bytes);
     RUN(test_repair_cut_replacement);
     RUN(test_repair_output_always_valid);
