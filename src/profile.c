@@ -224,7 +224,8 @@ void ppk_profile_free(ppk_profile *p) {
 
 /* ---- adding a sample ------------------------------------------------------------ */
 
-/* ppk_profile_add's sample buffer keeps this much between calls. */
+/* ppk_profile_add's sample buffer keeps this much between calls: each add clears it
+ * when done, so a buffer a large sample grew is given back at once. */
 #define ADD_KEEP_BYTES (64 * 1024)
 
 int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
@@ -248,7 +249,6 @@ int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
         p->sbuf = sb;
     }
     ppk__sbuf *sb = p->sbuf;
-    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
     int rc = 0;
     for (size_t i = 0; !rc && i < s->n_frames; i++) rc = ppk__sbuf_push_frame(sb, &s->frames[i]);
     for (size_t i = 0; !rc && i < s->n_labels; i++) rc = ppk__sbuf_push_label(sb, &s->labels[i]);
@@ -259,6 +259,7 @@ int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
         ppk__sbuf_seal(sb, &r);
         rc = ppk__profile_add_recs(p, &r);
     }
+    ppk__sbuf_clear(sb, ADD_KEEP_BYTES);
     return rc;
 }
 

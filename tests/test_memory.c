@@ -394,6 +394,45 @@ static void test_builder_scratch_limit(void) {
     CHECK_EQ_U64(g_held, 0);
 }
 
+/* ppk_profile_add's sample buffer grows to the size of a large sample's records (512
+ * frames of 4 KiB names: 4 MiB) and gives it back before the add returns, keeping its
+ * index (24 bytes per max_frames and max_labels), its own few hundred bytes and at most
+ * 64 KiB of records, as docs/memory.md says. */
+static void test_add_gives_back_a_large_sample(void) {
+    ppk_profile *p = make(64 * LIMIT);
+    if (!p) return;
+    enum { FRAMES = 512, NAME = 4096 };
+    char *names = malloc((size_t)FRAMES * NAME);
+    ppk_frame *fr = calloc(FRAMES, sizeof *fr);
+    CHECK(names && fr);
+    if (!names || !fr) goto out;
+    for (size_t i = 0; i < FRAMES; i++) {
+        char *n = names + i * NAME;
+        memset(n, 'a' + (int)(i % 26), NAME);
+        int k = snprintf(n, 16, "%zu", i);
+        n[k] = '_';
+        fr[i].name = (ppk_str){n, NAME};
+    }
+    const size_t kept = 24 * (512 + 32) + 512 + 64 * 1024; /* the default limits */
+    int64_t v[2] = {1, 1};
+    ppk_sample_data big = {fr, FRAMES, NULL, 0, v, 2, 0};
+    ppk_profile_stats st;
+    CHECK_EQ_INT(ppk_profile_add(p, &big), 0);
+    ppk_profile_stats_get(p, &st);
+    if (st.scratch_bytes > kept) fprintf(stderr, "  scratch after the add: %llu\n",
+                                         (unsigned long long)st.scratch_bytes);
+    CHECK(st.scratch_bytes <= kept);
+    ppk_sample_data small = {fr, 2, NULL, 0, v, 2, 0};
+    CHECK_EQ_INT(ppk_profile_add(p, &small), 0);
+    ppk_profile_stats_get(p, &st);
+    CHECK(st.scratch_bytes <= kept);
+    CHECK_EQ_U64(st.stacks_dropped + st.strings_dropped + st.samples_overflowed, 0);
+out:
+    free(fr);
+    free(names);
+    ppk_profile_free(p);
+}
+
 /* Keys the window adds itself ("end_timestamp_ns", "trace endpoint") still work when
  * the budget is exhausted: the profile stays readable and keeps every value. */
 static void keys_at_the_limit(size_t limit) {
@@ -526,6 +565,7 @@ int main(void) {
     RUN(test_limit_is_validated);
     RUN(test_recorder_counts_degradations);
     RUN(test_builder_scratch_limit);
+    RUN(test_add_gives_back_a_large_sample);
     RUN(test_keys_at_the_limit);
     RUN(test_small_budgets);
     RUN(test_label_seen_once_is_not_cached);
