@@ -32,7 +32,7 @@ typedef struct UploadSinkObject {
     PyObject_HEAD
     RecorderObject *recorder; /* strong reference; the sink lives as long as it */
     ppk_sink sink;            /* a copy of the sink the recorder owns */
-    const char *kind;         /* "datadog" or "pyroscope" */
+    const char *kind;         /* "datadog", "pyroscope" or "otlp" */
 } UploadSinkObject;
 
 struct RecorderObject {

@@ -33,7 +33,7 @@ static int add_sink(RecorderObject *self, const ppk_sink *sink, const char *what
     int rc = ppk_recorder_add_sink(self->rec, sink);
     if (rc) {
         if (sink->destroy) sink->destroy(sink->opaque);
-        ppk_py_error(rc, what, rc == PPK_EINVAL ? "at most 16 sinks per recorder" : NULL);
+        ppk_py_error(rc, what, rc == PPK_EFULL ? "at most 16 sinks per recorder" : NULL);
         return -1;
     }
     self->has_sinks = 1;
@@ -325,7 +325,7 @@ static PyMethodDef UploadSink_methods[] = {
 };
 
 static PyGetSetDef UploadSink_getset[] = {
-    {"kind", (getter)UploadSink_get_kind, NULL, "\"datadog\" or \"pyroscope\"", NULL},
+    {"kind", (getter)UploadSink_get_kind, NULL, "\"datadog\", \"pyroscope\" or \"otlp\"", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -505,6 +505,15 @@ class ConstructorTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 rec.add_file_sink(tempfile.gettempdir(), 5)
 
+    def test_seventeenth_sink_refused(self):
+        with tempfile.TemporaryDirectory() as d, pprofkit.Recorder(TYPES) as rec:
+            for _ in range(16):
+                rec.add_file_sink(d)
+            with self.assertRaises(pprofkit.Error) as cm:
+                rec.add_file_sink(d)
+            self.assertEqual(cm.exception.code, _native.PPK_EFULL)
+            self.assertIn("(at most 16 sinks per recorder)", str(cm.exception))
+
     def test_endpoint_errors(self):
         with pprofkit.Recorder(TYPES) as rec:
             with self.assertRaises(pprofkit.InvalidArgumentError):
