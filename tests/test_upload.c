@@ -11,7 +11,8 @@
  * this file checks the sink's counters, that writes return while the network is stuck
  * (no transfer has finished when the writes are done), that the queue never holds more
  * than queue_len exports and that the sink's memory stays bounded. Shutdown and fork
- * cases check cancellation. Every wait is bounded.
+ * cases check cancellation. pthread_create is wrapped at link time so that a case can
+ * make the uploader thread's creation fail. Every wait is bounded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
