@@ -56,10 +56,13 @@ def _url_or_boolean(text):
 
 
 def _size(text):
-    """A byte count: 1048576, 64M, 512K, 1G."""
+    """A byte count: 1048576, 64M, 512K, 1G. ValueError if it is not one."""
     t = text.strip().upper().rstrip("B")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    return int(float(t[:-1] if scale > 1 else t) * scale)
+    try:
+        return int(float(t[:-1] if scale > 1 else t) * scale)
+    except OverflowError:  # inf, 1e400
+        raise ValueError("not a byte count: %r" % text) from None
 
 
 # run's options that come from the environment when the command line does not give
@@ -316,9 +319,10 @@ def _export_to_children(ns):
            "PPROFKIT_CODEC": ns.codec, "PPROFKIT_MEMORY_LIMIT": ns.memory_limit,
            "PPROFKIT_MAX_FRAMES": ns.max_frames, "PPROFKIT_SERVICE": ns.service,
            "PPROFKIT_ENV": ns.env, "PPROFKIT_VERSION": ns.version, "PPROFKIT_TAGS": ns.tags,
-           "PPROFKIT_DATADOG": "1" if ns.datadog is True else ns.datadog,
+           # Off said so: a child would otherwise take DD_PROFILING_ENABLED.
+           "PPROFKIT_DATADOG": "1" if ns.datadog is True else ns.datadog or "0",
            "PPROFKIT_PYROSCOPE": ns.pyroscope,
-           "PPROFKIT_OTLP": "1" if ns.otlp is True else ns.otlp,
+           "PPROFKIT_OTLP": "1" if ns.otlp is True else ns.otlp or "0",
            "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
            "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",

@@ -49,9 +49,11 @@ class _ThreadTags:
     def __init__(self, ident):
         self.ident = ident
 
-    def __del__(self):
-        _tags_thread.pop(self.ident, None)
-        _tag_blocks.pop((False, self.ident), None)
+    def __del__(self, tags=_tags_thread, blocks=_tag_blocks):
+        # (The dicts bound here: at the interpreter's end the module's globals may be
+        # gone when a thread's locals are.)
+        tags.pop(self.ident, None)
+        blocks.pop((False, self.ident), None)
 
 
 _thread_tags = threading.local()
@@ -236,7 +238,14 @@ class Profiler:
         from a signal handler while this thread's stop() runs returns None. A call from
         a finalizer that the sampler itself runs (it drops the last reference to an
         object, say a code object with a weakref callback) raises RuntimeError and
-        changes nothing: the sampler cannot wait for its own end there."""
+        changes nothing: the sampler cannot wait for its own end there. The profiler
+        `python -m pprofkit run` started for the program is not stopped (None): it
+        runs to the program's end. A Ctrl-C during the stop is raised once it is done."""
+        if self is _environment and not self.sampler._in_own_pass():
+            return None
+        return self._stop_now()
+
+    def _stop_now(self):
         if self.sampler._in_own_pass():
             raise RuntimeError("Profiler.stop() called by a finalizer that the sampler "
                                "runs; stop it from another place")
@@ -250,10 +259,6 @@ class Profiler:
                 self._stopping = False
 
     def _stop(self):
-        _started.discard(self)
-        # A SIGTERM from here on lets this stop write the last window (the recorder's
-        # close then kills the process), and so the close must come whatever happens.
-        _native._sigterm_closing(self.recorder)
         interrupted = None
 
         def step(call):
@@ -268,6 +273,11 @@ class Profiler:
                     interrupted = e
 
         try:
+            step(lambda: _started.discard(self))
+            # A SIGTERM from here on lets this stop write the last window (the
+            # recorder's close then kills the process), and so the close must come
+            # whatever happens.
+            step(lambda: _native._sigterm_closing(self.recorder))
             step(self.sampler.stop)
             sampler = step(self.sampler.stats)
             # The exporter's last export sends the last window to the sinks now, and
@@ -414,7 +424,7 @@ def _stop_current():
             os.execv = _real_execv
         if os.execve is _execve_after_stop:
             os.execve = _real_execve
-    return p.stop() if p is not None else None
+    return p._stop_now() if p is not None else None
 
 
 def current():
@@ -511,8 +521,12 @@ def _current_task():
 
 
 def _exit_after_stop(code):
-    with contextlib.suppress(Exception):
-        _stop_current()
+    """os._exit while the process's profiler runs: every profiler stops as at exit
+    (their last windows), then the process exits, whatever a stop raised."""
+    try:
+        _at_exit()
+    except BaseException:
+        pass
     _real_os_exit(code)
 
 
@@ -522,9 +536,12 @@ def _exec_after_stop(real, path, *args):
     os.execve). A path that cannot be executed (execvp tries each
     directory of PATH in turn) fails as it would, the profiler still running; an exec
     that fails past that check leaves the program running unprofiled."""
-    with contextlib.suppress(Exception):
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
+    try:
+        # (A file descriptor, as os.execve takes one, is not looked at.)
+        if isinstance(path, int) or (os.access(path, os.X_OK) and not os.path.isdir(path)):
             _stop_current()
+    except BaseException:  # a Ctrl-C during the stop too: the exec is what was asked
+        pass
     return real(path, *args)
 
 
@@ -548,12 +565,23 @@ def _refuse_after_exit():
 
 
 def _at_exit():
+    """Every profiler and sampler still running stops (their threads must end before
+    the interpreter finalizes), whatever another's stop raises; a Ctrl-C while the
+    uploads drain is dropped (the process is leaving already), another error raised
+    once all are stopped."""
     global _exit_ran
     _exit_ran = True
-    _stop_current()
-    for p in list(_started):  # Profilers started without start(), still running
-        p.stop()
-    _native._stop_samplers()  # Samplers used directly
+    error = None
+    for stop_one in [_stop_current] + [p._stop_now for p in list(_started)] + [
+            _native._stop_samplers]:
+        try:
+            stop_one()
+        except KeyboardInterrupt:
+            pass
+        except BaseException as e:
+            error = error or e
+    if error is not None:
+        raise error
 
 
 _forked_by_main = True  # whether the thread that forks last is the main one

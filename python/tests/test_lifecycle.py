@@ -134,7 +134,7 @@ p = pprofkit.start(out_dir="mine", rate=10)
 same = p is pprofkit.current()
 with pprofkit.profile(out_dir="mine") as q:
     spin(0.1)
-print(same, q is p, pprofkit.stop(), pprofkit.current() is p, flush=True)
+print(same, q is p, pprofkit.stop(), p.stop(), pprofkit.current() is p, flush=True)
 def after_stop():
     spin(0.3)
 after_stop()
@@ -153,7 +153,10 @@ sys.exit(subprocess.run([sys.executable, "prog.py"]).returncode)
                     out_dir = os.path.join(tmp, "out-" + args[-1])
                     out = run_python(["-m", "pprofkit", "run", "--out", out_dir] + args,
                                      tmp, testcase=self)
-                    self.assertEqual(out.stdout.decode().split(), ["True"] * 2 + ["None", "True"])
+                    self.assertEqual(out.stdout.decode().split(),
+                                     ["True"] * 2 + ["None"] * 2 + ["True"])
+                    # One summary a process, at its end (none when the program stopped).
+                    self.assertEqual(len(out.stderr.decode().splitlines()), len(args))
                     self.assertFalse(os.path.exists(os.path.join(tmp, "mine")))
                     cpu = cpu_by_function(profiles(out_dir))
                     self.assertGreater(cpu.get("spin", 0), 0.2e9, cpu)
@@ -429,6 +432,29 @@ class TagTest(unittest.TestCase):
         gens[0].close()
         self.assertNotIn(ident[0], profiler._tags_thread)
 
+    def test_tags_open_at_the_interpreters_end(self):
+        # Blocks still open when the interpreter ends (a suspended generator's in the
+        # main thread, a daemon thread's): their threads' ends drop the labels quietly
+        # (the module's dicts may be gone by then).
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python("""
+import threading, time, pprofkit
+from pprofkit import profiler  # with it, the guards' ends came after the module's
+def stream():
+    with pprofkit.tag(request="open"):
+        yield
+g = stream()
+next(g)
+def daemon():
+    with pprofkit.tag(worker="d"):
+        time.sleep(60)
+threading.Thread(target=daemon, daemon=True).start()
+time.sleep(0.1)
+print("done")
+""", tmp, testcase=self)
+            self.assertEqual(out.stdout, b"done\n")
+            self.assertEqual(out.stderr, b"")
+
     def test_forked_child_keeps_only_its_own_thread_tags(self):
         # Threads of the parent inside tag() blocks do not exist in a forked child,
         # where new threads may get their idents: their labels are dropped there.
@@ -636,7 +662,8 @@ class CliArgumentsTest(unittest.TestCase):
                 ("DD_PROFILING_MAX_TIME_USAGE_PCT", "1%", "a number"),
                 ("PPROFKIT_MAX_TASKS_PER_TICK", "1.5", "an integer"),
                 ("PPROFKIT_MAX_FRAMES", "x", "an integer"),
-                ("PPROFKIT_MEMORY_LIMIT", "lots", "a byte count (64M, ...)")):
+                ("PPROFKIT_MEMORY_LIMIT", "lots", "a byte count (64M, ...)"),
+                ("PPROFKIT_MEMORY_LIMIT", "1e400", "a byte count (64M, ...)")):
             with self.subTest(name=name), tempfile.TemporaryDirectory() as tmp:
                 with open(os.path.join(tmp, "app.py"), "w") as f:
                     f.write("print('app ran')\n")
@@ -675,6 +702,27 @@ class CliArgumentsTest(unittest.TestCase):
                         self.assertRegex(err, r"^pprofkit: pid \d+, ")
                         self.assertEqual(
                             ", %s: 0 sent, 1 dropped" % name[9:].lower() in err, true, err)
+
+    def test_uploads_off_in_subprocesses_too(self):
+        # --datadog=false (or PPROFKIT_DATADOG=0) with DD_PROFILING_ENABLED=1 in the
+        # environment, and --otlp=false: neither the program nor its Python children
+        # upload (the children took DD_PROFILING_ENABLED, the variable being unset).
+        env = {"DD_PROFILING_ENABLED": "1",
+               "DD_TRACE_AGENT_URL": "http://127.0.0.1:%d" % closed_port()}
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "kinds.py"), "w") as f:
+                f.write("import pprofkit; print([u.kind for u in pprofkit.current().uploads])\n")
+            with open(os.path.join(tmp, "parent.py"), "w") as f:
+                f.write("import subprocess, sys\n"
+                        "subprocess.run([sys.executable, 'kinds.py'], check=True)\n"
+                        "import kinds\n")
+            for cli, extra in ((["--datadog=false", "--otlp=false"], {}),
+                               ([], {"PPROFKIT_DATADOG": "0", "PPROFKIT_OTLP": "off"})):
+                with self.subTest(cli=cli, env=extra):
+                    out = run_python(["-m", "pprofkit", "run", "-q", "--out", "",
+                                      "--subprocesses"] + cli + ["parent.py"], tmp,
+                                     dict(env, **extra), 0, self)
+                    self.assertEqual(out.stdout.decode().split(), ["[]", "[]"])
 
     def run_both(self, tmp, args, cli=("--out", "out"), expect_rc=0, env=None):
         """The program run by python and by `python -m pprofkit run`, in tmp: (python's

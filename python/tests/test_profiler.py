@@ -1040,6 +1040,19 @@ class TestSigterm(ProfilerTest):
         self.assertEqual(sorted(me["files"]), sorted(run.files), me)
         self.assertGreater(self.functions_of(run.files)["work"], 0)
 
+    def test_ctrl_c_during_the_exit(self):
+        # A Ctrl-C while the exit's stop waits for the uploads: every profiler still
+        # stops (their files), and os._exit exits with its status (it raised
+        # KeyboardInterrupt, and a forked child could have run on in its parent's code).
+        for how, rc in (("return", 0), ("os_exit", 7)):
+            with self.subTest(how=how):
+                out = self.tmpdir()
+                run = self.run_python([os.path.join(PROGRAMS, "sigterms.py"),
+                                       "sigint_during_exit", out, how], expect_rc=rc)
+                names = {f.split(".")[0] for f in os.listdir(out) if f.endswith(".pb.gz")}
+                self.assertEqual(names, {"python", "second"}, run.err)
+                self.assertNotIn("Traceback", run.err)
+
     def test_disposition(self):
         # Armed while the profiler runs, the default back after its stop; a handler the
         # program installed first is left as it is.
@@ -1095,11 +1108,13 @@ class TestFinalization(ProfilerTest):
 
     def test_cli_ends(self):
         for mode, rc in [("return", 0), ("raise", 1), ("exit3", 3), ("os_exit4", 4),
-                         ("daemon", 0), ("exec", 0)]:
+                         ("daemon", 0), ("exec", 0), ("fexec", 0)]:
             with self.subTest(mode=mode):
                 run = self.cli(["exits.py", mode], expect_rc=rc)
                 if mode == "exec":  # the profiler wraps os.execv and os.execve too
                     self.assertEqual(run.out.split("\n")[:2], ["refused", "after exec"])
+                if mode == "fexec":
+                    self.assertEqual(run.out, "after exec\n")
                 self.check_written(run, ("MainThread", "spinner") if mode == "daemon"
                                    else ("MainThread",))
                 if mode == "raise":

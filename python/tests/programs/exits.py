@@ -6,6 +6,8 @@
   daemon   ends normally while a daemon thread still runs Python code
   exec     tries to exec a path that does not exist (prints "refused"), works on, then
            execs python, which prints "after exec" (no exit handler of this process runs)
+  fexec    execs python through a file descriptor (os.execve takes one), which prints
+           "after exec"
 With --self-start DIR first, the script starts the profiler itself (pprofkit.start(),
 files in DIR) and never stops it: it is run with plain python.
 """
@@ -57,6 +59,11 @@ def main(argv):
             print("refused", flush=True)
         work_before_exit(0.1)
         os.execv(sys.executable, [sys.executable, "-c", "print('after exec')"])
+    if mode == "fexec":
+        import os
+
+        fd = os.open(sys.executable, os.O_RDONLY)
+        os.execve(fd, [sys.executable, "-c", "print('after exec')"], os.environ)
 
 
 if __name__ == "__main__":

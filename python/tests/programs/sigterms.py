@@ -16,6 +16,9 @@
   sigint_during_stop DIR  as during_stop, but the signal is SIGINT (Ctrl-C): prints
            {"interrupted": whether stop() raised KeyboardInterrupt, "summary": whether
            the profiler has its summary then, "files": the files it lists}
+  sigint_during_exit DIR HOW  as sigint_during_stop, with a second Profiler ("second",
+           files in DIR too), but the program ends (HOW: "return", its end, or "os_exit",
+           os._exit(7)) and the SIGINT comes while the exit's stop waits for the uploads
   disposition  starts and stops the profiler itself (run with plain python), twice, the
            second time with a handler of its own installed first; prints SIGTERM's
            handler as the kernel has it (sigaction: 0 is SIG_DFL) at each step
@@ -106,6 +109,21 @@ def main(mode, *args):
             interrupted = True
         print(json.dumps({"interrupted": interrupted, "summary": p.summary is not None,
                           "files": p.summary["files"] if p.summary else []}), flush=True)
+        return
+    if mode == "sigint_during_exit":
+        import pprofkit
+        port = silent_server()
+        pprofkit.start(out_dir=args[0], export_period=60, datadog="http://127.0.0.1:%d" % port)
+        pprofkit.Profiler(out_dir=args[0], name="second", export_period=60).start()
+        work(0.3)
+
+        def interrupt():  # a daemon thread: the exit does not wait for it
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        if args[1] == "os_exit":
+            os._exit(7)
         return
     if mode == "disposition":
         import pprofkit
