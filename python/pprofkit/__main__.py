@@ -375,6 +375,20 @@ def _read_script(target):
         sys.exit(2)
 
 
+def _check_module(name):
+    """-m NAME that is not there: python's one line and exit status 1, before the
+    profiler starts. (A module whose package fails to import is left to runpy, which
+    reports it as python does.)"""
+    from importlib import util
+    try:
+        if util.find_spec(name) is not None:
+            return
+    except Exception:
+        return
+    print("%s: No module named %s" % (sys.orig_argv[0], name), file=sys.stderr)
+    sys.exit(1)
+
+
 def _run_script(path, data):
     """Runs the script as `python script.py` does: in a new module that becomes
     sys.modules["__main__"] and stays it (the program's threads and exit handlers
@@ -431,6 +445,8 @@ def run(ns):
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
     script = None if ns.module else _read_script(target)
+    if ns.module:
+        _check_module(target)
     # As typed, as python leaves it; before start: the program's name is the default
     # service name.
     sys.argv = argv

@@ -633,6 +633,15 @@ class CliArgumentsTest(unittest.TestCase):
                              r"\[Errno 2\] No such file or directory\n$")
             self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
 
+    def test_missing_module(self):
+        # -m of a module that is not there: python's line, exit status 1; the profiler
+        # never started.
+        with tempfile.TemporaryDirectory() as tmp:
+            py, ppk = self.run_both(tmp, ["-m", "no_such_module_here"], expect_rc=1)
+            self.assertEqual(ppk.stderr, py.stderr)
+            self.assertRegex(py.stderr.decode(), r"^\S+: No module named no_such_module_here\n$")
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+
     def test_summary_never_on_stdout(self):
         # Python started without a stderr (2>&-): no summary (fd 2 may be another file
         # by then), the files written. The program set sys.stderr to None: the summary
