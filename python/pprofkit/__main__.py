@@ -225,7 +225,7 @@ def view(ns):
         else:
             for stack, value in v.collapsed(profiles, ns.sample_type).items():
                 print("%s %d" % (stack, value))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, MemoryError) as e:
         print("python -m pprofkit %s: %s" % (ns.command, e), file=sys.stderr)
         return 1
     return 0

@@ -146,7 +146,11 @@ def write(paths, out, sample_type=None, title=None):
     if not paths:
         raise ValueError("no profiles to show")
     profiles = [view.read_profile(p) for p in paths]
-    html = page(profiles, sample_type, [os.path.basename(p) for p in paths], title)
+    # A file name or title that is not UTF-8 (bytes the command line gave as lone
+    # surrogates) shows U+FFFD for its bad bytes, as the C tool's page does.
+    utf8 = (lambda s: os.fsencode(s).decode("utf-8", "replace"))  # noqa: E731
+    html = page(profiles, sample_type, [utf8(os.path.basename(p)) for p in paths],
+                utf8(title) if title else title)
     raw = html.encode("utf-8")
     tmp = "%s.%d.tmp" % (out, os.getpid())
     try:

@@ -8,15 +8,20 @@ profiles, as `go tool pprof -top` does; collapsed() gives Brendan Gregg's folded
 The decoder is strict: a field that runs past the end of its message, a varint longer
 than 10 bytes, an index out of the string table or a sample with more values than sample
 types is an error (ValueError) naming the message and the byte offset; it never reads
-past the data it was given.
+past the data it was given. A file over MAX_FILE_BYTES, or one that decompresses to
+more than MAX_DECODED_BYTES (a "zip bomb"), is an error too, found before its memory is
+taken (the library's reader has the same bounds).
 """
 
-import gzip
 import shutil
 import subprocess
+import threading
 import zlib
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_FILE_BYTES = 1 << 30
+MAX_DECODED_BYTES = 256 << 20
 
 
 class Profile:
@@ -102,21 +107,69 @@ def _ints(buf, wire, value, what, signed=False):
     return [_int64(v) for v in vals] if signed else vals
 
 
-def _decompress(data):
-    if data[:2] == b"\x1f\x8b":
+def _too_big(codec):
+    return ValueError("%s: the profile decompresses to more than %d bytes"
+                      % (codec, MAX_DECODED_BYTES))
+
+
+def _gunzip(data):
+    """The members of a gzip stream, one after the other, at most MAX_DECODED_BYTES."""
+    out, size = [], 0
+    while data[:2] == GZIP_MAGIC:
+        d = zlib.decompressobj(wbits=31)  # one member
         try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
+            while not d.eof:
+                chunk = d.decompress(data, MAX_DECODED_BYTES + 1 - size)
+                size += len(chunk)
+                out.append(chunk)
+                if size > MAX_DECODED_BYTES:
+                    raise _too_big("gzip")
+                if not d.eof and not d.unconsumed_tail:
+                    raise ValueError("gzip: the stream is cut short")
+                data = d.unconsumed_tail
+        except zlib.error as e:
             raise ValueError("gzip: %s" % e) from None
+        data = d.unused_data
+    return b"".join(out)
+
+
+def _unzstd(data):
+    """The zstd command's output, at most MAX_DECODED_BYTES (it is stopped past that)."""
+    exe = shutil.which("zstd")
+    if not exe:
+        raise ValueError("zstd-compressed profile and no zstd command to read it")
+    with subprocess.Popen([exe, "-dc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as p:
+
+        def feed():
+            try:
+                p.stdin.write(data)
+                p.stdin.close()
+            except OSError:  # it stopped reading (an error, or stopped here)
+                pass
+
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
+        out = p.stdout.read(MAX_DECODED_BYTES + 1)
+        if len(out) > MAX_DECODED_BYTES:
+            p.kill()
+        err = p.stderr.read()
+        p.wait()
+        writer.join()
+    if len(out) > MAX_DECODED_BYTES:
+        raise _too_big("zstd")
+    if p.returncode:
+        raise ValueError("zstd: %s" % err.decode(errors="replace").strip())
+    return out
+
+
+def _decompress(data):
+    if data[:2] == GZIP_MAGIC:
+        return _gunzip(data)
     if data[:4] == ZSTD_MAGIC:
-        exe = shutil.which("zstd")
-        if not exe:
-            raise ValueError("zstd-compressed profile and no zstd command to read it")
-        p = subprocess.run([exe, "-dc"], input=data, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
-        if p.returncode:
-            raise ValueError("zstd: %s" % p.stderr.decode(errors="replace").strip())
-        return p.stdout
+        return _unzstd(data)
+    if len(data) > MAX_DECODED_BYTES:
+        raise ValueError("the profile has %d bytes, over %d" % (len(data), MAX_DECODED_BYTES))
     return data
 
 
@@ -124,7 +177,9 @@ def read_profile(data):
     """A Profile from the bytes of a pprof file (or a path). ValueError if malformed."""
     if isinstance(data, str):
         with open(data, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ValueError("the file is larger than %d bytes" % MAX_FILE_BYTES)
     buf = _decompress(bytes(data))
     end = len(buf)
     strings, types, raw_samples, locations, functions = [], [], [], {}, {}
@@ -223,24 +278,28 @@ def top(profiles, sample_type=None):
     """(rows, total, unit): rows [(name, flat, cum)] sorted by flat, then name, as
     `go tool pprof -top` lists them (functions of the same name in different files
     are one row, as there); a function's cum counts each sample once however often the
-    function is on its stack."""
+    function is on its stack. The total is go tool pprof's: the sum of the values'
+    magnitudes, only the base's in a difference profile (samples labelled
+    pprof::base=true, as `-diff_base` makes them)."""
     i = _type_index(profiles, sample_type)
     unit = profiles[0].sample_types[i][1]
     flat, cum = {}, {}
-    total = 0
+    total = base = 0
     for p in profiles:
-        for stack, values, _ in p.samples:
+        for stack, values, labels in p.samples:
             v = values[i]
             if not v:
                 continue
-            total += v
+            total += abs(v)
+            if labels.get("pprof::base") == "true":
+                base += abs(v)
             if stack:
                 flat[stack[0][0]] = flat.get(stack[0][0], 0) + v
             for name in {name for name, _ in stack}:
                 cum[name] = cum.get(name, 0) + v
     rows = [(name, flat.get(name, 0), c) for name, c in cum.items()]
     rows.sort(key=lambda r: (-abs(r[1]), r[0]))
-    return rows, total, unit
+    return rows, base or total, unit
 
 
 def diff(before, after, sample_type=None):
@@ -306,7 +365,7 @@ def format_top(rows, total, unit, n=20):
     acc = 0
     for name, f, c in shown:
         acc += f
-        pct = (lambda x: 100.0 * x / total if total else 0.0)
+        pct = (lambda x: abs(100.0 * x / total) if total else 0.0)  # as go tool pprof
         lines.append("%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s" % (
             _human(f, unit), pct(f), pct(acc), _human(c, unit), pct(c), name))
     return "\n".join(lines)

@@ -366,6 +366,22 @@ class TestFlameCommand(ProfilerTest):
         self.assertIn(b"runs past the end", out.stderr)
         self.assertEqual(os.listdir(d), ["bad.pb"])  # no page, no temporary file
 
+    def test_names_not_utf8(self):
+        # A file name and a title that are not UTF-8 (from the command line): the page
+        # is written, their bad bytes U+FFFD, as the C tool writes them.
+        d = os.fsencode(self.tmpdir())
+        path = os.path.join(d, b"x\xff.pb.gz")
+        write_profile(os.fsdecode(path), PROFILE_A)
+        page = os.path.join(d, b"p.html")
+        out = subprocess.run([os.fsencode(sys.executable), b"-m", b"pprofkit", b"flame",
+                              b"-o", page, b"--title", b"T\xff", path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=self.env(), timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        data = self.page_data(os.fsdecode(page))
+        self.assertEqual(data["names"], ["x\ufffd.pb.gz"])
+        with open(page, encoding="utf-8") as f:
+            self.assertIn("<title>T\ufffd</title>", f.read())
+
     def test_high_cardinality_labels_left_out(self):
         d = self.tmpdir()
         path = os.path.join(d, "spans.pb.gz")

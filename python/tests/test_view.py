@@ -35,6 +35,23 @@ def go_top(paths, sample_type, unit, *options):
     return rows
 
 
+# A profile written field by field (profile.proto's numbers).
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
+def num(field, v):
+    return varint(field << 3) + varint(v)
+
+
+def msg(field, body):
+    return varint(field << 3 | 2) + varint(len(body)) + body
+
+
 class TestView(ProfilerTest):
     @classmethod
     def setUpClass(cls):
@@ -121,19 +138,6 @@ class TestView(ProfilerTest):
         """Frames without a function name (a native address, a function with an empty
         name) are named after their mapping's file, "[libfoo.so]", or "<unknown>", as
         go tool pprof names them. The profile is written here, field by field."""
-        def varint(v):
-            out = bytearray()
-            while v >= 0x80:
-                out.append(v & 0x7F | 0x80)
-                v >>= 7
-            return bytes(out + bytes([v]))
-
-        def num(field, v):
-            return varint(field << 3) + varint(v)
-
-        def msg(field, body):
-            return varint(field << 3 | 2) + varint(len(body)) + body
-
         strings = ["", "samples", "count", "/nonexistent/lib/libfoo.so", "main", "main.go"]
         pb = msg(1, num(1, 1) + num(2, 2))  # sample_type samples/count
         for locs, value in [([1, 3], 5), ([2, 3], 3), ([4, 3], 7), ([3], 2)]:
@@ -155,6 +159,68 @@ class TestView(ProfilerTest):
         self.assertEqual(total, 17)
         if support.go_available():
             self.assertEqual(mine, go_top([path], "samples", unit, "-symbolize=none"))
+
+    def test_total_of_negative_values_as_go(self):
+        """Negative values (a difference profile): the total is the sum of the values'
+        magnitudes, or of the base's samples' (labelled pprof::base=true) when there
+        are any, and the percentages are magnitudes, as go tool pprof -top has them."""
+        strings = ["", "samples", "count", "a", "b", "c", "pprof::base", "true"]
+        base = msg(3, num(1, 6) + num(2, 7))  # label pprof::base=true
+        for with_base, total in ((False, 14), (True, 6)):
+            pb = msg(1, num(1, 1) + num(2, 2))
+            for loc, value, labels in [(1, 5, b""), (2, -3, b""), (3, 6, base)]:
+                pb += msg(2, msg(1, varint(loc)) + msg(2, varint(value & (2**64 - 1))) +
+                          (labels if with_base else b""))
+            for i in (1, 2, 3):
+                pb += msg(4, num(1, i) + msg(4, num(1, i))) + msg(5, num(1, i) + num(2, 2 + i))
+            pb += b"".join(msg(6, s.encode()) for s in strings)
+            path = os.path.join(self.tmpdir(), "diff.pb")
+            with open(path, "wb") as f:
+                f.write(pb)
+            rows, got, unit = view.top([view.read_profile(path)], "samples")
+            self.assertEqual(got, total, with_base)
+            self.assertEqual(rows, [("c", 6, 6), ("a", 5, 5), ("b", -3, -3)])
+            text = view.format_top(rows, got, unit)
+            self.assertIn("%6.2f%%" % (300 / total), text.splitlines()[-1])  # b: |-3| / total
+            if support.go_available():
+                out = subprocess.run(["go", "tool", "pprof", "-top", path],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=support.go_env(), check=True).stdout.decode()
+                self.assertIn("of %d total" % total, out)
+
+    def test_decompression_is_bounded(self):
+        """A file that decompresses to more than MAX_DECODED_BYTES (a gzip stream of one
+        or several members, a zstd frame) or is over MAX_FILE_BYTES is an error, found
+        before it takes that memory; a profile in several gzip members reads whole."""
+        with open(self.files[0], "rb") as f:
+            data = f.read()
+        raw = zlib.decompress(data, 31)
+        half = len(raw) // 2
+
+        def gz(b):
+            c = zlib.compressobj(wbits=31)
+            return c.compress(b) + c.flush()
+
+        two = view.read_profile(gz(raw[:half]) + gz(raw[half:]))
+        self.assertEqual(two.samples, view.read_profile(data).samples)
+        limit = 1 << 20
+        zeros = bytes(2 * limit)
+        saved = view.MAX_DECODED_BYTES, view.MAX_FILE_BYTES
+        self.addCleanup(setattr, view, "MAX_DECODED_BYTES", saved[0])
+        self.addCleanup(setattr, view, "MAX_FILE_BYTES", saved[1])
+        view.MAX_DECODED_BYTES = limit
+        for bomb in (gz(zeros), gz(zeros[:limit // 2]) * 3):
+            with self.assertRaisesRegex(ValueError, "gzip: the profile decompresses to more "
+                                        "than %d bytes" % limit):
+                view.read_profile(bomb)
+        if shutil.which("zstd"):
+            zst = subprocess.run(["zstd", "-c"], input=zeros, stdout=subprocess.PIPE,
+                                 check=True).stdout
+            with self.assertRaisesRegex(ValueError, "zstd: the profile decompresses"):
+                view.read_profile(zst)
+        view.MAX_FILE_BYTES = len(data) - 1
+        with self.assertRaisesRegex(ValueError, "larger than"):
+            view.read_profile(self.files[0])
 
     def test_malformed_input_is_an_error(self):
         with open(self.files[0], "rb") as f:
