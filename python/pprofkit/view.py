@@ -5,10 +5,12 @@ Python data; top() gives each function's flat and cumulative value over one or m
 profiles, as `go tool pprof -top` does; collapsed() gives Brendan Gregg's folded stacks
 (`root;caller;leaf value`), the input of flamegraph.pl and speedscope.
 
-The decoder is strict: a field that runs past the end of its message, a varint longer
-than 10 bytes, an index out of the string table or a sample with more values than sample
-types is an error (ValueError) naming the message and the byte offset; it never reads
-past the data it was given. A file over MAX_FILE_BYTES, or one that decompresses to
+The decoder is strict, as go tool pprof is: a field that runs past the end of its
+message, a varint longer than 10 bytes, an index out of the string table, a first string
+that is not empty, a location or function id that is 0 or given twice, a line naming a
+function that is not in the profile, or a sample whose values are not one per sample
+type is an error (ValueError) naming the message (and the byte offset where it has
+one); it never reads past the data it was given. A file over MAX_FILE_BYTES, or one that decompresses to
 more than MAX_DECODED_BYTES (a "zip bomb"), is an error too, found before its memory is
 taken (the library's reader has the same bounds).
 """
@@ -173,6 +175,11 @@ def _decompress(data):
     return data
 
 
+def _new_id(table, i, what):
+    if i == 0 or i in table:
+        raise ValueError("%s: id %d %s" % (what, i, "given twice" if i else "(0 is none)"))
+
+
 def read_profile(data):
     """A Profile from the bytes of a pprof file (or a path). ValueError if malformed."""
     if isinstance(data, str):
@@ -206,9 +213,11 @@ def read_profile(data):
                     mapping = x
                 elif f == 4 and w == 2:
                     lines.append(_scalars(buf, x, "Line").get(1, 0))
+            _new_id(locations, loc_id, "Location")
             locations[loc_id] = (mapping, lines)
         elif field == 5 and wire == 2:
             fn = _scalars(buf, v, "Function")
+            _new_id(functions, fn.get(1, 0), "Function")
             functions[fn.get(1, 0)] = (fn.get(2, 0), fn.get(4, 0))
         elif field == 9 and wire == 0:
             prof.time_nanos = v
@@ -223,6 +232,12 @@ def read_profile(data):
                              % (what, i, len(strings)))
         return strings[i]
 
+    if strings and strings[0]:
+        raise ValueError("Profile: the first string is %r, not the empty string" % strings[0])
+    for _, lines in locations.values():
+        for fid in lines:
+            if fid and fid not in functions:
+                raise ValueError("Line: function %d is not in the profile" % fid)
     prof.sample_types = [(s(t, "ValueType"), s(u, "ValueType")) for t, u in types]
     if default_type:
         prof.default_sample_type = s(default_type, "Profile.default_sample_type")
@@ -250,10 +265,9 @@ def read_profile(data):
                 lab = _scalars(buf, x, "Label")
                 key = s(lab.get(1, 0), "Label")
                 labels[key] = s(lab[2], "Label") if lab.get(2) else _int64(lab.get(3, 0))
-        if len(values) > len(prof.sample_types):
+        if len(values) != len(prof.sample_types):
             raise ValueError("Sample at byte %d: %d values for %d sample types"
                              % (start, len(values), len(prof.sample_types)))
-        values += [0] * (len(prof.sample_types) - len(values))
         prof.samples.append((stack, values, labels))
     return prof
 

@@ -231,6 +231,24 @@ class TestView(ProfilerTest):
             view.read_profile(raw[:-1])
         with self.assertRaisesRegex(ValueError, "gzip"):
             view.read_profile(b"\x1f\x8b" + b"\x00" * 20)
+        # What go tool pprof refuses too (a valid one first: samples/count, a sample of
+        # location 1 with value 5, location 1 in function 1 named "f").
+        types = msg(1, num(1, 1) + num(2, 2))
+        sample = msg(2, msg(1, varint(1)) + msg(2, varint(5)))
+        loc, fn = msg(4, num(1, 1) + msg(4, num(1, 1))), msg(5, num(1, 1) + num(2, 3))
+        strs = b"".join(msg(6, s.encode()) for s in ("", "samples", "count", "f"))
+        self.assertEqual(view.read_profile(types + sample + loc + fn + strs).samples,
+                         [([("f", "")], [5], {})])
+        for bad, error in (
+                (types + sample + loc + loc + fn + strs, "Location: id 1 given twice"),
+                (types + sample + loc + fn + fn + strs, "Function: id 1 given twice"),
+                (types + msg(4, msg(4, num(1, 1))) + fn + strs, "Location: id 0"),
+                (types + sample + loc + strs, "Line: function 1 is not in the profile"),
+                (types + sample + loc + fn + msg(6, b"x") + strs[2:], "the first string"),
+                (msg(1, num(1, 1)) + types + sample + loc + fn + strs,
+                 "1 values for 2 sample types")):
+            with self.assertRaisesRegex(ValueError, error):
+                view.read_profile(bad)
         # Random corruption: a Profile or a ValueError, never anything else.
         rng = random.Random(7)
         for _ in range(300):
