@@ -332,14 +332,26 @@ def diff(before, after, sample_type=None):
     return rows, unit
 
 
+_CONTROL = {c: "\\x%02x" % c for c in list(range(0x20)) + [0x7f]}
+_CONTROL_AND_SEMICOLON = {**_CONTROL, ord(";"): "\\x3b"}
+
+
+def text(name, semicolon=False):
+    """A name as one line of text, as the C tool writes it: its control characters
+    (U+0000-U+001F, U+007F) as \\xNN, and with semicolon its ';' (collapsed's frame
+    separator) too: a name cannot add a line, a frame or a terminal escape."""
+    return name.translate(_CONTROL_AND_SEMICOLON if semicolon else _CONTROL)
+
+
 def collapsed(profiles, sample_type=None):
-    """{"root;caller;leaf": value} over the profiles (samples with a zero value left out)."""
+    """{"root;caller;leaf": value} over the profiles (samples with a zero value left
+    out), names as text(name, semicolon=True)."""
     i = _type_index(profiles, sample_type)
     out = {}
     for p in profiles:
         for stack, values, _ in p.samples:
             if values[i] and stack:
-                key = ";".join(name for name, _ in reversed(stack))
+                key = ";".join(text(name, True) for name, _ in reversed(stack))
                 out[key] = out.get(key, 0) + values[i]
     return out
 
@@ -366,7 +378,7 @@ def format_diff(rows, unit, n=20):
     for name, b, a in shown:
         sign = "+" if a >= b else "-"
         lines.append("%10s %10s %10s  %s" % (_human(b, unit), _human(a, unit),
-                                             sign + _human(abs(a - b), unit), name))
+                                             sign + _human(abs(a - b), unit), text(name)))
     return "\n".join(lines)
 
 
@@ -374,12 +386,12 @@ def format_top(rows, total, unit, n=20):
     lines = []
     shown = rows[:n] if n else rows
     lines.append("Showing %d of %d functions; total %s (%s)"
-                 % (len(shown), len(rows), _human(total, unit), unit))
+                 % (len(shown), len(rows), _human(total, unit), text(unit)))
     lines.append("%10s %7s %7s %10s %7s  %s" % ("flat", "flat%", "sum%", "cum", "cum%", "name"))
     acc = 0
     for name, f, c in shown:
         acc += f
         pct = (lambda x: abs(100.0 * x / total) if total else 0.0)  # as go tool pprof
         lines.append("%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s" % (
-            _human(f, unit), pct(f), pct(acc), _human(c, unit), pct(c), name))
+            _human(f, unit), pct(f), pct(acc), _human(c, unit), pct(c), text(name)))
     return "\n".join(lines)

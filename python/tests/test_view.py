@@ -188,6 +188,23 @@ class TestView(ProfilerTest):
                                      env=support.go_env(), check=True).stdout.decode()
                 self.assertIn("of %d total" % total, out)
 
+    def test_names_written_as_one_line(self):
+        """A name's control characters are written as \\xNN (and in collapsed its ';'):
+        a name cannot add a line or a frame to collapsed, nor send a terminal escape."""
+        strings = ["", "samples", "count", "main", "evil\nfake;stack 999", "\x1b[31mred"]
+        pb = msg(1, num(1, 1) + num(2, 2))
+        for leaf, value in ((2, 5), (3, 1)):
+            pb += msg(2, msg(1, varint(leaf) + varint(1)) + msg(2, varint(value)))
+        for i in (1, 2, 3):
+            pb += msg(4, num(1, i) + msg(4, num(1, i))) + msg(5, num(1, i) + num(2, 2 + i))
+        pb += b"".join(msg(6, s.encode()) for s in strings)
+        prof = view.read_profile(pb)
+        self.assertEqual(view.collapsed([prof]), {"main;evil\\x0afake\\x3bstack 999": 5,
+                                                  "main;\\x1b[31mred": 1})
+        lines = view.format_top(*view.top([prof])).splitlines()
+        self.assertEqual([line.split("  ")[-1] for line in lines[2:]],
+                         ["evil\\x0afake;stack 999", "\\x1b[31mred", "main"])
+
     def test_decompression_is_bounded(self):
         """A file that decompresses to more than MAX_DECODED_BYTES (a gzip stream of one
         or several members, a zstd frame) or is over MAX_FILE_BYTES is an error, found
