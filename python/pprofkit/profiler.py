@@ -108,9 +108,9 @@ class Profiler:
     that waits, one sample per task per tick (its await chain, "task name", "parent
     task"; wall time), at most max_tasks_per_tick tasks a tick (more are visited in
     turn, their wall time covering the ticks between, but for a task's time before its
-    first sample and after its last, up to the ticks of one turn each); a task that
-    has not moved for a
-    while is recorded as one sample a second (a tenth of export_period if shorter).
+    first sample and after its last, up to the ticks of one turn each); a task that has
+    not moved for a while is recorded as one sample a second (a tenth of export_period
+    if shorter).
     cpu_budget: the percentage of one core that sampling may take (the sampler's thread
     and the passes other threads run for it); when a tick costs more than that at the
     rate, ticks come later (fewer samples, each weighing the time it covers). 0: no
@@ -533,9 +533,9 @@ def _exit_after_stop(code):
 def _exec_after_stop(real, path, *args):
     """An exec replaces the process without its exit handlers: the running profiler
     writes its last window first (the os.exec* functions all call os.execv or
-    os.execve). A path that cannot be executed (execvp tries each
-    directory of PATH in turn) fails as it would, the profiler still running; an exec
-    that fails past that check leaves the program running unprofiled."""
+    os.execve). A path that cannot be executed (execvp tries each directory of PATH in
+    turn) fails as it would, the profiler still running; an exec that fails past that
+    check leaves the program running unprofiled."""
     try:
         # (A file descriptor, as os.execve takes one, is not looked at.)
         if isinstance(path, int) or (os.access(path, os.X_OK) and not os.path.isdir(path)):
