@@ -192,6 +192,77 @@ compare_top "$WORK/go1/cpu.pb.gz"
 compare_top "$WORK/go1/heap.pb.gz"
 compare_top "$WORK/go1/cpu.pb.gz" "$WORK/go2/cpu.pb.gz"
 
+step "values at the edges"
+cat > "$WORK/gen_values.py" <<'EOF'
+"""gen_values.py DIR: small pprof files (protobuf, uncompressed), each a list of samples
+(function names, the leaf first; a value of type "samples", "count"):
+empty.pb, no samples; big.pb, two roots of 2^63 - 1 each (their sum needs 64 bits
+unsigned)."""
+import os
+import sys
+
+INT64_MAX = (1 << 63) - 1
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def field(num, value):
+    if isinstance(value, int):
+        return varint(num << 3) + varint(value)
+    return varint(num << 3 | 2) + varint(len(value)) + value
+
+
+def profile(samples, names=()):
+    strings = [b"", b"samples", b"count"]
+    out = field(1, field(1, 1) + field(2, 2))
+    ids = {}
+    for stack, _ in samples:
+        for name in stack:
+            ids.setdefault(name, len(ids) + 1)
+    for name in names:
+        ids.setdefault(name, len(ids) + 1)
+    for name, i in ids.items():
+        strings.append(name.encode())
+        out += field(5, field(1, i) + field(2, len(strings) - 1))
+        out += field(4, field(1, i) + field(4, field(1, i)))
+    for stack, value in samples:
+        out += field(2, field(1, b"".join(varint(ids[n]) for n in stack)) +
+                     field(2, varint(value)))
+    return b"".join(field(6, x) for x in strings) + out
+
+
+PROFILES = {
+    "empty.pb": profile([], names=["main"]),
+    "big.pb": profile([(["a"], INT64_MAX), (["b"], INT64_MAX)]),
+}
+for name, data in PROFILES.items():
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(data)
+EOF
+V="$WORK/values"
+mkdir -p "$V"
+python3 "$WORK/gen_values.py" "$V"
+# No samples: nothing to list (nor to sort).
+"$PK" top "$V/empty.pb" > "$WORK/empty.top" || fail "pprofkit top, no samples"
+[ "$(head -n 1 "$WORK/empty.top")" = "Showing 0 of 0 functions; total 0 (count)" ] ||
+    fail "pprofkit top, no samples: $(cat "$WORK/empty.top")"
+"$PK" diff "$V/empty.pb" "$V/empty.pb" | head -n 1 | grep -qx "0 functions changed; showing 0" ||
+    fail "pprofkit diff, no samples"
+# Flat values whose sum is past an int64's: sum% still ends at 100%.
+"$PK" top "$V/big.pb" > "$WORK/big.top" || fail "pprofkit top big.pb"
+[ "$(awk 'NR > 2 {printf "%s %s ", $2, $3}' "$WORK/big.top")" = "50.00% 50.00% 50.00% 100.00% " ] ||
+    fail "pprofkit top big.pb: $(cat "$WORK/big.top")"
+echo "ok   no samples; flat values past an int64's sum"
+
 step "zstd: the same as gzip"
 "$PK" top --exact -n 0 "$WORK/ppk/small.pb.zst" > "$WORK/zst.top"
 "$PK" top --exact -n 0 "$WORK/ppk/small.pb.gz" > "$WORK/gz.top"

@@ -365,8 +365,8 @@ static int by_change(const void *x, const void *y) {
     return bytes_cmp(a, b);
 }
 
-static double pct(int64_t v, uint64_t total) {
-    return total ? 100.0 * (double)v / (double)total : 0.0;
+static double pct(double v, uint64_t total) {
+    return total ? 100.0 * v / (double)total : 0.0;
 }
 
 static char *unit_of(const ppk_pprof *p, size_t ti) {
@@ -405,21 +405,21 @@ static int cmd_top(const opts *o) {
         if (p != first) ppk_pprof_free(p);
     }
     ppk_pprof_free(first);
-    qsort(t.e, t.n, sizeof *t.e, by_flat);
+    if (t.n) qsort(t.e, t.n, sizeof *t.e, by_flat); /* t.e is NULL without samples */
     size_t shown = o->n > 0 && (size_t)o->n < t.n ? (size_t)o->n : t.n;
     char a[64], b[64];
     if (total <= INT64_MAX) human((int64_t)total, unit, o->exact, a, sizeof a);
     else snprintf(a, sizeof a, "%llu", (unsigned long long)total);
     printf("Showing %zu of %zu functions; total %s (%s)\n", shown, t.n, a, unit);
     printf("%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "name");
-    int64_t sum = 0;
+    double sum = 0; /* sum%'s: a double, as the flat values' sum may not fit an int64 */
     for (size_t i = 0; i < shown; i++) {
         const entry *e = &t.e[i];
-        sum = (int64_t)((uint64_t)sum + (uint64_t)e->flat[0]);
+        sum += (double)e->flat[0];
         printf("%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s\n",
-               human(e->flat[0], unit, o->exact, a, sizeof a), pct(e->flat[0], total),
+               human(e->flat[0], unit, o->exact, a, sizeof a), pct((double)e->flat[0], total),
                pct(sum, total), human(e->cum[0], unit, o->exact, b, sizeof b),
-               pct(e->cum[0], total), e->name);
+               pct((double)e->cum[0], total), e->name);
     }
     free(unit);
     table_free(&t);
@@ -447,7 +447,7 @@ static int cmd_diff(const opts *o) {
         if (t.e[i].flat[0] != t.e[i].flat[1]) t.e[n++] = t.e[i];
         else free(t.e[i].name);
     t.n = n; /* the slots are stale from here on: no more lookups */
-    qsort(t.e, t.n, sizeof *t.e, by_change);
+    if (t.n) qsort(t.e, t.n, sizeof *t.e, by_change);
     size_t shown = o->n > 0 && (size_t)o->n < t.n ? (size_t)o->n : t.n;
     printf("%zu functions changed; showing %zu\n", t.n, shown);
     printf("%10s %10s %10s  %s\n", "before", "after", "change", "name");
