@@ -602,6 +602,7 @@ int main(int argc, char **argv) {
             only_files = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(HELP, stdout);
+            free(o.files);
             return 0;
         } else if (!otlp && (!strcmp(a, "--sample-type") || !strncmp(a, "--sample-type=", 14))) {
             if (a[13] == '=') o.sample_type = a + 14;
