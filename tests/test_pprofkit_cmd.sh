@@ -67,8 +67,14 @@ def go_number(s):
     return int(m.group(1))
 
 
+def percents(p):
+    """flat%, sum% and cum% of a row split in six, as numbers ("100%": go's 99.95 to
+    100.05)."""
+    return tuple(float(p[i].rstrip("%")) for i in (1, 2, 4))
+
+
 def go_rows(path):
-    """[(name, flat, cum)] and the total of a go tool pprof -top listing."""
+    """[(name, flat, cum, percents)] and the total of a go tool pprof -top listing."""
     rows, total, header = [], None, False
     for line in open(path):
         m = re.match(r"Showing nodes accounting for .*, .* of (\S+) total", line)
@@ -79,7 +85,7 @@ def go_rows(path):
         elif header and line.strip():
             p = line.split(None, 5)
             name = re.sub(r" \((partial-)?inline\)$", "", p[5].rstrip("\n"))
-            rows.append((name, go_number(p[0]), go_number(p[3])))
+            rows.append((name, go_number(p[0]), go_number(p[3]), percents(p)))
     if total is None:
         sys.exit("%s: no total in go tool pprof's listing" % path)
     return rows, total
@@ -93,7 +99,7 @@ def my_rows(path):
     rows = []
     for line in lines[2:]:
         p = line.split(None, 5)
-        rows.append((p[5], int(p[0]), int(p[3])))
+        rows.append((p[5], int(p[0]), int(p[3]), percents(p)))
     if len(rows) != int(m.group(1)) or m.group(1) != m.group(2):
         sys.exit("%s: %d rows, header says %s of %s" % (path, len(rows), m.group(1), m.group(2)))
     return rows, int(m.group(3))
@@ -104,14 +110,19 @@ def top(mine_path, go_path, what):
     go, go_total = go_rows(go_path)
     mine = [r for r in mine if r[1] or r[2]]
     go = [r for r in go if r[1] or r[2]]
-    if mine != go or my_total != go_total:
-        for a, b in zip(mine + [None] * len(go), go + [None] * len(mine)):
-            if a != b:
+    # The percentages as go prints them: 2 decimals (or 2 digits below 1%, "100%" for
+    # 99.95 to 100.05), so equal within those roundings.
+    same = [a[:3] == b[:3] and all(abs(x - y) <= (0.051 if y == 100 else 0.011)
+                                   for x, y in zip(a[3], b[3])) for a, b in zip(mine, go)]
+    if not all(same) or len(mine) != len(go) or my_total != go_total:
+        for a, b, ok in zip(mine + [None] * len(go), go + [None] * len(mine), same + [False] * len(go)):
+            if not ok:
                 print("  first difference: pprofkit %r, go %r" % (a, b))
                 break
         sys.exit("%s: pprofkit top (%d rows, total %d) differs from go tool pprof "
                  "(%d rows, total %d)" % (what, len(mine), my_total, len(go), go_total))
-    print("ok   %s: %d functions, total %d, as go tool pprof" % (what, len(mine), my_total))
+    print("ok   %s: %d functions, total %d, percentages as go tool pprof's"
+          % (what, len(mine), my_total))
 
 
 def collapsed(folded_path, mine_path, what):
@@ -122,7 +133,7 @@ def collapsed(folded_path, mine_path, what):
         s += int(value)
         leaf = stack.split(";")[-1]
         by_leaf[leaf] = by_leaf.get(leaf, 0) + int(value)
-    flat = {name: f for name, f, _ in rows if f}
+    flat = {name: f for name, f, _, _ in rows if f}
     by_leaf = {k: v for k, v in by_leaf.items() if v}
     if s != total or by_leaf != flat:
         sys.exit("%s: collapsed sums to %d (top's total %d); by leaf equal to flat: %s"
@@ -141,7 +152,7 @@ def diff(mine_path, go_path, what):
         if int(after) - int(before) != int(change):
             sys.exit("%s: %s: change %s is not %s - %s" % (what, name, change, after, before))
         mine[name] = int(change)
-    go = {name: flat for name, flat, _ in go_rows(go_path)[0] if flat}
+    go = {name: flat for name, flat, _, _ in go_rows(go_path)[0] if flat}
     if mine != go:
         sys.exit("%s: pprofkit diff %r, go -diff_base %r" % (what, mine, go))
     print("ok   %s: %d functions changed, as go tool pprof -diff_base" % (what, len(mine)))
@@ -157,7 +168,8 @@ sample_types() {
 }
 
 n=0
-# compare_top FILE...: every sample type of the files, top and collapsed.
+# compare_top FILE...: every sample type of the files, top and (unless COLLAPSED=no:
+# values of both signs, whose total is not their sum) collapsed.
 compare_top() {
     local types t unit_flag
     types=$(sample_types "$1")
@@ -176,6 +188,7 @@ compare_top() {
             2> "$WORK/go.$n.err" || { cat "$WORK/go.$n.err" >&2; fail "go tool pprof $t $*"; }
         python3 "$WORK/compare.py" top "$WORK/mine.$n" "$WORK/go.$n" \
             "top $t of $(cd "$WORK" && ls $(printf '%s\n' "$@" | sed "s|$WORK/||") | tr '\n' ' ')"
+        [ "${COLLAPSED:-}" != no ] || continue
         "$PK" collapsed --sample-type "$t" "$@" > "$WORK/folded.$n" || fail "pprofkit collapsed"
         python3 "$WORK/compare.py" collapsed "$WORK/folded.$n" "$WORK/mine.$n" "collapsed $t"
     done
@@ -197,7 +210,7 @@ cat > "$WORK/gen_values.py" <<'EOF'
 """gen_values.py DIR: small pprof files (protobuf, uncompressed), each a list of samples
 (function names, the leaf first; a value of type "samples", "count"):
 empty.pb, no samples; big.pb, two roots of 2^63 - 1 each (their sum needs 64 bits
-unsigned)."""
+unsigned); neg.pb, values of both signs; base.pb and new.pb, for a diff profile."""
 import os
 import sys
 
@@ -243,6 +256,11 @@ def profile(samples, names=()):
 PROFILES = {
     "empty.pb": profile([], names=["main"]),
     "big.pb": profile([(["a"], INT64_MAX), (["b"], INT64_MAX)]),
+    "neg.pb": profile([(["f", "main"], 500), (["g", "main"], 500), (["h", "main"], -400),
+                       (["h", "g", "main"], -100), (["k", "f", "main"], 7)]),
+    "base.pb": profile([(["f", "main"], 100), (["g", "main"], 300), (["k", "main"], 3)]),
+    "new.pb": profile([(["f", "main"], 250), (["g", "main"], 50), (["h", "main"], 20),
+                       (["k", "main"], 3)]),
 }
 for name, data in PROFILES.items():
     with open(os.path.join(sys.argv[1], name), "wb") as f:
@@ -262,6 +280,18 @@ python3 "$WORK/gen_values.py" "$V"
 [ "$(awk 'NR > 2 {printf "%s %s ", $2, $3}' "$WORK/big.top")" = "50.00% 50.00% 50.00% 100.00% " ] ||
     fail "pprofkit top big.pb: $(cat "$WORK/big.top")"
 echo "ok   no samples; flat values past an int64's sum"
+# Negative values: the total is the sum of the absolute values, and so is a diff
+# profile's (go's own, with its base's samples labelled pprof::base) but of its base's
+# alone; percentages are of |value|.
+go tool pprof -proto -diff_base="$V/base.pb" "$V/new.pb" > "$V/diff.pb.gz" 2>/dev/null ||
+    fail "go tool pprof -proto -diff_base"
+COLLAPSED=no compare_top "$V/neg.pb"
+COLLAPSED=no compare_top "$V/diff.pb.gz"
+"$PK" top "$V/diff.pb.gz" | grep -q "^ *150  37.22%  24.81%  *150  37.22%  f$" || # of 403
+    fail "pprofkit top diff.pb.gz: $("$PK" top "$V/diff.pb.gz")"
+go tool pprof -proto -diff_base="$WORK/go1/cpu.pb.gz" "$WORK/go2/cpu.pb.gz" > "$WORK/go.diff.pb.gz" \
+    2>/dev/null || fail "go tool pprof -proto -diff_base cpu.pb.gz"
+COLLAPSED=no compare_top "$WORK/go.diff.pb.gz"
 
 step "zstd: the same as gzip"
 "$PK" top --exact -n 0 "$WORK/ppk/small.pb.zst" > "$WORK/zst.top"

@@ -12,8 +12,10 @@
  *   - frames of the same name are one function, whatever their file, line or address;
  *   - flat: the sample's value for the leaf frame's function; cum: for every function on
  *     the stack, counted once per sample however many times it appears;
- *   - samples whose value is 0 are left out; the total (percentages) is the sum of the
- *     absolute values.
+ *   - samples whose value is 0 are left out; the total is the sum of the absolute values,
+ *     but of a diff profile's (go tool pprof -diff_base labels the base profile's samples
+ *     pprof::base=true) the sum of the base samples' alone; percentages are of absolute
+ *     values (a negative flat is a positive flat%), as go tool pprof prints them.
  * Rows are sorted by |flat| (descending), then by name, as go tool pprof sorts them, and
  * as python -m pprofkit top does (python/pprofkit/view.py: the same columns).
  * The usage text (pprofkit --help) is the manual.
@@ -58,7 +60,9 @@ static const char HELP[] =
     "    top        The functions with the largest flat value (the samples whose leaf they\n"
     "               are) with their cumulative value (the samples they are on the stack of,\n"
     "               once per sample): columns flat, flat%, sum% (flat% of this row and the\n"
-    "               rows above), cum, cum%, name; sorted by |flat|, then name.\n"
+    "               rows above), cum, cum%, name; sorted by |flat|, then name. The total\n"
+    "               is the sum of the absolute values; of a diff profile (go tool pprof\n"
+    "               -proto -diff_base), of its base's; percentages are of |value|.\n"
     "    collapsed  Folded stacks, one line each: \"root;caller;leaf VALUE\", in the order\n"
     "               first seen, for flamegraph.pl, speedscope or inferno. Samples with an\n"
     "               empty stack or a zero value are left out.\n"
@@ -303,18 +307,30 @@ static void agg_frame(void *ctx, ppk_str name) {
     }
 }
 
-/* Adds profile p's values of type `ti` to the table; returns the sum of |value|. */
-static uint64_t aggregate(table *t, const ppk_pprof *p, size_t ti, int side, uint64_t *stamp) {
-    uint64_t total = 0;
+/* Whether s is a base sample of a diff profile: go tool pprof -diff_base gives those, and
+ * only those, the string label pprof::base=true. */
+static int diff_base(const ppk_pprof_sample *s) {
+    for (size_t i = 0; i < s->n_labels; i++)
+        if (str_eq(s->labels[i].key, PPK_STR("pprof::base")) &&
+            str_eq(s->labels[i].str, PPK_STR("true")))
+            return 1;
+    return 0;
+}
+
+/* Adds profile p's values of type `ti` to the table, and their absolute values to
+ * sums[0], the base samples' (diff_base) to sums[1]. */
+static void aggregate(table *t, const ppk_pprof *p, size_t ti, int side, uint64_t *stamp,
+                      uint64_t sums[2]) {
     for (size_t i = 0; i < p->n_samples; i++) {
         const ppk_pprof_sample *s = &p->samples[i];
         int64_t v = s->values[ti];
         if (v == 0) continue;
-        total += v < 0 ? -(uint64_t)v : (uint64_t)v;
-        agg a = {t, side, v, ++*stamp, 0};
-        each_frame(s, agg_frame, &a);
+        uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
+        sums[0] += a;
+        if (diff_base(s)) sums[1] += a;
+        agg g = {t, side, v, ++*stamp, 0};
+        each_frame(s, agg_frame, &g);
     }
-    return total;
 }
 
 static const char *human(int64_t v, const char *unit, int exact, char *buf, size_t size) {
@@ -365,8 +381,9 @@ static int by_change(const void *x, const void *y) {
     return bytes_cmp(a, b);
 }
 
+/* |v| as a percentage of total. */
 static double pct(double v, uint64_t total) {
-    return total ? 100.0 * v / (double)total : 0.0;
+    return total ? 100.0 * (v < 0 ? -v : v) / (double)total : 0.0;
 }
 
 static char *unit_of(const ppk_pprof *p, size_t ti) {
@@ -387,7 +404,7 @@ typedef struct opts {
 
 static int cmd_top(const opts *o) {
     table t = {0};
-    uint64_t total = 0, stamp = 0;
+    uint64_t sums[2] = {0, 0}, stamp = 0;
     ppk_pprof *first = NULL;
     char *unit = NULL;
     for (size_t i = 0; i < o->n_files; i++) {
@@ -401,10 +418,11 @@ static int cmd_top(const opts *o) {
                     o->files[i], o->files[0]);
             exit(1);
         }
-        total += aggregate(&t, p, ti, 0, &stamp);
+        aggregate(&t, p, ti, 0, &stamp, sums);
         if (p != first) ppk_pprof_free(p);
     }
     ppk_pprof_free(first);
+    uint64_t total = sums[1] ? sums[1] : sums[0]; /* a diff profile's: its base's */
     if (t.n) qsort(t.e, t.n, sizeof *t.e, by_flat); /* t.e is NULL without samples */
     size_t shown = o->n > 0 && (size_t)o->n < t.n ? (size_t)o->n : t.n;
     char a[64], b[64];
@@ -428,13 +446,13 @@ static int cmd_top(const opts *o) {
 
 static int cmd_diff(const opts *o) {
     table t = {0};
-    uint64_t stamp = 0;
+    uint64_t stamp = 0, sums[2] = {0, 0};
     char *unit[2];
     for (int side = 0; side < 2; side++) {
         ppk_pprof *p = pk_load(o->files[side]);
         size_t ti = pk_type_index(p, o->files[side], o->sample_type);
         unit[side] = unit_of(p, ti);
-        aggregate(&t, p, ti, side, &stamp);
+        aggregate(&t, p, ti, side, &stamp, sums);
         ppk_pprof_free(p);
     }
     if (strcmp(unit[0], unit[1]) != 0) {
