@@ -210,7 +210,8 @@ cat > "$WORK/gen_values.py" <<'EOF'
 """gen_values.py DIR: small pprof files (protobuf, uncompressed), each a list of samples
 (function names, the leaf first; a value of type "samples", "count"):
 empty.pb, no samples; big.pb, two roots of 2^63 - 1 each (their sum needs 64 bits
-unsigned); neg.pb, values of both signs; base.pb and new.pb, for a diff profile."""
+unsigned); neg.pb, values of both signs; base.pb and new.pb, for a diff profile;
+names.pb, names with control characters and ';'."""
 import os
 import sys
 
@@ -261,6 +262,9 @@ PROFILES = {
     "base.pb": profile([(["f", "main"], 100), (["g", "main"], 300), (["k", "main"], 3)]),
     "new.pb": profile([(["f", "main"], 250), (["g", "main"], 50), (["h", "main"], 20),
                        (["k", "main"], 3)]),
+    "names.pb": profile([(["evil\nfake;stack 999999", "x;y z", "main"], 5),
+                         (["\x1b]0;pwned\x07\x1b[31mred", "main"], 1),
+                         (["nul\x00byte", "del\x7f", "main"], 2)]),
 }
 for name, data in PROFILES.items():
     with open(os.path.join(sys.argv[1], name), "wb") as f:
@@ -292,6 +296,22 @@ COLLAPSED=no compare_top "$V/diff.pb.gz"
 go tool pprof -proto -diff_base="$WORK/go1/cpu.pb.gz" "$WORK/go2/cpu.pb.gz" > "$WORK/go.diff.pb.gz" \
     2>/dev/null || fail "go tool pprof -proto -diff_base cpu.pb.gz"
 COLLAPSED=no compare_top "$WORK/go.diff.pb.gz"
+# Names are text: control characters as \xNN; in collapsed, ';' too (one line a stack,
+# one frame between two ';').
+"$PK" collapsed "$V/names.pb" > "$WORK/names.folded" || fail "pprofkit collapsed names.pb"
+printf '%s\n' 'main;x\x3by z;evil\x0afake\x3bstack 999999 5' 'main;\x1b]0\x3bpwned\x07\x1b[31mred 1' \
+    'main;del\x7f;nul\x00byte 2' > "$WORK/names.want"
+cmp "$WORK/names.folded" "$WORK/names.want" ||
+    fail "pprofkit collapsed names.pb: $(cat -A "$WORK/names.folded")"
+"$PK" top "$V/names.pb" > "$WORK/names.top" || fail "pprofkit top names.pb"
+sed -n '3,$s/^.*%  //p' "$WORK/names.top" > "$WORK/names.top.names"
+printf '%s\n' 'evil\x0afake;stack 999999' 'nul\x00byte' '\x1b]0;pwned\x07\x1b[31mred' 'del\x7f' \
+    main 'x;y z' > "$WORK/names.want"
+cmp "$WORK/names.top.names" "$WORK/names.want" && [ "$(wc -l < "$WORK/names.top")" = 8 ] ||
+    fail "pprofkit top names.pb: $(cat -A "$WORK/names.top")"
+"$PK" diff "$V/empty.pb" "$V/names.pb" | tr -d '\n' | LC_ALL=C grep -q '[[:cntrl:]]' &&
+    fail "pprofkit diff names.pb: control characters in the output"
+echo "ok   names: control characters as \\xNN, and ';' in collapsed"
 
 step "zstd: the same as gzip"
 "$PK" top --exact -n 0 "$WORK/ppk/small.pb.zst" > "$WORK/zst.top"
@@ -685,9 +705,12 @@ OTEL_RESOURCE_ATTRIBUTES=novalue expect 1 "OTEL_RESOURCE_ATTRIBUTES: item 1 is n
     "$PK" otlp -o "$WORK/r.bin" "$WORK/ppk/w1.pb.gz"
 expect 1 "no-such-dir/r.bin" "$PK" otlp -o "$WORK/no-such-dir/r.bin" "$WORK/ppk/w1.pb.gz"
 [ ! -e "$WORK/p.html" ] || fail "a usage error wrote a page"
-"$PK" --help | grep -q "^SYNOPSIS" || fail "--help has no SYNOPSIS"
-"$PK" top --help | grep -q "^EXIT STATUS" || fail "top --help"
-"$PK" --help | grep -q "^    pprofkit flame \[--sample-type T\] \[--title TEXT\] -o OUT.html FILE" ||
+# The help goes to a file: it is more than one write (stdio's 4096 bytes), and grep -q,
+# which stops reading at its match, would leave the second write a SIGPIPE.
+"$PK" --help > "$WORK/help" && "$PK" top --help > "$WORK/top.help" || fail "--help"
+grep -q "^SYNOPSIS" "$WORK/help" || fail "--help has no SYNOPSIS"
+grep -q "^EXIT STATUS" "$WORK/top.help" || fail "top --help"
+grep -q "^    pprofkit flame \[--sample-type T\] \[--title TEXT\] -o OUT.html FILE" "$WORK/help" ||
     fail "--help does not show flame"
 "$PK" --version | grep -q "^pprofkit [0-9]" || fail "--version"
 "$PK" top -n 3 - < "$WORK/ppk/w1.pb.gz" | head -n 1 | grep -q "^Showing 3 of 2000 functions" ||

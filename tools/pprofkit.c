@@ -18,6 +18,9 @@
  *     values (a negative flat is a positive flat%), as go tool pprof prints them.
  * Rows are sorted by |flat| (descending), then by name, as go tool pprof sorts them, and
  * as python -m pprofkit top does (python/pprofkit/view.py: the same columns).
+ * Names are written as one line of text each: their control characters (bytes 0x00 to
+ * 0x1f and 0x7f) as \xNN, two lowercase hex digits, and in collapsed their ';' (the
+ * frame separator) as \x3b; every other byte as it is.
  * The usage text (pprofkit --help) is the manual.
  */
 #include <pprofkit.h>
@@ -55,6 +58,8 @@ static const char HELP[] =
     "    type, summed over the files. Functions are merged by name as `go tool pprof -top`\n"
     "    merges them: a frame without a function name is named after its mapping's file\n"
     "    (\"[libc.so.6]\") or \"<unknown>\"; inlined functions are frames of their own.\n"
+    "    A name's control characters (bytes 0x00-0x1f, 0x7f) are written as \\xNN (two\n"
+    "    lowercase hex digits), and in collapsed its ';' as \\x3b.\n"
     "\n"
     "COMMANDS\n"
     "    top        The functions with the largest flat value (the samples whose leaf they\n"
@@ -284,6 +289,38 @@ static void each_frame(const ppk_pprof_sample *s, frame_fn fn, void *ctx) {
     }
 }
 
+/* ---- names as text ------------------------------------------------------------------ */
+static int escaped(unsigned char c, int semicolon) {
+    return c < 0x20 || c == 0x7f || (semicolon && c == ';');
+}
+
+/* Writes s's n bytes to out (room for 4 * n), escaped: returns the length written. */
+static size_t escape(char *out, const char *s, size_t n, int semicolon) {
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (escaped(c, semicolon)) {
+            out[k++] = '\\';
+            out[k++] = 'x';
+            out[k++] = hex[c >> 4];
+            out[k++] = hex[c & 15];
+        } else {
+            out[k++] = (char)c;
+        }
+    }
+    return k;
+}
+
+/* Writes s's n bytes to standard output, escaped (no ';' escaped). */
+static void put_text(const char *s, size_t n) {
+    char buf[256];
+    for (size_t i = 0; i < n; i += 64) {
+        size_t m = n - i < 64 ? n - i : 64;
+        fwrite(buf, 1, escape(buf, s + i, m, 0), stdout);
+    }
+}
+
 /* ---- top and diff ------------------------------------------------------------------- */
 typedef struct agg {
     table *t;
@@ -428,16 +465,20 @@ static int cmd_top(const opts *o) {
     char a[64], b[64];
     if (total <= INT64_MAX) human((int64_t)total, unit, o->exact, a, sizeof a);
     else snprintf(a, sizeof a, "%llu", (unsigned long long)total);
-    printf("Showing %zu of %zu functions; total %s (%s)\n", shown, t.n, a, unit);
+    printf("Showing %zu of %zu functions; total %s (", shown, t.n, a);
+    put_text(unit, strlen(unit));
+    printf(")\n");
     printf("%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "name");
     double sum = 0; /* sum%'s: a double, as the flat values' sum may not fit an int64 */
     for (size_t i = 0; i < shown; i++) {
         const entry *e = &t.e[i];
         sum += (double)e->flat[0];
-        printf("%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s\n",
+        printf("%10s %6.2f%% %6.2f%% %10s %6.2f%%  ",
                human(e->flat[0], unit, o->exact, a, sizeof a), pct((double)e->flat[0], total),
                pct(sum, total), human(e->cum[0], unit, o->exact, b, sizeof b),
-               pct((double)e->cum[0], total), e->name);
+               pct((double)e->cum[0], total));
+        put_text(e->name, e->len);
+        putchar('\n');
     }
     free(unit);
     table_free(&t);
@@ -475,8 +516,10 @@ static int cmd_diff(const opts *o) {
         int64_t d = (int64_t)((uint64_t)e->flat[1] - (uint64_t)e->flat[0]);
         human(abs64(d), unit[0], o->exact, c + 1, sizeof c - 1);
         c[0] = d >= 0 ? '+' : '-';
-        printf("%10s %10s %10s  %s\n", human(e->flat[0], unit[0], o->exact, a, sizeof a),
-               human(e->flat[1], unit[0], o->exact, b, sizeof b), c, e->name);
+        printf("%10s %10s %10s  ", human(e->flat[0], unit[0], o->exact, a, sizeof a),
+               human(e->flat[1], unit[0], o->exact, b, sizeof b), c);
+        put_text(e->name, e->len);
+        putchar('\n');
     }
     free(unit[0]);
     free(unit[1]);
@@ -485,7 +528,8 @@ static int cmd_diff(const opts *o) {
 }
 
 /* ---- collapsed ---------------------------------------------------------------------- */
-/* A sample's frame names, the leaf first: their bytes in `chars`, frame i's at end[i-1]. */
+/* A sample's frame names, the leaf first, escaped (';' too): their bytes in `chars`,
+ * frame i's at end[i-1]. */
 typedef struct stackbuf {
     char *chars;
     size_t len, cap;
@@ -495,12 +539,11 @@ typedef struct stackbuf {
 
 static void push_frame(void *ctx, ppk_str name) {
     stackbuf *sb = ctx;
-    if (sb->len + name.len > sb->cap) {
-        sb->cap = (sb->len + name.len) * 2;
+    if (sb->len + 4 * name.len > sb->cap) {
+        sb->cap = (sb->len + 4 * name.len) * 2;
         sb->chars = pk_xrealloc(sb->chars, sb->cap);
     }
-    if (name.len) memcpy(sb->chars + sb->len, name.ptr, name.len);
-    sb->len += name.len;
+    sb->len += escape(sb->chars + sb->len, name.ptr, name.len, 1);
     if (sb->n == sb->n_cap) {
         sb->n_cap = sb->n_cap ? sb->n_cap * 2 : 64;
         sb->end = pk_xrealloc(sb->end, sb->n_cap * sizeof *sb->end);
