@@ -55,8 +55,9 @@ PROFILE_B = [
 ]
 
 
-def write_profile(path, samples):
-    with pprofkit.Recorder(TYPES, period=10 * MS, period_type=pprofkit.WALL_TIME) as rec:
+def write_profile(path, samples, **options):
+    with pprofkit.Recorder(TYPES, period=10 * MS, period_type=pprofkit.WALL_TIME,
+                           **options) as rec:
         with pprofkit.Sample(rec) as s:
             for frames, values, labels in samples:
                 s.record(frames, values, labels)
@@ -309,6 +310,81 @@ class TestFlamePage(unittest.TestCase):
             "(() => { const r = document.getElementById('flame').getBoundingClientRect();"
             " return [r.left, r.top, r.width, r.height]; })()")
         return {"x": r[0], "y": r[1], "width": r[2], "height": r[3]}
+
+
+class TestDeepPage(unittest.TestCase):
+    """A stack deeper than a canvas can be tall (32767 device px: 1820 rows of 18 px):
+    the rows that fit are drawn, at a device pixel ratio of 1 and of 2, and zooming into
+    the deepest row drawn draws from there, down to the leaf."""
+
+    DEPTH = 4000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="ppk-flame-deep-")
+        cls.addClassCleanup(shutil.rmtree, cls.dir, True)
+        prof = os.path.join(cls.dir, "deep.pb.gz")
+        stack = [("f%d" % k, "deep.py", k) for k in range(cls.DEPTH, 0, -1)]  # fK at depth K
+        write_profile(prof, [(stack, [MS, MS, 1], {})], max_frames=cls.DEPTH)
+        cls.page_path = os.path.join(cls.dir, "deep.html")
+        out = subprocess.run([sys.executable, "-m", "pprofkit", "flame", "-o", cls.page_path,
+                              prof], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        cls.browser = cdp.Browser(timeout=60)
+        cls.addClassCleanup(cls.browser.close)
+
+    def load(self, ratio):
+        p = self.browser.page(1000, 700)
+        p.call("Emulation.setDeviceMetricsOverride", width=1000, height=700,
+               deviceScaleFactor=ratio, mobile=False)
+        p.navigate("file://" + self.page_path)
+        p.wait_for("window.flame && window.flame.ready", timeout=60)
+        return p
+
+    def pixel(self, p, y):
+        """The canvas's pixel at (10, y) in px of the page, as RGBA."""
+        return p.evaluate(
+            "(() => { const c = document.getElementById('flame'), s = c.height / c.clientHeight;"
+            " return Array.from(c.getContext('2d').getImageData(10, Math.floor(%d * s), 1, 1)"
+            ".data); })()" % y)
+
+    def drawn(self, p, first):
+        """The rows drawn from first: all that fit, every one a frame with pixels."""
+        height = p.evaluate("document.getElementById('flame').height")
+        self.assertLessEqual(height, 32767)
+        self.assertGreaterEqual(height, 1820 * 18)
+        rows = p.evaluate("flame.rows()")
+        total = self.DEPTH + 1
+        self.assertEqual(rows, {"first": first, "shown": 1820, "total": total})
+        frames = sorted(p.evaluate("flame.frames()"), key=lambda f: f["depth"])
+        self.assertEqual([f["depth"] for f in frames], list(range(first, first + 1820)))
+        for f in (frames[0], frames[len(frames) // 2], frames[-1]):
+            self.assertGreater(self.pixel(p, f["y"] + 9)[3], 0, f)  # not blank
+        self.assertEqual(p.evaluate("document.getElementById('clipped').textContent"),
+                         "Rows %d to %d of %d drawn (a canvas's height limit): click a frame"
+                         " to draw from it" % (first + 1, first + 1820, total))
+        return frames
+
+    def click(self, p, f):
+        p.evaluate("window.scrollTo(0, document.getElementById('flame').offsetTop + %d - 300)"
+                   % f["y"])
+        left, top = p.evaluate(
+            "(() => { const r = document.getElementById('flame').getBoundingClientRect();"
+            " return [r.left, r.top]; })()")
+        p.click(left + f["x"] + f["w"] / 2, top + f["y"] + f["h"] / 2)
+        p.wait_for("flame.state.zoom === %d" % f["node"])
+
+    def test_deep_stack(self):
+        for ratio in (1, 2):
+            with self.subTest(ratio=ratio):
+                p = self.load(ratio)
+                frames = self.drawn(p, 0)
+                self.click(p, frames[-1])  # depth 1819: drawn from there
+                frames = self.drawn(p, 1819)
+                self.click(p, frames[-1])  # deeper: the last rows, down to the leaf
+                frames = self.drawn(p, self.DEPTH + 1 - 1820)
+                self.assertEqual(frames[-1]["name"], "f%d" % self.DEPTH)  # the leaf
 
 
 class TestFlameCommand(ProfilerTest):
