@@ -206,15 +206,9 @@ compare_top "$WORK/go1/heap.pb.gz"
 compare_top "$WORK/go1/cpu.pb.gz" "$WORK/go2/cpu.pb.gz"
 
 step "values at the edges"
-cat > "$WORK/gen_values.py" <<'EOF'
-"""gen_values.py DIR: small pprof files (protobuf, uncompressed), each a list of samples
-(function names, the leaf first; a value of type "samples", "count"):
-empty.pb, no samples; big.pb, two roots of 2^63 - 1 each (their sum needs 64 bits
-unsigned); neg.pb, values of both signs; base.pb and new.pb, for a diff profile;
-names.pb, names with control characters and ';'."""
-import os
-import sys
-
+# Protobuf fields, for the generators below (which import it from their directory).
+cat > "$WORK/pbwrite.py" <<'EOF'
+"""pbwrite: a protobuf field (a varint, or bytes with their length) and a varint."""
 INT64_MAX = (1 << 63) - 1
 
 
@@ -233,6 +227,18 @@ def field(num, value):
     if isinstance(value, int):
         return varint(num << 3) + varint(value)
     return varint(num << 3 | 2) + varint(len(value)) + value
+EOF
+
+cat > "$WORK/gen_values.py" <<'EOF'
+"""gen_values.py DIR: small pprof files (protobuf, uncompressed), each a list of samples
+(function names, the leaf first; a value of type "samples", "count"):
+empty.pb, no samples; big.pb, two roots of 2^63 - 1 each (their sum needs 64 bits
+unsigned); neg.pb, values of both signs; base.pb and new.pb, for a diff profile;
+names.pb, names with control characters and ';'."""
+import os
+import sys
+
+from pbwrite import INT64_MAX, field, varint
 
 
 def profile(samples, names=()):
@@ -351,24 +357,7 @@ sample) and "edge" (N + 1 values) are left out of the file alone but not of it s
 twice; "half" (N values) and "req" (1000 values) are never left out."""
 import sys
 
-INT64_MAX = (1 << 63) - 1
-
-
-def varint(v):
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def field(num, value):
-    if isinstance(value, int):
-        return varint(num << 3) + varint(value)
-    return varint(num << 3 | 2) + varint(len(value)) + value
+from pbwrite import INT64_MAX, field, varint
 
 
 strings, index = [b""], {b"": 0}
