@@ -939,8 +939,11 @@ class TestFork(ProfilerTest):
         # With --subprocesses, a subprocess running Python and a multiprocessing "spawn"
         # process profile themselves: files with their own pids, each with its own work
         # and none of the others', and a summary line each. Without it, only the parent.
+        # --cpu-budget 0: a first tick that costs much (under ASan) would otherwise
+        # space the next ones out past the 0.3 s of a process's work.
         for flag in (True, False):
-            run = self.cli((["--subprocesses"] if flag else []) + ["spawner.py"])
+            run = self.cli((["--subprocesses"] if flag else []) +
+                           ["--cpu-budget", "0", "spawner.py"])
             lines = {d["role"]: d for d in run.json()}
             self.assertEqual(sorted(lines), ["parent", "spawn", "sub"], run.out)
             parent = lines["parent"]
