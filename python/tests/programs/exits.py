@@ -40,7 +40,9 @@ def main(argv):
     mode = argv[0]
     if mode == "daemon":
         threading.Thread(target=daemon_spin, name="spinner", daemon=True).start()
-    work_before_exit(0.3)
+    # With a daemon thread spinning (the GIL handed between two busy threads, on 3.11
+    # the sampler's ticks come seldom), longer: the main thread's work gets samples.
+    work_before_exit(1.0 if mode == "daemon" else 0.3)
     sys.stdout.flush()
     if mode == "raise":
         raise RuntimeError("the program fails")
