@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: install packages, then build and run ctest in
 # build/ (RelWithDebInfo), in build/asan (ASan + UBSan, Debug) and in build/tsan
-# (ThreadSanitizer, Debug: the concurrency tests prove their claims race-free); builds
+# (ThreadSanitizer, Debug: the concurrency tests prove their claims race-free), two tests
+# at a time (many wait on timeouts and peers), the Python suites alone; builds
 # the benchmarks (bench/, not run: they measure, assert nothing about time) and the
 # libFuzzer targets with clang, each fuzzed for FUZZ_SECONDS (default 10) from its saved
 # corpus. With CI=true warnings are errors. The Python package is built and tested with every
@@ -56,16 +57,17 @@ build_and_test() {
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DPPK_WERROR="$werror" \
         -DPPK_SANITIZE="$san" "${py_flags[@]}" &&
         cmake --build "$dir" -j2 &&
-        (cd "$dir" && ctest --output-on-failure "$@")
+        (cd "$dir" && ctest -j2 --output-on-failure "$@")
 }
 
 stage "build+test (RelWithDebInfo, build/)" build_and_test build RelWithDebInfo "" "$pythons"
 stage "build+test (ASan+UBSan, build/asan)" build_and_test build/asan Debug address,undefined \
     /usr/bin/python3
-# The encoder's independent-decoder scripts test bytes, not threads, and are the slowest
-# under ThreadSanitizer: the TSan stage leaves them to the two stages above.
+# The encoder's independent-decoder scripts and the pprofkit command (one thread) test
+# bytes, not threads, and are the slowest under ThreadSanitizer: the TSan stage leaves
+# them to the two stages above.
 stage "build+test (TSan, build/tsan)" build_and_test build/tsan Debug thread "" \
-    -E '^(test_decode|test_demo)$'
+    -E '^(test_decode|test_demo|test_pprofkit_cmd)$'
 
 stage "benchmarks build (build/)" cmake --build build -j2 --target bench
 
