@@ -375,33 +375,54 @@ def _read_script(target):
         sys.exit(2)
 
 
-def _check_module(name):
-    """-m NAME that is not there: python's one line and exit status 1, before the
-    profiler starts. (A module whose package fails to import is left to runpy, which
-    reports it as python does.)"""
-    from importlib import util
+class _NotRunnable(Exception):
+    """-m NAME that python -m would refuse with one line (runpy's message)."""
+
+
+def _find_module(name):
+    """-m NAME as python -m finds it, before the profiler starts: (spec, code), with
+    runpy._get_module_details, the function python -m itself calls (a package's
+    __main__; its parent packages imported). What python -m refuses in one line is that
+    line (python's, `sys.executable: ...`) and exit status 1; an exception raised by a
+    parent package's import is the program's, reported as python reports it."""
     try:
-        if util.find_spec(name) is not None:
-            return
-    except Exception:
-        return
-    print("%s: No module named %s" % (sys.orig_argv[0], name), file=sys.stderr)
-    sys.exit(1)
+        _, spec, code = runpy._get_module_details(name, _NotRunnable)
+    except _NotRunnable as e:
+        print("%s: %s" % (sys.executable, e), file=sys.stderr)
+        sys.exit(1)
+    except BaseException as e:
+        _uncaught(e)
+    return spec, code
 
 
-def _run_script(path, data):
-    """Runs the script as `python script.py` does: in a new module that becomes
-    sys.modules["__main__"] and stays it (the program's threads and exit handlers
-    find it there), __file__ absolute, __package__ None; source or a .pyc."""
+def _script_code(path, data):
+    """The script's code (source or a .pyc) and its module's attributes, as `python
+    script.py` gives them: __file__ absolute, __package__ None."""
     from importlib import machinery, util
 
-    main = types.ModuleType("__main__")
     pyc = data[:4] == util.MAGIC_NUMBER
     loader = machinery.SourcelessFileLoader if pyc else machinery.SourceFileLoader
-    main.__file__, main.__cached__, main.__loader__ = path, None, loader("__main__", path)
-    sys.modules["__main__"] = main
     code = marshal.loads(data[16:]) if pyc else compile(data, path, "exec",
                                                         dont_inherit=True)
+    return code, {"__file__": path, "__cached__": None, "__loader__": loader("__main__", path)}
+
+
+def _module_attrs(spec):
+    """A -m module's attributes, as python -m gives them (from its spec)."""
+    attrs = {"__cached__": spec.cached, "__loader__": spec.loader,
+             "__package__": spec.parent, "__spec__": spec}
+    if spec.has_location:
+        attrs["__file__"] = spec.origin
+    return attrs
+
+
+def _run_main(code, attrs):
+    """Runs the program's code in a new module that becomes sys.modules["__main__"] and
+    stays it, as python does (the program's threads, exit handlers and pickles find it
+    there after its code returned)."""
+    main = types.ModuleType("__main__")
+    vars(main).update(attrs)
+    sys.modules["__main__"] = main
     exec(code, vars(main))
 
 
@@ -445,8 +466,7 @@ def run(ns):
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
     script = None if ns.module else _read_script(target)
-    if ns.module:
-        _check_module(target)
+    module = _find_module(target) if ns.module else None
     # As typed, as python leaves it; before start: the program's name is the default
     # service name.
     sys.argv = argv
@@ -456,14 +476,16 @@ def run(ns):
     # The profiler stops at exit (pprofkit.profiler's atexit handler): after the
     # program's non-daemon threads have ended and its own atexit handlers have run.
     try:
-        if ns.module:
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        if module is not None:
+            spec, code = module
+            sys.argv[0] = spec.origin  # as python -m sets it
+            _run_main(code, _module_attrs(spec))
         elif script is not None:
             if not sys.flags.safe_path:  # python -P, -I: none
                 # The script's directory, its symbolic links resolved, as python puts it
                 # (instead of the working directory that python -m put there).
                 sys.path[0] = os.path.dirname(os.path.realpath(script[0]))
-            _run_script(*script)
+            _run_main(*_script_code(*script))
         else:
             if not sys.flags.safe_path:
                 del sys.path[0]  # run_path puts the directory or zip file there

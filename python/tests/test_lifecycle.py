@@ -634,13 +634,24 @@ class CliArgumentsTest(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
 
     def test_missing_module(self):
-        # -m of a module that is not there: python's line, exit status 1; the profiler
-        # never started.
+        # -m of a module that python -m cannot run: python's line, exit status 1; the
+        # profiler never started. (A module not there, in a package not there, a
+        # package without __main__, a relative name.)
         with tempfile.TemporaryDirectory() as tmp:
-            py, ppk = self.run_both(tmp, ["-m", "no_such_module_here"], expect_rc=1)
-            self.assertEqual(ppk.stderr, py.stderr)
-            self.assertRegex(py.stderr.decode(), r"^\S+: No module named no_such_module_here\n$")
-            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+            os.mkdir(os.path.join(tmp, "pkg"))
+            open(os.path.join(tmp, "pkg", "__init__.py"), "w").close()
+            for name, line in (
+                    ("no_such_module_here", "No module named no_such_module_here"),
+                    ("nope.x", "Error while finding module specification for 'nope.x' "
+                               "(ModuleNotFoundError: No module named 'nope')"),
+                    ("pkg", "No module named pkg.__main__; 'pkg' is a package and "
+                            "cannot be directly executed"),
+                    (".x", "Relative module names not supported")):
+                with self.subTest(name=name):
+                    py, ppk = self.run_both(tmp, ["-m", name], expect_rc=1)
+                    self.assertEqual(ppk.stderr, py.stderr)
+                    self.assertEqual(py.stderr.decode(), "%s: %s\n" % (sys.executable, line))
+                    self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
 
     def test_summary_never_on_stdout(self):
         # Python started without a stderr (2>&-): no summary (fd 2 may be another file
@@ -771,6 +782,36 @@ class CliArgumentsTest(unittest.TestCase):
                     self.assertEqual(ppk.stdout, py.stdout)
                     self.assertEqual(json.loads(ppk.stdout)[0],
                                      os.path.join(tmp, script))
+
+    def test_module_as_python_makes_it(self):
+        # What `python -m mod` gives the module (and a package's __main__): its spec,
+        # __file__, __package__ and __cached__, sys.argv[0] its file, its own module in
+        # sys.modules["__main__"], and that module stays there after its code returned:
+        # an exit handler finds it, and pickles its classes.
+        program = textwrap.dedent("""\
+            import atexit, json, pickle, sys
+            class Point:
+                pass
+            g = globals()
+            print(json.dumps([__name__, __file__, __package__, __spec__.name, __cached__,
+                              type(__loader__).__name__, sys.argv,
+                              sys.modules["__main__"].__dict__ is g]))
+            def at_exit():
+                print(sys.modules["__main__"].__dict__ is g,
+                      type(pickle.loads(pickle.dumps(Point()))) is Point)
+            atexit.register(at_exit)
+            """)
+        with tempfile.TemporaryDirectory() as tmp:
+            os.mkdir(os.path.join(tmp, "pkg"))
+            open(os.path.join(tmp, "pkg", "__init__.py"), "w").close()
+            for path in ("mod.py", os.path.join("pkg", "__main__.py")):
+                with open(os.path.join(tmp, path), "w") as f:
+                    f.write(program)
+            for name in ("mod", "pkg"):
+                with self.subTest(name=name):
+                    py, ppk = self.run_both(tmp, ["-m", name, "x"], ("-q", "--out", ""))
+                    self.assertEqual(ppk.stdout, py.stdout)
+                    self.assertEqual(py.stdout.decode().splitlines()[1], "True True")
 
     def test_uncaught_exception_through_sys_excepthook(self):
         # The program's sys.excepthook gets its uncaught exception with the traceback
