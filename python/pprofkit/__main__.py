@@ -360,8 +360,8 @@ def start_in_subprocess():
 
 def _read_script(target):
     """The script's path (absolute, its __file__ as python makes it) and bytes, read
-    before the profiler starts; None for a directory or zip file with a __main__.py
-    (run by runpy). A file that cannot be read is one line on stderr and exit status 2,
+    before the profiler starts; None for a directory or zip file (its __main__ module
+    is run: _find_module). A file that cannot be read is one line on stderr and exit status 2,
     as with python."""
     path = os.path.abspath(target)
     if pkgutil.get_importer(path) is not None:
@@ -376,17 +376,19 @@ def _read_script(target):
 
 
 class _NotRunnable(Exception):
-    """-m NAME that python -m would refuse with one line (runpy's message)."""
+    """A module that python would refuse to run with one line (runpy's message)."""
 
 
-def _find_module(name):
-    """-m NAME as python -m finds it, before the profiler starts: (spec, code), with
-    runpy._get_module_details, the function python -m itself calls (a package's
-    __main__; its parent packages imported). What python -m refuses in one line is that
-    line (python's, `sys.executable: ...`) and exit status 1; an exception raised by a
-    parent package's import is the program's, reported as python reports it."""
+def _find_module(find, *args):
+    """The module python -m NAME or python DIR_OR_ZIP runs, found before the profiler
+    starts: (spec, code), with `find` runpy._get_module_details(NAME) or
+    runpy._get_main_module_details() (a directory or zip file's __main__), the
+    functions python itself calls (its parent packages imported). What python refuses
+    in one line is that line (python's, `sys.executable: ...`) and exit status 1; an
+    exception raised by a parent package's import is the program's, reported as python
+    reports it."""
     try:
-        _, spec, code = runpy._get_module_details(name, _NotRunnable)
+        _, spec, code = find(*args, _NotRunnable)
     except _NotRunnable as e:
         print("%s: %s" % (sys.executable, e), file=sys.stderr)
         sys.exit(1)
@@ -466,7 +468,17 @@ def run(ns):
     else:
         sys.exit("python -m pprofkit run: a script or -m MODULE is required")
     script = None if ns.module else _read_script(target)
-    module = _find_module(target) if ns.module else None
+    if ns.module:
+        module = _find_module(runpy._get_module_details, target)
+    elif script is None:
+        # A directory or zip file: first in sys.path, as python puts it (-P or not),
+        # where python -m left the working directory (or nothing, with -P).
+        path = os.path.join(os.getcwd(), target)
+        if sys.flags.safe_path:
+            sys.path.insert(0, path)
+        else:
+            sys.path[0] = path
+        module = _find_module(runpy._get_main_module_details)
     # As typed, as python leaves it; before start: the program's name is the default
     # service name.
     sys.argv = argv
@@ -476,20 +488,17 @@ def run(ns):
     # The profiler stops at exit (pprofkit.profiler's atexit handler): after the
     # program's non-daemon threads have ended and its own atexit handlers have run.
     try:
-        if module is not None:
-            spec, code = module
-            sys.argv[0] = spec.origin  # as python -m sets it
-            _run_main(code, _module_attrs(spec))
-        elif script is not None:
+        if script is not None:
             if not sys.flags.safe_path:  # python -P, -I: none
                 # The script's directory, its symbolic links resolved, as python puts it
                 # (instead of the working directory that python -m put there).
                 sys.path[0] = os.path.dirname(os.path.realpath(script[0]))
             _run_main(*_script_code(*script))
         else:
-            if not sys.flags.safe_path:
-                del sys.path[0]  # run_path puts the directory or zip file there
-            runpy.run_path(os.path.abspath(target), run_name="__main__")
+            spec, code = module
+            if ns.module:
+                sys.argv[0] = spec.origin  # as python -m sets it
+            _run_main(code, _module_attrs(spec))
     except SystemExit as e:
         return e.code
     except BaseException as e:

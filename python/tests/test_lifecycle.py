@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 import threading
 import unittest
+import zipfile
 
 import pprofkit
 import support
@@ -652,6 +653,13 @@ class CliArgumentsTest(unittest.TestCase):
                     self.assertEqual(ppk.stderr, py.stderr)
                     self.assertEqual(py.stderr.decode(), "%s: %s\n" % (sys.executable, line))
                     self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+            # A directory without __main__.py, likewise.
+            os.mkdir(os.path.join(tmp, "empty"))
+            py, ppk = self.run_both(tmp, ["empty"], expect_rc=1)
+            self.assertEqual(ppk.stderr, py.stderr)
+            self.assertEqual(py.stderr.decode(), "%s: can't find '__main__' module in %r\n"
+                             % (sys.executable, os.path.join(tmp, "empty")))
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
 
     def test_summary_never_on_stdout(self):
         # Python started without a stderr (2>&-): no summary (fd 2 may be another file
@@ -784,10 +792,11 @@ class CliArgumentsTest(unittest.TestCase):
                                      os.path.join(tmp, script))
 
     def test_module_as_python_makes_it(self):
-        # What `python -m mod` gives the module (and a package's __main__): its spec,
-        # __file__, __package__ and __cached__, sys.argv[0] its file, its own module in
-        # sys.modules["__main__"], and that module stays there after its code returned:
-        # an exit handler finds it, and pickles its classes.
+        # What `python -m mod` gives the module (and a package's __main__, and `python
+        # DIR` or `python ZIP` their __main__.py): its spec, __file__, __package__ and
+        # __cached__, sys.argv[0] (its file; the directory or zip file as typed), its own
+        # module in sys.modules["__main__"], and that module stays there after its code
+        # returned: an exit handler finds it, and pickles its classes.
         program = textwrap.dedent("""\
             import atexit, json, pickle, sys
             class Point:
@@ -804,12 +813,16 @@ class CliArgumentsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             os.mkdir(os.path.join(tmp, "pkg"))
             open(os.path.join(tmp, "pkg", "__init__.py"), "w").close()
-            for path in ("mod.py", os.path.join("pkg", "__main__.py")):
+            os.mkdir(os.path.join(tmp, "app"))
+            for path in ("mod.py", os.path.join("pkg", "__main__.py"),
+                         os.path.join("app", "__main__.py")):
                 with open(os.path.join(tmp, path), "w") as f:
                     f.write(program)
-            for name in ("mod", "pkg"):
-                with self.subTest(name=name):
-                    py, ppk = self.run_both(tmp, ["-m", name, "x"], ("-q", "--out", ""))
+            with zipfile.ZipFile(os.path.join(tmp, "app.zip"), "w") as z:
+                z.writestr("__main__.py", program)
+            for args in (["-m", "mod"], ["-m", "pkg"], ["app"], ["./app"], ["app.zip"]):
+                with self.subTest(args=args):
+                    py, ppk = self.run_both(tmp, args + ["x"], ("-q", "--out", ""))
                     self.assertEqual(ppk.stdout, py.stdout)
                     self.assertEqual(py.stdout.decode().splitlines()[1], "True True")
 
