@@ -359,10 +359,12 @@ def start_in_subprocess():
 
 
 def _read_script(target):
-    """The script's path (absolute, its __file__ as python makes it) and bytes, read
-    before the profiler starts; None for a directory or zip file (its __main__ module
-    is run: _find_module). A file that cannot be read is one line on stderr and exit status 2,
-    as with python."""
+    """The script's path (absolute, its __file__ as python makes it; "<stdin>" for
+    `-`) and bytes, read before the profiler starts; None for a directory or zip file
+    (its __main__ module is run: _find_module). A file that cannot be read is one line
+    on stderr and exit status 2, as with python."""
+    if target == "-":
+        return "<stdin>", sys.stdin.buffer.read()
     path = os.path.abspath(target)
     if pkgutil.get_importer(path) is not None:
         return None
@@ -399,9 +401,13 @@ def _find_module(find, *args):
 
 def _script_code(path, data):
     """The script's code (source or a .pyc) and its module's attributes, as `python
-    script.py` gives them: __file__ absolute, __package__ None."""
+    script.py` gives them: __file__ absolute, __package__ None (`python -`: source,
+    __file__ "<stdin>", the built-in importer as loader)."""
     from importlib import machinery, util
 
+    if path == "<stdin>":
+        return (compile(data, path, "exec", dont_inherit=True),
+                {"__file__": path, "__cached__": None, "__loader__": machinery.BuiltinImporter})
     pyc = data[:4] == util.MAGIC_NUMBER
     loader = machinery.SourcelessFileLoader if pyc else machinery.SourceFileLoader
     code = marshal.loads(data[16:]) if pyc else compile(data, path, "exec",
@@ -491,8 +497,10 @@ def run(ns):
         if script is not None:
             if not sys.flags.safe_path:  # python -P, -I: none
                 # The script's directory, its symbolic links resolved, as python puts it
-                # (instead of the working directory that python -m put there).
-                sys.path[0] = os.path.dirname(os.path.realpath(script[0]))
+                # (instead of the working directory that python -m put there); for
+                # stdin, "".
+                sys.path[0] = "" if target == "-" else os.path.dirname(
+                    os.path.realpath(script[0]))
             _run_main(*_script_code(*script))
         else:
             spec, code = module

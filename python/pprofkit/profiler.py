@@ -340,7 +340,10 @@ def _degradations(stats, sampler):
 
 
 def _program():
-    return os.path.basename(sys.argv[0] or "python") or "python"
+    """The program's name: its script's or module's file name; "python" for a program
+    given by `-c` or on stdin (`-`)."""
+    name = sys.argv[0] if sys.argv and sys.argv[0] not in ("-", "-c") else ""
+    return os.path.basename(name) or "python"
 
 
 def _tags_text(tags, sep=":"):

@@ -26,7 +26,7 @@ from pprofkit import profiler
 GUARD = 120  # seconds before a program counts as hung (a hang guard, not a timing)
 
 
-def run_python(code_or_args, cwd, env_extra=None, expect_rc=0, testcase=None):
+def run_python(code_or_args, cwd, env_extra=None, expect_rc=0, testcase=None, stdin=None):
     env = dict(os.environ)
     for k in list(env):
         if k.startswith(("PPROFKIT_", "DD_", "PYROSCOPE_")):
@@ -39,7 +39,7 @@ def run_python(code_or_args, cwd, env_extra=None, expect_rc=0, testcase=None):
             f.write(textwrap.dedent(code_or_args))
         args = [path]
     out = subprocess.run([sys.executable] + args, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, timeout=GUARD)
+                         stderr=subprocess.PIPE, timeout=GUARD, input=stdin)
     if testcase is not None:
         testcase.assertEqual(out.returncode, expect_rc, out.stderr.decode())
     return out
@@ -825,6 +825,38 @@ class CliArgumentsTest(unittest.TestCase):
                     py, ppk = self.run_both(tmp, args + ["x"], ("-q", "--out", ""))
                     self.assertEqual(ppk.stdout, py.stdout)
                     self.assertEqual(py.stdout.decode().splitlines()[1], "True True")
+
+    def test_program_on_stdin(self):
+        # `python - x`: the program read from stdin, sys.argv[0] "-", __file__ "<stdin>",
+        # sys.path[0] "", tracebacks from "<stdin>".
+        program = textwrap.dedent("""\
+            import json, sys
+            print(json.dumps([sys.argv, sys.path[0], __file__, __spec__, __package__,
+                              __cached__, sys.modules["__main__"].__dict__ is globals()]))
+            raise ValueError("from stdin")
+            """).encode()
+        with tempfile.TemporaryDirectory() as tmp:
+            py = run_python(["-", "x"], tmp, None, 1, self, stdin=program)
+            ppk = run_python(["-m", "pprofkit", "run", "--out", "out", "-", "x"], tmp, None,
+                             1, self, stdin=program)
+            self.assertEqual(ppk.stdout, py.stdout)
+            self.assertEqual(json.loads(py.stdout)[:3], [["-", "x"], "", "<stdin>"])
+            lines = ppk.stderr.decode().splitlines()
+            self.assertEqual("\n".join(lines[:-1]) + "\n", py.stderr.decode())
+            self.assertIn('File "<stdin>", line 4, in <module>', py.stderr.decode())
+            self.assertEqual(len(glob.glob(os.path.join(tmp, "out", "*.pb.gz"))), 1)
+
+    def test_program_name(self):
+        # The default service name (OTLP, Pyroscope): the script's or module's file name,
+        # "python" for a program given by -c or on stdin.
+        saved = sys.argv
+        try:
+            for argv, name in ((["/srv/app.py", "x"], "app.py"), (["-"], "python"),
+                               (["-c", "x"], "python"), ([""], "python"), ([], "python")):
+                sys.argv = argv
+                self.assertEqual(profiler._program(), name, argv)
+        finally:
+            sys.argv = saved
 
     def test_uncaught_exception_through_sys_excepthook(self):
         # The program's sys.excepthook gets its uncaught exception with the traceback
