@@ -307,9 +307,11 @@ class Profiler:
                         files.append(path)
         self.summary = {
             # The profiles' "samples" total: a waiting task's ticks recorded as one
-            # sample count as many.
+            # sample count as many; the CPU time a thread used between ticks, moved to
+            # its running stack, counts none.
             "pid": os.getpid(),
-            "samples": stats["samples_flushed"] + sampler["ticks_coalesced"],
+            "samples": (stats["samples_flushed"] + sampler["ticks_coalesced"] -
+                        sampler["cpu_moved"]),
             "exports": stats["windows_exported"], "files": files,
             "degradations": _degradations(stats, sampler), "stats": stats,
             "sampler": sampler,

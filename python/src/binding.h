@@ -180,6 +180,11 @@ int ppk_py_dict_str_keys(PyObject *d);
  * the queue is full or the version has no such queue (3.11). */
 int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *));
 #define PPK_PY_HOLDER_CALLS (PY_VERSION_HEX >= 0x030C0000)
+#if !PPK_PY_HOLDER_CALLS
+/* internals.c (3.11): asks the thread that holds the GIL of interp to let it go at its
+ * next bytecode boundary, with or without the GIL. */
+void ppk_py_ask_drop(PyInterpreterState *interp);
+#endif
 /* internals.c: a walk through thread t's frames, innermost first, with the GIL held
  * (valid while it is). */
 typedef struct ppk_py_walk {

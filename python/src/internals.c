@@ -91,6 +91,16 @@ int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *)) {
 }
 #endif
 
+#if !PPK_PY_HOLDER_CALLS
+void ppk_py_ask_drop(PyInterpreterState *interp) {
+    /* What CPython's take_gil does once a waiter has waited a switch interval without a
+     * switch: the holder lets the GIL go at its next bytecode boundary (and waits until
+     * another thread took it); the thread that takes it clears the request. */
+    _Py_atomic_store_relaxed(&interp->ceval.gil_drop_request, 1);
+    _Py_atomic_store_relaxed(&interp->ceval.eval_breaker, 1);
+}
+#endif
+
 #if PY_VERSION_HEX < 0x030D0000
 
 void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) {

@@ -66,7 +66,9 @@
  * Values: wall time is the time since the thread's previous sample (so a tick that the
  * GIL delayed weighs what it covered; a thread seen for the first time gets the time
  * since the previous tick, when it was not there yet), CPU time the growth of the
- * thread's CPU clock, count 1.
+ * thread's CPU clock, count 1; the CPU time of a thread found blocking goes to its last
+ * stack found running instead (sampler_record.c, runs_now, and for the main thread
+ * ppk_py_main_deltas).
  *
  * Version-specific details live in one place each: the thread state's thread_id and
  * native_thread_id fields and the code object's co_qualname / co_filename /
@@ -121,6 +123,7 @@ static void add_counts(SamplerObject *sp, const rec_counts *c) {
     sp->st.samples_failed += c->failed;
     sp->st.labels_refused += c->labels_refused;
     sp->st.task_samples += c->task_samples;
+    sp->st.cpu_moved += c->cpu_moved;
     if (c->gap_ns > sp->st.tick_gap_ns_max) sp->st.tick_gap_ns_max = c->gap_ns;
 }
 
@@ -282,9 +285,17 @@ static int yield_gil(void *unused) {
     return 0;
 }
 
-/* Takes the GIL for a pass, asking the main thread to hand it over (yield_gil). */
+/* Takes the GIL for a pass, asking the main thread to hand it over (yield_gil), and on
+ * 3.11 another holder to let it go where it computes (ppk_py_ask_drop): it would
+ * otherwise keep the GIL until it blocks, or for CPython's switch interval, and be
+ * found where it blocks (runs_now, sampler_record.c, tells why that matters). */
 static void take_gil(SamplerObject *sp) {
     PyThreadState *main_ts = atomic_load(&sp->main_ts);
+#if !PPK_PY_HOLDER_CALLS
+    int locked;
+    const PyThreadState *holder = ppk_py_gil_last_holder(sp->interp, &locked);
+    if (locked && holder && holder != main_ts) ppk_py_ask_drop(sp->interp);
+#endif
     if (sp->main_ident && main_ts) {
         pthread_mutex_lock(&sp->lock);
         sp->gil_wanted = 1;
@@ -719,6 +730,8 @@ static void free_buffers(SamplerObject *sp) {
     ppk_py_free_tasks(sp);
     vec_free(&sp->refs);
     vec_free(&sp->old_refs);
+    ppk_py_slots_release(sp->slots, sp->slot_cap);
+    ppk_py_slots_release(sp->next_slots, sp->slot_cap);
     free(sp->slots);
     free(sp->next_slots);
     sp->slots = sp->next_slots = NULL;
@@ -732,6 +745,7 @@ static int baseline(SamplerObject *sp, int64_t now) {
          t = PyThreadState_Next(t))
         n++;
     if (ppk_py_slots_reserve(sp, n + 1)) return -1;
+    ppk_py_slots_release(sp->slots, sp->slot_cap);
     memset(sp->slots, 0, sp->slot_cap * sizeof *sp->slots);
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;
          t = PyThreadState_Next(t)) {

@@ -107,6 +107,11 @@ typedef struct tslot {
     unsigned long tid;              /* the kernel's thread id (0: unknown) */
     int64_t wall_ns;                /* CLOCK_MONOTONIC at the previous sample */
     int64_t cpu_ns;                 /* its CPU clock then (-1: none) */
+    /* The stack of its last sample that found it running, by function id (ran_cap
+     * allocated), and a hash of that sample's labels (sampler_record.c) */
+    ppk_id_frame *ran;
+    size_t ran_cap, n_ran;
+    uint64_t ran_labels;
     size_t first_frame, n_frames;   /* in SamplerObject.prev */
     /* The frame cache's eviction count (SamplerObject.fcache_evictions) at a moment
      * when each of these frames' code was held by its frame cache entry: while the
@@ -255,6 +260,8 @@ static inline void gbuf_free(gbuf *b) {
                                * callback_charge) */                                      \
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
+    X(cpu_moved)              /* of the samples, those of CPU time used between ticks   \
+                               * by a thread found blocking, on its last running stack */ \
     X(frame_cache_misses)     /* frames whose line was computed (not in the frame cache) */ \
     X(ticks_without_gil)      /* the main thread sampled itself and was alone */    \
     X(holder_passes)          /* passes whose phase 1 the GIL's holder ran (3.12+) */ \
@@ -339,8 +346,10 @@ typedef struct SamplerObject {
     unsigned long gil_takes_pre;
     int gil_kept;
     /* The GIL's last holder when phase 0 began: it may take the GIL again without a
-     * counted change, so its clock is always read again. */
+     * counted change, so its clock is always read again. holder_pre_locked: it held
+     * the GIL then (running Python code at the tick: runs_now). */
     const PyThreadState *holder_pre;
+    int holder_pre_locked;
     /* The same count when the previous pass began its phase 1 and, unchanged, when it let
      * the GIL go (valid: it completed, and no tick without a pass came since): equal at
      * phase 0, no thread has run Python code since that pass. */
@@ -439,6 +448,7 @@ static inline int64_t thread_cpu_ns(unsigned long tid) {
 /* What ppk_py_record_thread did, added to the statistics by its caller. */
 typedef struct rec_counts {
     uint64_t samples, coalesced, failed, labels_refused, task_samples;
+    uint64_t cpu_moved; /* samples of CPU time moved to a running stack */
     uint64_t gap_ns; /* since the previous tick recorded */
 } rec_counts;
 
@@ -535,6 +545,8 @@ void ppk_py_prepare(SamplerObject *sp);
 tslot *ppk_py_slot_find(tslot *slots, size_t cap, unsigned long ident, unsigned long native);
 /* Makes room for `n` threads in both slot tables. -1: no memory. */
 int ppk_py_slots_reserve(SamplerObject *sp, size_t n);
+/* Frees what the slots hold (their running stacks). */
+void ppk_py_slots_release(tslot *slots, size_t cap);
 /* Pushes one gathered thread as a sample with builder s, and flushes it. */
 void ppk_py_record_thread(SamplerObject *sp, ppk_sample *s, gbuf *b, const gthread *gt,
                           int64_t cpu, rec_counts *c);

@@ -88,6 +88,7 @@ void ppk_py_prepare(SamplerObject *sp) {
     sp->gil_takes_pre = ppk_py_gil_takes(sp->interp); /* before any clock */
     int locked;
     sp->holder_pre = ppk_py_gil_last_holder(sp->interp, &locked);
+    sp->holder_pre_locked = locked;
     int quiet = sp->released_valid && sp->gil_takes_pre == sp->gil_takes_released;
     sp->released_valid = 0;
     sp->tick.frames.n = sp->tick.uniq.n = 0;
@@ -175,6 +176,8 @@ static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec
     }
 }
 
+static int push_labels(ppk_sample *s, const gthread *gt, const glabel *labels);
+
 /* One sample, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused: 1 if
  * a label was refused. */
 static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in, int by_id,
@@ -182,6 +185,15 @@ static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *i
     const gthread *gt = in->gt;
     if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
     push_frames(sp, s, fixups, in, by_id);
+    *labels_refused = push_labels(s, gt, in->labels);
+    if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
+    if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, in->cpu);
+    if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, in->count);
+    return ppk_sample_flush(s);
+}
+
+/* The labels of thread gt's sample: 1 if one was refused. */
+static int push_labels(ppk_sample *s, const gthread *gt, const glabel *labels) {
     int refused = 0;
     refused |= ppk_sample_push_label_num(s, L_THREAD_ID, (int64_t)gt->ident, (ppk_str){0});
     refused |= ppk_sample_push_label_num(s, L_NATIVE, (int64_t)gt->native_id, (ppk_str){0});
@@ -198,16 +210,12 @@ static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *i
     }
     if (gt->task_state.len) refused |= ppk_sample_push_label_str(s, L_STATE, gt->task_state);
     for (size_t i = 0; i < gt->n_labels; i++) {
-        const glabel *l = &in->labels[i];
+        const glabel *l = &labels[i];
         int rc = l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, (ppk_str){0})
                            : ppk_sample_push_label_str(s, l->key, l->str);
         refused |= rc; /* e.g. a tag with the key of a built-in label */
     }
-    *labels_refused = refused != 0;
-    if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
-    if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, in->cpu);
-    if (sp->count_idx >= 0) ppk_sample_set_value(s, (size_t)sp->count_idx, in->count);
-    return ppk_sample_flush(s);
+    return refused != 0;
 }
 
 void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread *gt,
@@ -259,6 +267,100 @@ int64_t ppk_py_main_deltas(SamplerObject *sp, gthread *gt, int64_t now) {
     return d;
 }
 
+/* Whether thread gt (not the main thread), which used `cpu` since its previous sample,
+ * runs at this tick: it held the GIL when phase 0 began (the pass then runs in it, on
+ * 3.12 and later, or it lets the GIL go at the sampler's request where it computes:
+ * ppk_py_ask_drop), or it used at least RUNNING_SHARE of the wall time since its
+ * previous sample (a C call that computes without the GIL, or Python code that waits
+ * its turn for the GIL: found where it computes). Else it is found where it blocks.
+ * (Reading its CPU clock again over the microseconds of a pass does not tell: here a
+ * thread computing in a C call showed the same reading before and after a pass.) */
+#define RUNNING_SHARE 0.75
+static int runs_now(const SamplerObject *sp, const gthread *gt, int64_t cpu) {
+    return (sp->holder_pre_locked && gt->ts == sp->holder_pre) ||
+           (double)cpu >= RUNNING_SHARE * (double)gt->wall_ns;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < sizeof n; i++) h = (h ^ ((n >> (8 * i)) & 0xff)) * 0x100000001b3u;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3u;
+    return h;
+}
+
+/* A hash of the labels of thread gt's sample (FNV-1a): a stack noted with others is not
+ * charged under these. */
+static uint64_t labels_hash(const SamplerObject *sp, const gthread *gt) {
+    uint64_t h = 0xcbf29ce484222325u;
+    h = hash_bytes(h, gt->name.ptr, gt->name.len);
+    h = hash_bytes(h, gt->task_name.ptr, gt->task_name.len);
+    h = hash_bytes(h, &gt->task_id, sizeof gt->task_id);
+    const glabel *l = &AT(sp->tick.labels, glabel, gt->first_label);
+    for (size_t i = 0; i < gt->n_labels; i++) {
+        h = hash_bytes(h, l[i].key.ptr, l[i].key.len);
+        h = l[i].is_num ? hash_bytes(h, &l[i].num, sizeof l[i].num)
+                        : hash_bytes(h, l[i].str.ptr, l[i].str.len);
+    }
+    return h;
+}
+
+/* Remembers, in slot `next`, the stack of thread gt's sample that found it running, by
+ * function id, and its labels' hash (none if a frame has no id: the dictionary refused
+ * it). */
+static void note_running_stack(SamplerObject *sp, tslot *next, const gthread *gt) {
+    const uint32_t *idx = &AT(sp->tick.frames, uint32_t, gt->first_frame);
+    size_t n = gt->n_frames;
+    next->n_ran = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!AT(sp->tick.uniq, gframe, idx[i]).fid) return;
+    if (n > next->ran_cap) {
+        ppk_id_frame *f = realloc(next->ran, n * sizeof *f);
+        if (!f) return;
+        next->ran = f;
+        next->ran_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gframe *g = &AT(sp->tick.uniq, gframe, idx[i]);
+        next->ran[i] = (ppk_id_frame){g->fid, g->line};
+    }
+    next->n_ran = n;
+    next->ran_labels = labels_hash(sp, gt);
+}
+
+/* Charges `cpu` to thread gt's stack of its last sample that found it running (slot
+ * `next`), with no wall time and no count: 0, or -1 if there is none, its labels were
+ * others (a tag, a task, the thread's name), or its functions were evicted since (it is
+ * forgotten then). */
+static int charge_running_stack(SamplerObject *sp, tslot *next, const gthread *gt,
+                                int64_t cpu, rec_counts *c) {
+    ppk_sample *s = sp->builder;
+    if (!next->n_ran || sp->cpu_idx < 0 || next->ran_labels != labels_hash(sp, gt) ||
+        ppk_sample_start(s))
+        return -1;
+    if (ppk_sample_push_frames_id(s, next->ran, next->n_ran)) {
+        ppk_sample_drop(s);
+        next->n_ran = 0;
+        return -1;
+    }
+    c->labels_refused += (uint64_t)push_labels(s, gt, &AT(sp->tick.labels, glabel, gt->first_label));
+    ppk_sample_set_value(s, (size_t)sp->cpu_idx, cpu);
+    if (ppk_sample_flush(s)) {
+        c->failed++;
+    } else {
+        c->samples++;
+        c->cpu_moved++;
+    }
+    return 0;
+}
+
+void ppk_py_slots_release(tslot *slots, size_t cap) {
+    for (size_t i = 0; i < cap; i++) {
+        free(slots[i].ran);
+        slots[i].ran = NULL;
+        slots[i].ran_cap = slots[i].n_ran = 0;
+    }
+}
+
 /* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
 void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     ppk_py_record_tasks(sp, now, c); /* first: it counts from the previous tick */
@@ -307,6 +409,10 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .tid = gt->native_id,
                         .wall_ns = now,
                         .cpu_ns = cpu_now,
+                        .ran = prev->native_id ? prev->ran : NULL,
+                        .ran_cap = prev->native_id ? prev->ran_cap : 0,
+                        .n_ran = prev->native_id ? prev->n_ran : 0,
+                        .ran_labels = prev->native_id ? prev->ran_labels : 0,
                         .cpu_late = late,
                         .reused = gt->reused,
                         .unread = gt->unread,
@@ -317,9 +423,26 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .name = gt->name,
                         .name_ref = gt->name_ref,
                         .ts = gt->ts};
+        if (prev->native_id) prev->ran = NULL; /* moved to `next` */
         if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */
-        ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+        /* The time a thread used between two ticks goes to a sample that found it
+         * running: a thread that computes in bursts and blocks in between (a pool's
+         * worker, a thread reading a socket after each request) is mostly found where
+         * it blocks, where its bursts did not run (a pass takes the GIL when a thread
+         * lets it go, at a blocking call). Found running, its sample gets that time and
+         * its stack is noted; found blocking, that time goes to the stack noted, a
+         * sample drawn from its running time (to its sample here when there is none:
+         * it was never found running, or under other labels). */
+        if (runs_now(sp, gt, cpu)) {
+            ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+            if (sp->function_ids) note_running_stack(sp, next, gt);
+        } else if (cpu > 0 && !charge_running_stack(sp, next, gt, cpu, c)) {
+            ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, 0, c);
+        } else {
+            ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
+        }
     }
+    ppk_py_slots_release(sp->slots, sp->slot_cap); /* threads gone since */
     tslot *t = sp->slots;
     sp->slots = sp->next_slots;
     sp->next_slots = t;
