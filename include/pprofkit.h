@@ -977,11 +977,20 @@ PPK_API int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char 
  * &until=<unix s>&format=pprof&sampleRate=<Hz>&spyName=<name>, the body being the
  * export's bytes (gzip or uncompressed; the server does not read zstd, so zstd exports
  * are dropped and counted as invalid). Optional HTTP basic auth and X-Scope-OrgID.
+ * Grafana Pyroscope refuses a whole profile with a '-' in a sample type or a
+ * string-valued label whose key is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, '.' read
+ * as '_'): the sink then sends the profile with those renamed, '_' for '-' in the types
+ * ("wall-time" -> "wall_time", the period type too), '_' for each other byte of such a
+ * key ("thread name" -> "thread_name", "9x" -> "_9x"); the rest is unchanged. This costs
+ * the uploader thread a decompression of each export, and a compression of those it
+ * renames.
  */
 typedef struct ppk_pyroscope_config {
     ppk_str server_address;   /* empty: http://localhost:4040 */
-    ppk_str application_name; /* required (here or PYROSCOPE_APPLICATION_NAME) */
-    ppk_str tags;             /* key=value, separated by commas; keys [A-Za-z0-9_.] */
+    ppk_str application_name; /* required (here or PYROSCOPE_APPLICATION_NAME);
+                                 A-Z a-z 0-9 _ . - only, as the server takes */
+    ppk_str tags;             /* key=value, separated by commas; keys [A-Za-z0-9_.], not
+                                 starting with a digit */
     ppk_str spy_name;         /* empty: "pprofkit" */
     int64_t sample_rate;      /* samples per second; 0: 100 */
     ppk_str basic_auth_user;  /* empty: no authentication */

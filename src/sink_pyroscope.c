@@ -2,13 +2,18 @@
  * sink_pyroscope.c - the Pyroscope / Grafana upload sink: HTTP ingest of pprof.
  *
  * Each export becomes POST <server>/ingest?name=<app>{k=v,...}&from=<unix s>
- * &until=<unix s>&format=pprof&sampleRate=<Hz>&spyName=<name>, the body being the
- * export's bytes as they are. With format=pprof the server reads the body as the profile
- * itself (not a multipart form) and recognizes gzip by its magic bytes; it does not read
- * zstd, so zstd exports are refused by prepare() and counted as invalid. Optional HTTP
- * basic auth and the X-Scope-OrgID tenant header.
+ * &until=<unix s>&format=pprof&sampleRate=<Hz>&spyName=<name>. With format=pprof the
+ * server reads the body as the profile itself (not a multipart form) and recognizes gzip
+ * by its magic bytes; it does not read zstd, so zstd exports are refused by prepare() and
+ * counted as invalid. Optional HTTP basic auth and the X-Scope-OrgID tenant header.
  *
- * The configuration is checked and copied at creation into a py_ctx that the uploader
+ * The body is the export's bytes as they are, unless Grafana Pyroscope would refuse the
+ * profile for its names (a sample type with '-', a string-valued label whose key is not a
+ * label name, as Datadog-style profiles have: "wall-time", "thread name"): the uploader
+ * thread then decompresses it, renames those (pyroscope_fix.c) and compresses it again.
+ * The configuration is checked against what the server accepts (grafana/pyroscope: the
+ * application name's characters in pkg/og/flameql/flameql.go, tag keys that are label
+ * names in pkg/validation/validate.go), copied at creation into a py_ctx that the uploader
  * thread only reads; the name with its tags is stored already percent-encoded.
  */
 #include <stddef.h>
@@ -16,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
+#include "decompress.h"
+#include "pyroscope_fix.h"
 #include "upload.h"
 
 typedef struct py_ctx {
@@ -48,6 +56,49 @@ static int py_prepare(void *ctx, const ppk_export *e, ppk__ubuf *extra) {
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0); }
 static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b > 0); }
 
+/* The most bytes an export may decompress to (the reader's default limit). */
+#define PY_MAX_RAW ((size_t)256 << 20)
+
+/* The body: the export as it is, or renamed for the server (see the top of this file). */
+static int py_body(const ppk__upload_job *job, ppk__ubuf *body) {
+    ppk__mem *m = body->mem;
+    ppk__dbuf d = {0};
+    const uint8_t *raw = job->data;
+    size_t n = job->len;
+    char err[128];
+    int rc = 0, changed = 0;
+    if (job->codec == PPK_CODEC_GZIP) {
+        rc = ppk__decompress(m, PPK_CODEC_GZIP, job->data, job->len, PY_MAX_RAW, &d, err,
+                             sizeof err);
+        if (rc) return rc == PPK_ENOMEM ? PPK_ENOMEM : PPK_EINVAL;
+        raw = d.p;
+        n = d.len;
+    }
+    ppk__ubuf fixed;
+    ppk__ubuf_init(&fixed, m);
+    rc = ppk__pyroscope_fix(m, raw, n, &fixed, &changed);
+    if (!rc && !changed) {
+        ppk__ubuf_add(body, job->data, job->len);
+    } else if (!rc && job->codec == PPK_CODEC_GZIP) {
+        ppk_allocator a = ppk__mem_allocator(m);
+        ppk__cstream cs;
+        ppk__cstream_init(&cs, m);
+        ppk_bytes z = {0};
+        rc = ppk__cstream_begin(&cs, PPK_CODEC_GZIP, 0);
+        if (!rc) rc = ppk__cstream_write(&cs, (const uint8_t *)fixed.p, fixed.len);
+        if (!rc) rc = ppk__cstream_end(&cs, &a, &z);
+        else ppk__cstream_abort(&cs);
+        ppk__cstream_destroy(&cs);
+        if (!rc) ppk__ubuf_add(body, z.data, z.len);
+        ppk_bytes_free(&z);
+    } else if (!rc) {
+        ppk__ubuf_add(body, fixed.p, fixed.len);
+    }
+    ppk__ubuf_free(&fixed);
+    if (d.p) ppk__mem_free(m, d.p, d.cap);
+    return !rc ? 0 : rc == PPK_ENOMEM ? PPK_ENOMEM : PPK_EINVAL;
+}
+
 static int py_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__ubuf *body,
                     char *ctype, size_t ctype_len) {
     py_ctx *p = ctx;
@@ -60,9 +111,8 @@ static int py_build(void *ctx, const ppk__upload_job *job, ppk__ubuf *url, ppk__
     ppk__ubuf_addf(url, "&from=%lld&until=%lld&format=pprof&sampleRate=%lld&spyName=",
                    (long long)from, (long long)until, (long long)p->sample_rate);
     ppk__ubuf_adds(url, p->spy_enc);
-    ppk__ubuf_add(body, job->data, job->len);
     snprintf(ctype, ctype_len, "application/octet-stream");
-    return 0;
+    return py_body(job, body);
 }
 
 static void py_setopt(void *ctx, CURL *h) {
@@ -115,20 +165,24 @@ static int check_server(ppk_str s, const char *what, char *err, size_t err_len) 
     return 0;
 }
 
-/* An application name: not empty, no control characters, none of {}=,". */
+/* An application name: not empty, only the characters the server takes in one
+ * (grafana/pyroscope pkg/og/flameql/flameql.go: [A-Za-z0-9_.-]). */
 static int check_app(ppk_str s, const char *what, char *err, size_t err_len) {
     if (!s.len) return ppk__upload_err(err, err_len, "%s: the application name is required", what);
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = (unsigned char)s.ptr[i];
-        if (c < 0x20 || c == 0x7f || strchr("{}=,\"", c))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
             return ppk__upload_err(err, err_len,
-                                   "%s: character %d at byte %zu is not allowed in a name",
+                                   "%s: character %d at byte %zu is not allowed in a name "
+                                   "(Pyroscope takes A-Z a-z 0-9 _ . -)",
                                    what, c, i);
     }
     return 0;
 }
 
-/* key=value[,key=value...]: keys [A-Za-z0-9_.], values without {}=,". */
+/* key=value[,key=value...]: keys [A-Za-z0-9_.] not starting with a digit (the server's
+ * tag keys, then label names once '.' is '_'), values without {}=,". */
 static int check_tags(ppk_str s, char *err, size_t err_len) {
     size_t i = 0;
     while (i < s.len) {
@@ -140,6 +194,9 @@ static int check_tags(ppk_str s, char *err, size_t err_len) {
         const char *eq = memchr(item.ptr, '=', item.len);
         if (!eq || eq == item.ptr)
             return ppk__upload_err(err, err_len, "tags: \"%.*s\" is not key=value",
+                                   (int)item.len, item.ptr);
+        if (item.ptr[0] >= '0' && item.ptr[0] <= '9')
+            return ppk__upload_err(err, err_len, "tags: key in \"%.*s\" starts with a digit",
                                    (int)item.len, item.ptr);
         for (const char *k = item.ptr; k < eq; k++)
             if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||

@@ -57,6 +57,9 @@ int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(voi
 #define TOTAL_WALL 60 /* 10 + 20 + 30 */
 #define TOTAL_COUNT 3
 #define TYPES "[[\"wall-time\",\"nanoseconds\"],[\"samples\",\"count\"]]"
+/* The same as the Pyroscope sink sends them: Grafana Pyroscope refuses a '-' in a sample
+ * type (grafana/pyroscope pkg/validation/validate.go), the sink makes it '_'. */
+#define PY_TYPES "[[\"wall_time\",\"nanoseconds\"],[\"samples\",\"count\"]]"
 
 static ppk_recorder *make_recorder(void) {
     ppk_recorder_config c;
@@ -239,7 +242,7 @@ static void test_pyroscope(void) {
     rx x;
     const char *expect = "{\"name\":\"my.app{env=test,region=eu-1}\",\"sample_rate\":\"100\","
                          "\"spy_name\":\"pprofkit\",\"basic_auth\":\"user:p@ss:w\","
-                         "\"tenant\":\"tenant-1\",\"sample_types\":" TYPES
+                         "\"tenant\":\"tenant-1\",\"sample_types\":" PY_TYPES
                          ",\"totals\":[60,3],\"count\":1}";
     CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
     if (!x.pid) return;
@@ -266,7 +269,7 @@ static void test_pyroscope(void) {
 static void test_pyroscope_until_far_future(void) {
     rx x;
     const char *expect = "{\"name\":\"app{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
-                         "\"until\":\"9223372037\",\"sample_types\":" TYPES
+                         "\"until\":\"9223372037\",\"sample_types\":" PY_TYPES
                          ",\"totals\":[60,3],\"count\":1}";
     CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
     if (!x.pid) return;
@@ -293,6 +296,78 @@ static void test_pyroscope_until_far_future(void) {
     ppk_recorder_free(r);
     s.destroy(s.opaque);
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+}
+
+/* Labels as a Python profiler sets them ("thread name": a string with a space), and keys
+ * that Grafana Pyroscope refuses for other reasons: Pyroscope makes every string-valued
+ * label a series label, and refuses the whole profile for one whose key is not a label
+ * name ([a-zA-Z_][a-zA-Z0-9_]*, '.' read as '_'), and for a sample type with a '-'. The
+ * sink renames those keys (every byte but [A-Za-z0-9_.] '_', a '_' before a leading
+ * digit) and the sample and period types' '-' into '_', nothing else: a key the server
+ * takes ("span.kind"), values, numeric labels (not series labels) and totals arrive
+ * unchanged. */
+static void test_pyroscope_label_names(void) {
+    rx x;
+    const char *expect =
+        "{\"name\":\"app{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+        "\"sample_types\":" PY_TYPES ",\"totals\":[60,3],"
+        "\"period_type\":[\"wall_time\",\"nanoseconds\"],"
+        "\"labels\":[[\"thread_name\",\"MainThread\"],[\"_9lives\",\"cat\"],[\"ok_key\",\"v-1\"],"
+        "[\"span.kind\",\"server\"],[\"caf__\",\"\xc3\xa9\"]],"
+        "\"num_labels\":[\"thread id\"],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
+    if (!x.pid) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+    ppk_pyroscope_config c;
+    ppk_pyroscope_config_init(&c);
+    c.server_address = ppk_cstr(url);
+    c.application_name = PPK_STR("app");
+    ppk_sink s;
+    CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, NULL, 0), 0);
+
+    ppk_recorder_config rc;
+    ppk_recorder_config_init(&rc);
+    rc.profile.sample_types[0] = (ppk_value_type){PPK_STR("wall-time"), PPK_STR("nanoseconds")};
+    rc.profile.sample_types[1] = (ppk_value_type){PPK_STR("samples"), PPK_STR("count")};
+    rc.profile.n_sample_types = 2;
+    rc.profile.period_type = rc.profile.sample_types[0];
+    rc.profile.period = 10000000;
+    ppk_recorder *r = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&rc, &r), 0);
+    if (!r) return;
+    ppk_sample *smp = NULL;
+    CHECK_EQ_INT(ppk_sample_create(r, &smp), 0);
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ_INT(ppk_sample_start(smp), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(smp, PPK_STR("leaf"), PPK_STR("a.py"), i, 0), 0);
+        CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("thread name"), PPK_STR("MainThread")),
+                     0);
+        CHECK_EQ_INT(ppk_sample_push_label_num(smp, PPK_STR("thread id"), 42, (ppk_str){0}), 0);
+        if (i == 1) {
+            CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("9lives"), PPK_STR("cat")), 0);
+            CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("ok_key"), PPK_STR("v-1")), 0);
+        } else {
+            CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("span.kind"), PPK_STR("server")),
+                         0);
+            CHECK_EQ_INT(
+                ppk_sample_push_label_str(smp, PPK_STR("caf\xc3\xa9"), PPK_STR("\xc3\xa9")), 0);
+        }
+        int64_t v[2] = {10 * i, 1};
+        CHECK_EQ_INT(ppk_sample_set_values(smp, v, 2), 0);
+        CHECK_EQ_INT(ppk_sample_flush(smp), 0);
+    }
+    ppk_sample_free(smp);
+    CHECK_EQ_INT(ppk_recorder_add_sink(r, &s), 0);
+    CHECK_EQ_INT(ppk_recorder_export(r, NULL), 0);
+    CHECK_EQ_INT(ppk_sink_upload_flush(&s, 20000), 0);
+    ppk_upload_stats st;
+    CHECK_EQ_INT(ppk_sink_upload_stats(&s, &st), 0);
+    CHECK_EQ_U64(st.sent, 1);
+    CHECK_EQ_U64(st.dropped_invalid, 0);
+    ppk_recorder_free(r);
+    CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    CHECK_EQ_INT(x.got, 1);
 }
 
 /* ---- configuration ------------------------------------------------------------------- */
@@ -369,6 +444,29 @@ static void test_env_config(void) {
     pc.tags = PPK_STR("novalue");
     CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
     CHECK(strstr(err, "tags") != NULL);
+    /* What Grafana Pyroscope refuses: an application name outside [A-Za-z0-9_.-]
+     * (pkg/og/flameql/flameql.go), a tag key that is not a label name once '.' is '_'
+     * (pkg/validation/validate.go). */
+    static const char *bad_apps[] = {"my app", "app/x", "caf\xc3\xa9", "a:b", "a+b"};
+    pc.tags = PPK_STR("");
+    for (size_t i = 0; i < sizeof bad_apps / sizeof *bad_apps; i++) {
+        pc.application_name = ppk_cstr(bad_apps[i]);
+        CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+        CHECK(strstr(err, "application_name") != NULL);
+    }
+    pc.application_name = PPK_STR("my-app.v2_x");
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), 0);
+    s.destroy(s.opaque);
+    static const char *bad_tags[] = {"1st=a", "k=v,9=x", "0.5=x"};
+    for (size_t i = 0; i < sizeof bad_tags / sizeof *bad_tags; i++) {
+        pc.tags = ppk_cstr(bad_tags[i]);
+        CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+        CHECK(strstr(err, "tags") != NULL);
+    }
+    pc.tags = PPK_STR("_x=1,service.version=2,.y=3");
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), 0);
+    s.destroy(s.opaque);
+    pc.tags = PPK_STR("");
     ppk_datadog_config_init(&c);
     c.upload.queue_len = 0;
     CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_EINVAL);
@@ -1250,6 +1348,7 @@ int main(void) {
     RUN(test_datadog_runtime_id_escaped);
     RUN(test_pyroscope);
     RUN(test_pyroscope_until_far_future);
+    RUN(test_pyroscope_label_names);
     RUN(test_env_config);
     RUN(test_null_strings);
     RUN(test_invalid_utf8_refused);

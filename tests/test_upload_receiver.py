@@ -21,6 +21,10 @@ Modes:
   slowread   read the request 64 bytes at a time, one read per 100 ms, then answer 200
 EXPECT["runtime_id"] (optional, datadog): the runtime-id tag's exact value, not a UUID.
 EXPECT["until"] (optional, pyroscope): the `until` query parameter, as a string.
+pyroscope also refuses what Grafana Pyroscope refuses (see check_pyroscope_name and
+check_pyroscope_profile), and checks, when given, EXPECT["labels"] (the string labels as
+[key, value] pairs), EXPECT["num_labels"] (the numeric labels' keys) and
+EXPECT["period_type"]. EXPECT["totals"] may be left out (a profiler's own samples).
 otlp: EXPECT["path"] (default /v1development/profiles); EXPECT["gzip"] true: the body is
 gzip with Content-Encoding: gzip, else neither; EXPECT["headers"]: exact header values;
 the keys check_otlp.request_failures compares (service_name, sdk_language, pid,
@@ -112,15 +116,20 @@ def signed(x):
 
 
 def decode_profile(raw):
-    """Returns (sample types as (type, unit) strings, total of each value, samples)."""
-    strings, types, samples = [], [], []
-    time_nanos = 0
+    """Returns a dict: "types" (sample types as (type, unit) strings), "totals" (of each
+    value), "n" (samples), "time_nanos", "period_type" ((type, unit) or None), "labels"
+    (each label of each sample as (key, str value or None, num)) and "strings"."""
+    strings, types, samples, labels = [], [], [], []
+    time_nanos, period_type = 0, None
     for num, wt, v in fields(raw):
         if num == 6:
             strings.append(v.decode("utf-8"))
         elif num == 1:
             t = dict((n, x) for n, _, x in fields(v))
             types.append((t.get(1, 0), t.get(2, 0)))
+        elif num == 11:
+            t = dict((n, x) for n, _, x in fields(v))
+            period_type = (t.get(1, 0), t.get(2, 0))
         elif num == 2:
             vals = []
             for n, w, x in fields(v):
@@ -131,28 +140,37 @@ def decode_profile(raw):
                         vals.append(signed(y))
                 elif n == 2:
                     vals.append(signed(x))
+                elif n == 3:
+                    labels.append(dict((a, b) for a, _, b in fields(x)))
             samples.append(vals)
         elif num == 9:
             time_nanos = v
     names = [(strings[a], strings[b]) for a, b in types]
-    totals = [sum(s[k] for s in samples) for k in range(len(names))]
-    return names, totals, len(samples), time_nanos
+    return {"types": names,
+            "totals": [sum(s[k] for s in samples) for k in range(len(names))],
+            "n": len(samples), "time_nanos": time_nanos, "strings": strings,
+            "period_type": period_type and (strings[period_type[0]], strings[period_type[1]]),
+            "labels": [(strings[lb.get(1, 0)], strings[lb[2]] if lb.get(2) else None,
+                        signed(lb.get(3, 0))) for lb in labels]}
 
 
 def check_profile(data, what):
+    """Checks the profile against EXPECT; returns the decoded profile (None on failure)."""
     if data[:2] != b"\x1f\x8b":
         fail("%s: not gzip (first bytes %r)" % (what, data[:4]))
-        return
+        return None
     try:
         raw = gzip.decompress(data)
-        names, totals, n, tn = decode_profile(raw)
+        p = decode_profile(raw)
     except Exception as e:  # any decoding error is a failure of the upload
         fail("%s: cannot decode: %r" % (what, e))
-        return
-    check_eq([list(x) for x in names], EXPECT["sample_types"], what + " sample types")
-    check_eq(totals, EXPECT["totals"], what + " value totals")
-    if abs(tn / 1e9 - time.time()) > 86400:
-        fail("%s: time_nanos %d is not today" % (what, tn))
+        return None
+    check_eq([list(x) for x in p["types"]], EXPECT["sample_types"], what + " sample types")
+    if "totals" in EXPECT:
+        check_eq(p["totals"], EXPECT["totals"], what + " value totals")
+    if abs(p["time_nanos"] / 1e9 - time.time()) > 86400:
+        fail("%s: time_nanos %d is not today" % (what, p["time_nanos"]))
+    return p
 
 
 # ---- multipart/form-data (RFC 7578) ------------------------------------------------------
@@ -260,6 +278,53 @@ def check_datadog(h, path, body):
     check_profile(parts[1][3], "profile.pprof")
 
 
+# What Grafana Pyroscope refuses, each rejecting the whole upload (grafana/pyroscope): the
+# series name is parsed by pkg/og/storage/segment/key.go (ParseKey) with the runes of
+# pkg/og/flameql/flameql.go (application name [A-Za-z0-9_.-], tag keys [A-Za-z0-9_.]);
+# every label name, the tags' and the string-valued pprof labels' alike (the distributor
+# makes each of those a series label: pkg/model/pprofsplit), must then be a Prometheus
+# label name once '.' is made '_' (pkg/validation/validate.go, ValidateLabels), and no
+# sample type may contain '-' (ValidateProfile: "sample type contains -").
+APP_RUNES = re.compile(r"[A-Za-z0-9_.-]+")
+TAG_KEY_RUNES = re.compile(r"[A-Za-z0-9_.]+")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def check_pyroscope_name(name):
+    app, brace, rest = name.partition("{")
+    if not APP_RUNES.fullmatch(app.strip()):
+        fail("name: the application name %r has a character Pyroscope refuses" % app)
+    if not brace:
+        return
+    if not rest.endswith("}"):
+        fail("name %r: no closing brace" % name)
+        return
+    for item in filter(None, rest[:-1].split(",")):
+        k, eq, v = item.partition("=")
+        k = k.strip()
+        if not eq or not TAG_KEY_RUNES.fullmatch(k) or \
+                not LABEL_NAME.fullmatch(k.replace(".", "_")):
+            fail("name %r: tag %r is refused by Pyroscope" % (name, item))
+
+
+def check_pyroscope_profile(p):
+    for t, _ in p["types"]:
+        if "-" in t:
+            fail("sample type %r contains '-': Pyroscope refuses the profile" % t)
+    for k, v, _ in p["labels"]:
+        if v is not None and not LABEL_NAME.fullmatch(k.replace(".", "_")):
+            fail("label key %r (a string value) is not a label name: Pyroscope refuses "
+                 "the profile" % k)
+    if "labels" in EXPECT:  # the string labels, each (key, value) once, sorted
+        check_eq(sorted(set((k, v) for k, v, _ in p["labels"] if v is not None)),
+                 sorted(tuple(x) for x in EXPECT["labels"]), "string labels")
+    if "num_labels" in EXPECT:  # the numeric labels' keys, sorted
+        check_eq(sorted(set(k for k, v, _ in p["labels"] if v is None)),
+                 sorted(EXPECT["num_labels"]), "numeric label keys")
+    if "period_type" in EXPECT:
+        check_eq(list(p["period_type"] or ()), EXPECT["period_type"], "period type")
+
+
 def check_pyroscope(h, path, query, body):
     check_eq(path, "/ingest", "path")
     q = urllib.parse.parse_qs(query, keep_blank_values=True)
@@ -267,6 +332,7 @@ def check_pyroscope(h, path, query, body):
     check_eq(sorted(q), sorted(["name", "from", "until", "format", "sampleRate", "spyName"]),
              "query keys")
     check_eq(one.get("name"), EXPECT["name"], "name")
+    check_pyroscope_name(one.get("name") or "")
     check_eq(one.get("format"), "pprof", "format")
     check_eq(one.get("sampleRate"), EXPECT["sample_rate"], "sampleRate")
     check_eq(one.get("spyName"), EXPECT["spy_name"], "spyName")
@@ -283,7 +349,9 @@ def check_pyroscope(h, path, query, body):
     check_eq(h.headers.get("Authorization"), expected_auth, "Authorization")
     check_eq(h.headers.get("X-Scope-OrgID"), EXPECT.get("tenant"), "X-Scope-OrgID")
     check_eq(h.headers.get("Content-Type"), "application/octet-stream", "Content-Type")
-    check_profile(body, "body")
+    p = check_profile(body, "body")
+    if p is not None:
+        check_pyroscope_profile(p)
 
 
 check_otlp = None  # the module, imported by main() in the otlp mode

@@ -17,6 +17,7 @@ import _thread
 import atexit
 import contextlib
 import os
+import re
 import sys
 import threading
 import time
@@ -176,7 +177,8 @@ class Profiler:
                 self.uploads.append(self.recorder.add_datadog_sink(
                     **{k: v for k, v in kw.items() if v}))
             if pyroscope:
-                app = service or os.environ.get("PYROSCOPE_APPLICATION_NAME") or _program()
+                app = (_pyroscope_app(service) if service else
+                       os.environ.get("PYROSCOPE_APPLICATION_NAME") or _pyroscope_app(_program()))
                 kw = {"application_name": app, "sample_rate": int(rate),
                       "tags": _tags_text(tags, sep="=")}
                 if isinstance(pyroscope, str):
@@ -346,6 +348,13 @@ def _program():
     given by `-c` or on stdin (`-`)."""
     name = sys.argv[0] if sys.argv and sys.argv[0] not in ("-", "-c") else ""
     return os.path.basename(name) or "python"
+
+
+def _pyroscope_app(name):
+    """A service or program name as a Pyroscope application name: '_' for each character
+    the server refuses in one (it takes A-Z a-z 0-9 _ . -; "my app.py" -> "my_app.py").
+    PYROSCOPE_APPLICATION_NAME is taken as it is (the sink refuses a bad one by name)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
 def _tags_text(tags, sep=":"):

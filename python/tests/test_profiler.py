@@ -1224,6 +1224,8 @@ class Receiver:
 
 
 TYPES_JSON = [list(pprofkit.WALL_TIME), list(pprofkit.CPU_TIME), list(pprofkit.SAMPLES)]
+# As the Pyroscope sink sends them: Grafana Pyroscope refuses a '-' in a sample type.
+PY_TYPES_JSON = [[t.replace("-", "_"), u] for t, u in TYPES_JSON]
 
 
 def dd_expect(tags):
@@ -1235,7 +1237,7 @@ def dd_expect(tags):
 
 def py_expect(name):
     return {"name": name, "sample_rate": "100", "spy_name": "pprofkit-python",
-            "sample_types": TYPES_JSON, "count": 1}
+            "sample_types": PY_TYPES_JSON, "count": 1}
 
 
 class TestUploads(ProfilerTest):

@@ -35,6 +35,8 @@ GUARD = 30  # seconds: hang guards only
 
 TYPES = [("wall-time", "nanoseconds"), ("samples", "count")]
 TYPES_JSON = [list(t) for t in TYPES]
+# As the Pyroscope sink sends them: Grafana Pyroscope refuses a '-' in a sample type.
+PY_TYPES_JSON = [[t.replace("-", "_"), u] for t, u in TYPES]
 TOTALS = [60, 3]  # what record() flushes: wall-time 10 + 20 + 30, one count each
 EINVAL = pprofkit._native.PPK_EINVAL
 
@@ -269,7 +271,7 @@ class TestPyroscope(UploadBase):
         rx = Receiver(self, "pyroscope", {
             "name": "my.app{env=test,region=eu-1}", "sample_rate": "97",
             "spy_name": "pprofkit-python", "basic_auth": "user:p@ss:w", "tenant": "tenant-1",
-            "sample_types": TYPES_JSON, "totals": TOTALS, "count": 2, "limit": GUARD})
+            "sample_types": PY_TYPES_JSON, "totals": TOTALS, "count": 2, "limit": GUARD})
         r = self.recorder()
         sink = r.add_pyroscope_sink(server_address=rx.url + "/", application_name="my.app",
                                     tags="env=test,region=eu-1", sample_rate=97,
@@ -280,10 +282,33 @@ class TestPyroscope(UploadBase):
         self.assertEqual(rx.finish(), 0)
         self.assertEqual(rx.got, 2)
 
+    def test_profiler_upload_is_accepted(self):
+        # The sampler's profile as Grafana Pyroscope reads it: the receiver refuses what
+        # the server refuses, here Datadog's names: the sample types "wall-time" and
+        # "cpu-time", and "thread name", a string label (a series label there) whose key
+        # is not a label name. The sink sends them as wall_time, cpu_time, thread_name.
+        # The service's space, which the server refuses in an application name, is '_'.
+        rx = Receiver(self, "pyroscope", {
+            "name": "py_app{team=core}", "sample_rate": "100", "spy_name": "pprofkit-python",
+            "sample_types": [["wall_time", "nanoseconds"], ["cpu_time", "nanoseconds"],
+                             ["samples", "count"]],
+            "period_type": ["wall_time", "nanoseconds"], "count": 1, "limit": GUARD})
+        p = pprofkit.Profiler(out_dir=None, export_period=60, pyroscope=rx.url,
+                              service="py app", tags={"team": "core"}, cpu_budget=0)
+        p.start()
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            sum(range(1000))
+        uploads = p.stop()["uploads"]
+        self.assertEqual(rx.finish(), 0)
+        self.assertEqual(rx.got, 1)
+        self.assertEqual([(u["kind"], u["sent"], u["dropped_invalid"]) for u in uploads],
+                         [("pyroscope", 1, 0)])
+
     def test_config_from_environment(self):
         rx = Receiver(self, "pyroscope", {
             "name": "env.app{}", "sample_rate": "100", "spy_name": "pprofkit-python",
-            "sample_types": TYPES_JSON, "totals": TOTALS, "count": 1, "limit": GUARD})
+            "sample_types": PY_TYPES_JSON, "totals": TOTALS, "count": 1, "limit": GUARD})
         os.environ.update({"PYROSCOPE_SERVER_ADDRESS": rx.url,
                            "PYROSCOPE_APPLICATION_NAME": "env.app"})
         r = self.recorder()

@@ -26,19 +26,20 @@ def check_profile(data, what):
 
     if data[:2] != b"\x1f\x8b":
         ns["fail"]("%s: not gzip (first bytes %r)" % (what, data[:4]))
-        return
+        return None
     try:
-        names, totals, n, tn = ns["decode_profile"](gzip.decompress(data))
+        p = ns["decode_profile"](gzip.decompress(data))
     except Exception as e:  # any decoding error is a failure of the upload
         ns["fail"]("%s: cannot decode: %r" % (what, e))
-        return
-    ns["check_eq"]([list(x) for x in names], ns["EXPECT"]["sample_types"],
+        return None
+    ns["check_eq"]([list(x) for x in p["types"]], ns["EXPECT"]["sample_types"],
                    what + " sample types")
-    if n == 0 or min(totals, default=0) <= 0:
-        ns["fail"]("%s: %d samples, totals %r" % (what, n, totals))
-    if abs(tn / 1e9 - ns["time"].time()) > 86400:
-        ns["fail"]("%s: time_nanos %d is not today" % (what, tn))
-    print("TOTALS %s" % json.dumps(totals), flush=True)
+    if p["n"] == 0 or min(p["totals"], default=0) <= 0:
+        ns["fail"]("%s: %d samples, totals %r" % (what, p["n"], p["totals"]))
+    if abs(p["time_nanos"] / 1e9 - ns["time"].time()) > 86400:
+        ns["fail"]("%s: time_nanos %d is not today" % (what, p["time_nanos"]))
+    print("TOTALS %s" % json.dumps(p["totals"]), flush=True)
+    return p
 
 
 ns["check_profile"] = check_profile
