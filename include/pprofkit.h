@@ -916,7 +916,9 @@ PPK_API int ppk_sinks_upload_shutdown(const ppk_sink *sinks, size_t n);
  * application/json) with attachments ["profile.pprof"], tags_profiler, start and end
  * (RFC 3339, UTC, nanoseconds), family, version "4", endpoint_counts, internal and info;
  * then the part "profile.pprof" holding the export's compressed bytes. Headers:
- * DD-EVP-ORIGIN, DD-EVP-ORIGIN-VERSION, User-Agent, and DD-API-KEY when agentless.
+ * DD-EVP-ORIGIN, DD-EVP-ORIGIN-VERSION, User-Agent, DD-API-KEY when agentless, and in a
+ * container (an id in /proc/self/cgroup, read when the sink is created)
+ * Datadog-Container-ID and Datadog-Entity-ID, by which the agent adds container tags.
  * tags_profiler holds service, env, version, host, runtime-id, language,
  * profiler_version, process_id and the user's tags.
  *

@@ -8,7 +8,10 @@
  * compressed bytes. event.json lists the attachment ("profile.pprof"), the tags as one
  * comma-separated string (tags_profiler), start and end in RFC 3339 UTC with nanoseconds,
  * family, version "4", endpoint_counts (an object endpoint -> count, or null), internal
- * and info. Every request carries DD-EVP-ORIGIN, DD-EVP-ORIGIN-VERSION and User-Agent.
+ * and info. Every request carries DD-EVP-ORIGIN, DD-EVP-ORIGIN-VERSION and User-Agent,
+ * and in a container (an id in /proc/self/cgroup, found as DataDog/libdatadog's entity_id
+ * finds it) Datadog-Container-ID and Datadog-Entity-ID "ci-<id>": the agent tags what
+ * comes from a container by them.
  *
  * The configuration is checked and copied at creation into a dd_ctx that only the
  * uploader thread reads afterwards, except that endpoint counts are read from the
@@ -117,6 +120,77 @@ static int check_chars(ppk_str s, const char *what, const char *allowed_extra, c
                                    what, (unsigned char)c, i);
     }
     return 0;
+}
+
+/* ---- the container -------------------------------------------------------------------- */
+
+const char *ppk__dd_cgroup_path = "/proc/self/cgroup";
+
+static int is_hex(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* Where a container id ending at p[n] starts in p (-1: none): 64 hex digits; a UUID
+ * 8-4-4-4-12 with '-' or '_'; an ECS task id, 32 hex digits '-' decimal digits. The
+ * leftmost of those that fits, as a regular expression finds it. */
+static long id_start(const char *p, size_t n) {
+    long best = -1;
+    if (n >= 64 && is_hex(p + n - 64, 64)) best = (long)(n - 64);
+    if (n >= 36) {
+        const char *u = p + n - 36;
+        int ok = 1;
+        for (int i = 0; i < 36 && ok; i++)
+            ok = (i == 8 || i == 13 || i == 18 || i == 23) ? (u[i] == '-' || u[i] == '_')
+                                                           : is_hex(u + i, 1);
+        if (ok && (best < 0 || (long)(n - 36) < best)) best = (long)(n - 36);
+    }
+    size_t d = 0;
+    while (d < n && p[n - 1 - d] >= '0' && p[n - 1 - d] <= '9') d++;
+    if (d && n >= d + 33 && p[n - 1 - d] == '-' && is_hex(p + n - d - 33, 32) &&
+        (best < 0 || (long)(n - d - 33) < best))
+        best = (long)(n - d - 33);
+    return best;
+}
+
+size_t ppk__dd_container_id(const char *text, char *out, size_t out_len) {
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        /* hierarchy-id:controllers:path */
+        const char *c = line;
+        while (c < end && *c >= '0' && *c <= '9') c++;
+        const char *colon = NULL;
+        if (c > line && c < end && *c == ':') colon = memchr(c + 1, ':', (size_t)(end - c - 1));
+        if (colon && colon + 1 < end) {
+            const char *path = colon + 1;
+            size_t n = (size_t)(end - path);
+            while (n && path[n - 1] == ' ') n--;
+            if (n >= 6 && !memcmp(path + n - 6, ".scope", 6)) n -= 6;
+            long at = id_start(path, n);
+            if (at >= 0 && n - (size_t)at < out_len) {
+                memcpy(out, path + at, n - (size_t)at);
+                out[n - (size_t)at] = 0;
+                return n - (size_t)at;
+            }
+        }
+        line = *end ? end + 1 : end;
+    }
+    if (out_len) out[0] = 0;
+    return 0;
+}
+
+/* The process's container id from ppk__dd_cgroup_path into out (out_len >= 80), or "". */
+static void container_id(char *out, size_t out_len) {
+    char text[8192];
+    out[0] = 0;
+    FILE *f = fopen(ppk__dd_cgroup_path, "re");
+    if (!f) return;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    ppk__dd_container_id(text, out, out_len);
 }
 
 /* ---- the environment ------------------------------------------------------------------ */
@@ -511,13 +585,23 @@ int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char *err, si
         new_runtime_id(d);
     }
 
-    char h_origin[300], h_version[300], h_agent[64], h_key[300];
+    char h_origin[300], h_version[300], h_agent[64], h_key[300], cid[80], h_cid[120],
+        h_eid[120];
     snprintf(h_origin, sizeof h_origin, "DD-EVP-ORIGIN: %.256s", pname[0] ? pname : "pprofkit");
     snprintf(h_version, sizeof h_version, "DD-EVP-ORIGIN-VERSION: %.256s", d->profiler_version);
     snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);
     snprintf(h_key, sizeof h_key, "DD-API-KEY: %.256s", key ? key : "");
-    const char *headers[] = {h_origin, h_version, h_agent, h_key};
-    size_t n_headers = cfg->agentless ? 4 : 3;
+    const char *headers[6] = {h_origin, h_version, h_agent};
+    size_t n_headers = 3;
+    if (cfg->agentless) headers[n_headers++] = h_key;
+    /* The container, as the tracers name it to the agent, which adds its tags. */
+    container_id(cid, sizeof cid);
+    if (cid[0]) {
+        snprintf(h_cid, sizeof h_cid, "Datadog-Container-ID: %s", cid);
+        snprintf(h_eid, sizeof h_eid, "Datadog-Entity-ID: ci-%s", cid);
+        headers[n_headers++] = h_cid;
+        headers[n_headers++] = h_eid;
+    }
 
     free_strs(d, (char *[]){service, env, version, host, rid, family, language, pname, key}, 9);
     static const ppk__upload_ops ops = {.prepare = dd_prepare, .build = dd_build,

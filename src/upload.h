@@ -99,6 +99,14 @@ void ppk__upload_shutdown_sinks(const ppk_sink *sinks, size_t n);
  * 0, or PPK_EINVAL with err saying why (PPK_ENOMEM). */
 int ppk__upload_check_url(const char *url, const char *what, char *err, size_t err_len);
 
+/* Datadog: the file read for the container id at sink creation ("/proc/self/cgroup";
+ * the tests point it elsewhere), and the id found in such a file's text: the first line
+ * "hierarchy:controllers:path" whose path ends with one (64 hex digits, a UUID, an ECS
+ * task id; before an optional ".scope"), copied into out as a C string. Its length, 0
+ * when none fits in out_len. */
+extern const char *ppk__dd_cgroup_path;
+size_t ppk__dd_container_id(const char *text, char *out, size_t out_len);
+
 /* Runs curl_global_init once (pthread_once). 0 or PPK_ESYS. */
 int ppk__upload_global_init(void);
 

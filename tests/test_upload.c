@@ -35,6 +35,7 @@
 #include "check.h"
 #include "pprofkit.h"
 #include "receiver.h"
+#include "upload.h"
 
 #if defined(__SANITIZE_THREAD__)
 const char *__tsan_default_options(void);
@@ -236,6 +237,78 @@ static void test_datadog_runtime_id_escaped(void) {
     export_once(dd_sink_to(url, &c), 0);
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
     CHECK_EQ_INT(x.got, 1);
+}
+
+/* The container id, found as the Datadog tracers find it in /proc/self/cgroup
+ * (DataDog/libdatadog, entity_id): the agent reads Datadog-Container-ID (and
+ * Datadog-Entity-ID "ci-<id>") to tag what comes from a container. */
+static void test_datadog_container_id_parse(void) {
+    static const struct {
+        const char *text, *id;
+    } cases[] = {
+        {"12:pids:/\n13:name=systemd:/docker/"
+         "3726184226f5d3147c25fdeab5b60097e378e8a720503a5e19ecfdf29f869860\n",
+         "3726184226f5d3147c25fdeab5b60097e378e8a720503a5e19ecfdf29f869860"},
+        {"1:name=systemd:/system.slice/"
+         "docker-cde7c2bab394630a42d73dc610b9c57415dced996106665d427f6d0566594411.scope\n",
+         "cde7c2bab394630a42d73dc610b9c57415dced996106665d427f6d0566594411"},
+        {"1:name=systemd:/kubepods/besteffort/pod3d274242-8ee0-11e9-a8a6-1e68d864ef1a/"
+         "3e74d3fd9db4c9dd921ae05c2502fb984d0cde1b36e581b13f79c639da4518a1\n",
+         "3e74d3fd9db4c9dd921ae05c2502fb984d0cde1b36e581b13f79c639da4518a1"},
+        {"1:name=systemd:/ecs/8cd79a803caf4d2aa945152e934a5c00/"
+         "8cd79a803caf4d2aa945152e934a5c00-1053176469",
+         "8cd79a803caf4d2aa945152e934a5c00-1053176469"},
+        {"2:cpu:/x/34dc0b5e-626f-2c5c-4c51-70e34b10e765 \n",
+         "34dc0b5e-626f-2c5c-4c51-70e34b10e765"},
+        {"4:memory:/process_api/3eeae2f665ca36426b11723c6c983843\n0::/\n", ""},
+        {"0::/user.slice/user-0.slice/session-1.scope\n", ""},
+        {"not a cgroup line "
+         "3726184226f5d3147c25fdeab5b60097e378e8a720503a5e19ecfdf29f869860\n", ""},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char id[80] = "x";
+        size_t n = ppk__dd_container_id(cases[i].text, id, sizeof id);
+        if (strcmp(id, cases[i].id)) fprintf(stderr, "case %zu: \"%s\"\n", i, id);
+        CHECK_EQ_INT(strcmp(id, cases[i].id), 0);
+        CHECK_EQ_U64(n, strlen(cases[i].id));
+    }
+    char small[64];
+    CHECK_EQ_U64(ppk__dd_container_id(cases[0].text, small, sizeof small), 0);
+}
+
+/* A sink created in a container (a cgroup file naming one) sends the two headers. */
+static void test_datadog_container_headers(void) {
+    char path[] = "/tmp/ppk-cgroup-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    static const char text[] = "0::/system.slice/docker-"
+                               "cde7c2bab394630a42d73dc610b9c57415dced996106665d427f6d0566594411"
+                               ".scope\n";
+    CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+    close(fd);
+    rx x;
+    const char *expect =
+        "{\"path\":\"/profiling/v1/input\",\"origin\":\"pprofkit\",\"origin_version\":\"" PPK_VERSION_STRING
+        "\",\"family\":\"native\",\"endpoint_counts\":null,\"tags\":{\"service\":\"ctr\"},"
+        "\"container_id\":\"cde7c2bab394630a42d73dc610b9c57415dced996106665d427f6d0566594411\","
+        "\"sample_types\":" TYPES ",\"totals\":[60,3],\"count\":1}";
+    CHECK_EQ_INT(rx_start(&x, "datadog", expect, NULL), 0);
+    if (x.pid) {
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+        ppk_datadog_config c;
+        ppk_datadog_config_init(&c);
+        c.service = PPK_STR("ctr");
+        ppk__dd_cgroup_path = path;
+        ppk_sink s = dd_sink_to(url, &c);
+        ppk__dd_cgroup_path = "/proc/self/cgroup";
+        export_once(s, 0);
+        CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+        CHECK_EQ_INT(x.got, 1);
+    }
+    unlink(path);
 }
 
 static void test_pyroscope(void) {
@@ -1346,6 +1419,8 @@ int main(void) {
     RUN(test_datadog_agent_unix);
     RUN(test_datadog_agentless);
     RUN(test_datadog_runtime_id_escaped);
+    RUN(test_datadog_container_id_parse);
+    RUN(test_datadog_container_headers);
     RUN(test_pyroscope);
     RUN(test_pyroscope_until_far_future);
     RUN(test_pyroscope_label_names);

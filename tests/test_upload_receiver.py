@@ -20,6 +20,8 @@ Modes:
   hang       read the request, never answer
   slowread   read the request 64 bytes at a time, one read per 100 ms, then answer 200
 EXPECT["runtime_id"] (optional, datadog): the runtime-id tag's exact value, not a UUID.
+EXPECT["container_id"] (optional, datadog): Datadog-Container-ID, with Datadog-Entity-ID
+"ci-" + it; null: neither header.
 EXPECT["until"] (optional, pyroscope): the `until` query parameter, as a string.
 pyroscope also refuses what Grafana Pyroscope refuses (see check_pyroscope_name and
 check_pyroscope_profile), and checks, when given, EXPECT["labels"] (the string labels as
@@ -226,6 +228,10 @@ def check_datadog(h, path, body):
     if not ua.startswith("pprofkit/"):
         fail("User-Agent %r" % ua)
     check_eq(h.headers.get("DD-API-KEY"), EXPECT.get("api_key"), "DD-API-KEY")
+    if "container_id" in EXPECT:  # null: neither header
+        cid = EXPECT["container_id"]
+        check_eq(h.headers.get("Datadog-Container-ID"), cid, "Datadog-Container-ID")
+        check_eq(h.headers.get("Datadog-Entity-ID"), cid and "ci-" + cid, "Datadog-Entity-ID")
     parts = parse_multipart(h.headers.get("Content-Type", ""), body)
     if parts is None:
         return
