@@ -983,7 +983,9 @@ PPK_API int ppk_sink_datadog(const ppk_datadog_config *cfg, ppk_sink *out, char 
  * string-valued label whose key is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, '.' read
  * as '_'): the sink then sends the profile with those renamed, '_' for '-' in the types
  * ("wall-time" -> "wall_time", the period type too), '_' for each other byte of such a
- * key ("thread name" -> "thread_name", "9x" -> "_9x"); the rest is unchanged. This costs
+ * key ("thread name" -> "thread_name", "9x" -> "_9x"), and a string label's value over
+ * 2048 bytes (the server's default limit) cut there at a character's start; the rest is
+ * unchanged. This costs
  * the uploader thread a decompression of each export, and a compression of those it
  * renames.
  */

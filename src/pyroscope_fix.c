@@ -16,7 +16,10 @@
  *     above, gets a copy with '_' for each byte other than [A-Za-z0-9_.], and a '_' in
  *     front of a leading digit ("thread name" -> "thread_name", "9x" -> "_9x"). A key
  *     the server accepts is left alone ("span.kind": the server makes '.' '_' itself,
- *     or keeps it where it allows UTF-8 names). Numeric labels are never series labels.
+ *     or keeps it where it allows UTF-8 names). Numeric labels are never series labels;
+ *   - a string used as the value of a string-valued label, when it is longer than
+ *     PPK__PYROSCOPE_MAX_VALUE bytes (the server's default max_label_value_length,
+ *     pkg/validation/limits.go), gets a copy cut there, at a character's start.
  *
  * The copies are appended to the string table (new fields 6 at the end of the message:
  * protobuf concatenates repeated fields, so their indexes follow the last string) and the
@@ -130,12 +133,24 @@ static void put_nested(ppk__ubuf *b, uint32_t num, const ppk__ubuf *body) {
     if (body->failed) b->failed = 1;
 }
 
-enum { MARK_TYPE = 1, MARK_KEY = 2 };
+enum { MARK_TYPE = 1, MARK_KEY = 2, MARK_VALUE = 3 };
+
+/* The longest label value the server takes by default. */
+#define PPK__PYROSCOPE_MAX_VALUE 2048
 
 /* Appends the copy of the string at s (n bytes) as a string table entry (field 6): for a
  * type (MARK_TYPE) '_' for each '-'; for a key (MARK_KEY) '_' for each byte other than
- * [A-Za-z0-9_.], after a '_' when it is empty or starts with a digit. */
+ * [A-Za-z0-9_.], after a '_' when it is empty or starts with a digit; for a value
+ * (MARK_VALUE) its first PPK__PYROSCOPE_MAX_VALUE bytes, less a cut character's. */
 static void write_copy(ppk__ubuf *out, const uint8_t *s, size_t n, int kind) {
+    if (kind == MARK_VALUE) {
+        size_t k = PPK__PYROSCOPE_MAX_VALUE;
+        while (k && (s[k] & 0xc0) == 0x80) k--; /* s[k] starts the first character left out */
+        put_varint(out, (uint64_t)P_STRING << 3 | 2);
+        put_varint(out, k);
+        ppk__ubuf_add(out, s, k);
+        return;
+    }
     int prefix = kind == MARK_KEY && (!n || (s[0] >= '0' && s[0] <= '9'));
     put_varint(out, (uint64_t)P_STRING << 3 | 2);
     put_varint(out, n + (size_t)prefix);
@@ -152,7 +167,7 @@ typedef struct fixer {
     size_t n;
     size_t n_str;
     size_t *str_off, *str_len; /* each string's bytes in raw */
-    uint64_t *tmap, *kmap;     /* marks, then the copy's index (0: none) */
+    uint64_t *tmap, *kmap, *vmap; /* marks, then the copy's index (0: none) */
 } fixer;
 
 /* A ValueType (sample or period type) with its type pointing at the copy, into out. */
@@ -194,14 +209,17 @@ static int write_sample(const fixer *x, const field *f, ppk__ubuf *tmp, ppk__ubu
             if (h.num == L_STR && h.wt == 0) str = h.v;
         }
         if (q < 0) return PPK_EFORMAT;
-        if (!str || key >= x->n_str || !x->kmap[key]) {
+        uint64_t new_key = str && key < x->n_str ? x->kmap[key] : 0;
+        uint64_t new_str = str && str < x->n_str ? x->vmap[str] : 0;
+        if (!new_key && !new_str) {
             ppk__ubuf_add(tmp, x->raw + g.start, g.end - g.start);
             continue;
         }
         lab->len = 0;
         j = g.val;
         while (rd_field(x->raw, lend, &j, &h) > 0) {
-            if (h.num == L_KEY && h.wt == 0) put_uint(lab, L_KEY, x->kmap[key]);
+            if (new_key && h.num == L_KEY && h.wt == 0) put_uint(lab, L_KEY, new_key);
+            else if (new_str && h.num == L_STR && h.wt == 0) put_uint(lab, L_STR, new_str);
             else ppk__ubuf_add(lab, x->raw + h.start, h.end - h.start);
         }
         put_nested(tmp, S_LABEL, lab);
@@ -241,6 +259,8 @@ static int mark(fixer *x) {
                 if (str && key < x->n_str &&
                     !label_name_ok(x->raw + x->str_off[key], x->str_len[key]))
                     x->kmap[key] = 1;
+                if (str && str < x->n_str && x->str_len[str] > PPK__PYROSCOPE_MAX_VALUE)
+                    x->vmap[str] = 1;
             }
             if (q < 0) return PPK_EFORMAT;
         }
@@ -266,6 +286,8 @@ static int write_all(fixer *x, ppk__ubuf *out, ppk__ubuf *tmp, ppk__ubuf *lab) {
         if (x->tmap[s]) write_copy(out, x->raw + x->str_off[s], x->str_len[s], MARK_TYPE);
     for (size_t s = 0; s < x->n_str; s++)
         if (x->kmap[s]) write_copy(out, x->raw + x->str_off[s], x->str_len[s], MARK_KEY);
+    for (size_t s = 0; s < x->n_str; s++)
+        if (x->vmap[s]) write_copy(out, x->raw + x->str_off[s], x->str_len[s], MARK_VALUE);
     return tmp->failed || lab->failed || out->failed ? PPK_ENOMEM : 0;
 }
 
@@ -281,7 +303,7 @@ int ppk__pyroscope_fix(ppk__mem *m, const uint8_t *raw, size_t n, ppk__ubuf *out
     if (r < 0) return PPK_EFORMAT;
     if (!x.n_str) return 0;
     size_t *offs = ppk__mem_alloc_array(m, 2 * x.n_str, sizeof *offs);
-    uint64_t *maps = ppk__mem_alloc_array(m, 2 * x.n_str, sizeof *maps);
+    uint64_t *maps = ppk__mem_alloc_array(m, 3 * x.n_str, sizeof *maps);
     int rc = 0;
     if (!offs || !maps) {
         rc = PPK_ENOMEM;
@@ -291,7 +313,8 @@ int ppk__pyroscope_fix(ppk__mem *m, const uint8_t *raw, size_t n, ppk__ubuf *out
     x.str_len = offs + x.n_str;
     x.tmap = maps;
     x.kmap = maps + x.n_str;
-    memset(maps, 0, 2 * x.n_str * sizeof *maps);
+    x.vmap = maps + 2 * x.n_str;
+    memset(maps, 0, 3 * x.n_str * sizeof *maps);
     size_t s = 0;
     i = 0;
     while (rd_field(raw, n, &i, &f) > 0)
@@ -299,13 +322,15 @@ int ppk__pyroscope_fix(ppk__mem *m, const uint8_t *raw, size_t n, ppk__ubuf *out
             x.str_off[s] = f.val;
             x.str_len[s++] = f.vlen;
         }
-    /* Pass 2: what to copy, numbered after the last string: types, then keys. */
+    /* Pass 2: what to copy, numbered after the last string: types, keys, values. */
     if ((rc = mark(&x))) goto done;
     uint64_t next = x.n_str;
     for (s = 0; s < x.n_str; s++)
         if (x.tmap[s]) x.tmap[s] = next++;
     for (s = 0; s < x.n_str; s++)
         if (x.kmap[s]) x.kmap[s] = next++;
+    for (s = 0; s < x.n_str; s++)
+        if (x.vmap[s]) x.vmap[s] = next++;
     if (next == x.n_str) goto done;
     /* Pass 3. */
     ppk__ubuf tmp, lab;
@@ -317,6 +342,6 @@ int ppk__pyroscope_fix(ppk__mem *m, const uint8_t *raw, size_t n, ppk__ubuf *out
     if (!rc) *changed = 1;
 done:
     if (offs) ppk__mem_free(m, offs, 2 * x.n_str * sizeof *offs);
-    if (maps) ppk__mem_free(m, maps, 2 * x.n_str * sizeof *maps);
+    if (maps) ppk__mem_free(m, maps, 3 * x.n_str * sizeof *maps);
     return rc;
 }

@@ -14,7 +14,8 @@
 /*
  * Reads the n bytes of an uncompressed profile.proto at `raw`. When Grafana Pyroscope
  * would refuse it for its names (a sample type with '-', a string-valued label whose key
- * is not a label name), appends the profile with those names replaced to `out` and sets
+ * is not a label name or whose value is over 2048 bytes), appends the profile with those
+ * strings replaced to `out` and sets
  * *changed to 1; otherwise leaves `out` as it is and sets *changed to 0. Scratch memory
  * comes from m and is freed before the return.
  * @return 0; PPK_EFORMAT (not a well-formed profile.proto); PPK_ENOMEM (out->failed, or

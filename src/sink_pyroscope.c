@@ -9,8 +9,9 @@
  *
  * The body is the export's bytes as they are, unless Grafana Pyroscope would refuse the
  * profile for its names (a sample type with '-', a string-valued label whose key is not a
- * label name, as Datadog-style profiles have: "wall-time", "thread name"): the uploader
- * thread then decompresses it, renames those (pyroscope_fix.c) and compresses it again.
+ * label name, as Datadog-style profiles have: "wall-time", "thread name", or whose value
+ * is over 2048 bytes): the uploader thread then decompresses it, renames or cuts those
+ * (pyroscope_fix.c) and compresses it again.
  * The configuration is checked against what the server accepts (grafana/pyroscope: the
  * application name's characters in pkg/og/flameql/flameql.go, tag keys that are label
  * names in pkg/validation/validate.go), copied at creation into a py_ctx that the uploader

@@ -380,14 +380,25 @@ static void test_pyroscope_until_far_future(void) {
  * takes ("span.kind"), values, numeric labels (not series labels) and totals arrive
  * unchanged. */
 static void test_pyroscope_label_names(void) {
+    /* A value of 2049 bytes ('a', 2046 'x', an e-acute): the server takes 2048 at most (its
+     * default max_label_value_length); the sink cuts it before the character that
+     * crosses the limit, to 2047 bytes. */
+    char long_value[2050], cut[2048];
+    memset(long_value, 'x', 2047);
+    long_value[0] = 'a';
+    memcpy(long_value + 2047, "\xc3\xa9", 3);
+    memcpy(cut, long_value, 2047);
+    cut[2047] = 0;
+    char expect[4096];
+    snprintf(expect, sizeof expect,
+             "{\"name\":\"app{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+             "\"sample_types\":" PY_TYPES ",\"totals\":[60,3],"
+             "\"period_type\":[\"wall_time\",\"nanoseconds\"],"
+             "\"labels\":[[\"thread_name\",\"MainThread\"],[\"_9lives\",\"cat\"],"
+             "[\"ok_key\",\"v-1\"],[\"span.kind\",\"server\"],[\"caf__\",\"\xc3\xa9\"],"
+             "[\"long\",\"%s\"]],\"num_labels\":[\"thread id\"],\"count\":1}",
+             cut);
     rx x;
-    const char *expect =
-        "{\"name\":\"app{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
-        "\"sample_types\":" PY_TYPES ",\"totals\":[60,3],"
-        "\"period_type\":[\"wall_time\",\"nanoseconds\"],"
-        "\"labels\":[[\"thread_name\",\"MainThread\"],[\"_9lives\",\"cat\"],[\"ok_key\",\"v-1\"],"
-        "[\"span.kind\",\"server\"],[\"caf__\",\"\xc3\xa9\"]],"
-        "\"num_labels\":[\"thread id\"],\"count\":1}";
     CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
     if (!x.pid) return;
     char url[64];
@@ -420,6 +431,7 @@ static void test_pyroscope_label_names(void) {
         if (i == 1) {
             CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("9lives"), PPK_STR("cat")), 0);
             CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("ok_key"), PPK_STR("v-1")), 0);
+            CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("long"), ppk_cstr(long_value)), 0);
         } else {
             CHECK_EQ_INT(ppk_sample_push_label_str(smp, PPK_STR("span.kind"), PPK_STR("server")),
                          0);

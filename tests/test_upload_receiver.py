@@ -289,8 +289,10 @@ def check_datadog(h, path, body):
 # pkg/og/flameql/flameql.go (application name [A-Za-z0-9_.-], tag keys [A-Za-z0-9_.]);
 # every label name, the tags' and the string-valued pprof labels' alike (the distributor
 # makes each of those a series label: pkg/model/pprofsplit), must then be a Prometheus
-# label name once '.' is made '_' (pkg/validation/validate.go, ValidateLabels), and no
-# sample type may contain '-' (ValidateProfile: "sample type contains -").
+# label name once '.' is made '_' (pkg/validation/validate.go, ValidateLabels) and their
+# values at most 2048 bytes long (pkg/validation/limits.go, the default
+# max_label_value_length), and no sample type may contain '-' (ValidateProfile: "sample
+# type contains -").
 APP_RUNES = re.compile(r"[A-Za-z0-9_.-]+")
 TAG_KEY_RUNES = re.compile(r"[A-Za-z0-9_.]+")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -321,6 +323,9 @@ def check_pyroscope_profile(p):
         if v is not None and not LABEL_NAME.fullmatch(k.replace(".", "_")):
             fail("label key %r (a string value) is not a label name: Pyroscope refuses "
                  "the profile" % k)
+        if v is not None and len(v.encode()) > 2048:
+            fail("label %r: a value of %d bytes: Pyroscope refuses the profile"
+                 % (k, len(v.encode())))
     if "labels" in EXPECT:  # the string labels, each (key, value) once, sorted
         check_eq(sorted(set((k, v) for k, v, _ in p["labels"] if v is not None)),
                  sorted(tuple(x) for x in EXPECT["labels"]), "string labels")
