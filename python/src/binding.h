@@ -42,6 +42,7 @@ struct RecorderObject {
     atomic_int busy;       /* calls in progress with the GIL released, and a Sampler's
                             * recording phase (sampler.c) */
     size_t n_values;       /* number of sample types */
+    size_t max_string_len; /* the profile's: strings are cut there */
     PyObject *sample_types; /* tuple of (type, unit) tuples */
     ppk_codec codec;
     int has_sinks;         /* a file or upload sink was added: close exports to them */

@@ -196,6 +196,8 @@ static int main_callback(void *unused) {
         ppk_py_gather_tasks(sp, b, &active, tasks, n_tasks);
         ppk_py_gc_resume(gc);
     }
+    /* A program that runs alone gives the sampler no pass: the callback sweeps. */
+    ppk_py_fcache_sweep(sp);
     /* The gathered strings were copied by the pushes: the references can go with the
      * sampler's next pass. */
     int others = 0;
@@ -717,6 +719,8 @@ static void free_buffers(SamplerObject *sp) {
     }
     free(sp->fstamps);
     sp->fstamps = NULL;
+    free(sp->fcounts);
+    sp->fcounts = NULL;
     Py_CLEAR(sp->repairs);
     Py_CLEAR(sp->aio.current);
     Py_CLEAR(sp->aio.set);
@@ -860,10 +864,13 @@ static int sampler_start(SamplerObject *sp) {
     sp->interp = PyThreadState_GetInterpreter(PyThreadState_Get());
     sp->fcache = calloc(FCACHE_SIZE, sizeof *sp->fcache);
     sp->fstamps = calloc(FCACHE_SIZE, sizeof *sp->fstamps);
+    sp->fcounts = calloc(FCOUNT_SIZE, sizeof *sp->fcounts);
+    sp->fsweep = 0;
     sp->fcache_misses = 0;
     sp->repairs = PyDict_New(); /* without it, no repairs (code_str) */
     PyErr_Clear();
-    sp->ts = sp->fcache && sp->fstamps && (!sp->tasks_on || !ppk_py_tasks_init(sp))
+    sp->ts = sp->fcache && sp->fstamps && sp->fcounts &&
+                     (!sp->tasks_on || !ppk_py_tasks_init(sp))
                  ? PyThreadState_New(sp->interp)
                  : NULL;
     if (sp->ts) {

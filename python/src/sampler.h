@@ -61,9 +61,27 @@ typedef struct gthread {
  * Direct-mapped, FCACHE_SIZE gframes (code NULL: empty); an entry holds a reference to
  * its code object (so the address cannot be reused by another code while it is
  * cached); an evicted code is released at the next tick, since strings of the tick
- * being gathered may point into it. */
+ * being gathered may point into it.
+ *
+ * A code that the program dropped would stay alive as long as an entry holds it (until
+ * another frame takes its slot, maybe never), and with it its names, line table and
+ * constants, whatever their size: a program that makes code forever (exec, templates)
+ * would see the profiler keep up to FCACHE_SIZE dead codes. So each pass and each
+ * callback of the main thread sweeps FCACHE_SWEEP entries in turn
+ * (ppk_py_fcache_sweep), evicting those whose code only the cache holds: its reference
+ * count is the number of entries holding it, which `fcounts` keeps (an open-addressed
+ * table of FCOUNT_SIZE slots, linear probing, by code). Every entry is looked at once
+ * every FCACHE_SIZE / FCACHE_SWEEP ticks. */
 #define FCACHE_SIZE 4096
+#define FCACHE_SWEEP 32
+#define FCOUNT_SIZE (2 * FCACHE_SIZE)
 _Static_assert(FCACHE_SIZE <= 65536, "gframe.slot is 16 bits");
+_Static_assert(FCACHE_SIZE % FCACHE_SWEEP == 0, "a sweep ends at the last entry");
+
+typedef struct fcount {
+    PyCodeObject *code; /* NULL: empty */
+    Py_ssize_t n;       /* entries holding it */
+} fcount;
 
 /* Phase 1 reads the walks of up to AHEAD_THREADS threads together, AHEAD_DEPTH frames
  * of each (ppk_py_walk_ahead), then goes on with each deeper walk alone. */
@@ -371,7 +389,9 @@ typedef struct SamplerObject {
     fstamp *fstamps; /* FCACHE_SIZE, for phase 1 into sp->tick, allocated with it */
     uint32_t fgen;   /* the pass's generation: a new one at each phase 1 */
     ppk_py_frame_ref ahead[AHEAD_THREADS * AHEAD_DEPTH]; /* walks read ahead */
-    uint64_t fcache_evictions; /* entries whose code was replaced, ever */
+    fcount *fcounts; /* FCOUNT_SIZE: the entries holding each code (FCACHE_SIZE) */
+    uint32_t fsweep; /* the next entry ppk_py_fcache_sweep looks at */
+    uint64_t fcache_evictions; /* entries whose code was replaced or swept, ever */
     uint64_t fcache_misses;    /* frames not found in it, since start */
     /* The UTF-8 form of code names and filenames that have none (lone surrogates):
      * str -> bytes, kept from start to stop, at most REPAIRS_MAX (code_str). */
@@ -470,6 +490,11 @@ void ppk_py_forget_frames(SamplerObject *sp);
 /* The sampler's pass: every thread but its own; the main thread only when it is
  * blocked. -1: no memory (the tick is skipped; the caller then forgets the frames). */
 int ppk_py_gather(SamplerObject *sp);
+/* Evicts, from the next FCACHE_SWEEP entries of the frame cache, those whose code only
+ * the cache holds (the program dropped it), their references released with the pass's;
+ * and, once a turn of the whole cache, the repaired names (sp->repairs) that only the
+ * sampler holds. With the GIL. */
+void ppk_py_fcache_sweep(SamplerObject *sp);
 /* Gives the frame cache the function ids b's phase 2 learnt (with the GIL). */
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b);
 /* Gathers thread t into b; its frames are those of `prev` (its slot, or NULL) when

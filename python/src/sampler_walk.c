@@ -155,18 +155,34 @@ ppk_str ppk_py_utf8_kept(SamplerObject *sp, PyObject *s) {
 #define REPAIRS_MAX 1024
 
 /* The UTF-8 of a code's name or filename `s`, alive while the sampler runs: the str's
- * own, or the repairable bytes kept in sp->repairs (a frame cache entry's strings stay
- * in use for as long as it holds its code, and copies of them until the next pass). */
+ * own, or repairable bytes kept in sp->repairs (a frame cache entry's strings stay in
+ * use for as long as it holds its code, and copies of them until the next pass).
+ * sp->repairs maps id(s) to (s, bytes): by identity, so that the bytes live as long as
+ * that str does (a code whose name is an equal str gets its own; once no code holds a
+ * str, its entry goes at the next sweep: sweep_repairs). The bytes are those of the
+ * str's first max_string_len + 1 characters only: each gives the library one byte at
+ * least, so it cuts the name at the same place (and counts the same repair and cut) as
+ * it would the whole, and an entry costs at most 4 bytes a character of max_string_len,
+ * whatever the name's length. */
 static ppk_str code_str(SamplerObject *sp, PyObject *s) {
     ppk_str u = ppk_py_utf8(s);
     if (u.len || !PyUnicode_CheckExact(s) || !PyUnicode_GET_LENGTH(s) || !sp->repairs) return u;
-    PyObject *bytes = PyDict_GetItemWithError(sp->repairs, s);
-    if (!bytes && !PyErr_Occurred() && PyDict_GET_SIZE(sp->repairs) < REPAIRS_MAX) {
-        PyObject *b;
-        ppk_py_utf8_repair(s, &b);
-        if (b && !PyDict_SetItem(sp->repairs, s, b)) bytes = b;
-        Py_XDECREF(b); /* the dict holds it */
+    PyObject *id = PyLong_FromVoidPtr(s);
+    PyObject *pair = id ? PyDict_GetItemWithError(sp->repairs, id) : NULL;
+    PyObject *bytes = pair ? PyTuple_GET_ITEM(pair, 1) : NULL;
+    if (id && !pair && !PyErr_Occurred() && PyDict_GET_SIZE(sp->repairs) < REPAIRS_MAX) {
+        Py_ssize_t keep = (Py_ssize_t)sp->recorder->max_string_len + 1;
+        PyObject *head = PyUnicode_GET_LENGTH(s) > keep ? PyUnicode_Substring(s, 0, keep)
+                                                        : Py_NewRef(s);
+        PyObject *b = NULL;
+        if (head) ppk_py_utf8_repair(head, &b);
+        Py_XDECREF(head);
+        pair = b ? PyTuple_Pack(2, s, b) : NULL;
+        if (pair && !PyDict_SetItem(sp->repairs, id, pair)) bytes = b;
+        Py_XDECREF(pair); /* the dict holds it */
+        Py_XDECREF(b);
     }
+    Py_XDECREF(id);
     PyErr_Clear();
     return bytes ? (ppk_str){PyBytes_AS_STRING(bytes), (size_t)PyBytes_GET_SIZE(bytes)} : u;
 }
@@ -319,6 +335,61 @@ static inline size_t fcache_slot(PyCodeObject *code, int lasti) {
     return (size_t)((h * 0xBF58476D1CE4E5B9u >> 40) % FCACHE_SIZE);
 }
 
+/* ---- The number of entries holding each code (sampler.h, FCOUNT_SIZE) ---- */
+
+static inline size_t fcount_home(const PyCodeObject *code) {
+    return (size_t)(((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15u >> 40) &
+           (FCOUNT_SIZE - 1);
+}
+
+/* The slot of `code`, or the empty one where it would go (there is always one: at most
+ * FCACHE_SIZE codes in twice as many slots). */
+static fcount *fcount_find(SamplerObject *sp, const PyCodeObject *code) {
+    for (size_t i = fcount_home(code);; i = (i + 1) & (FCOUNT_SIZE - 1)) {
+        fcount *c = &sp->fcounts[i];
+        if (c->code == code || !c->code) return c;
+    }
+}
+
+static void fcount_add(SamplerObject *sp, PyCodeObject *code) {
+    fcount *c = fcount_find(sp, code);
+    c->code = code;
+    c->n++;
+}
+
+/* One entry less holds `code`; at none its slot is emptied, the slots after it in its
+ * run moved back (no tombstones). */
+static void fcount_sub(SamplerObject *sp, PyCodeObject *code) {
+    fcount *c = fcount_find(sp, code);
+    assert(c->code == code && c->n > 0);
+    if (--c->n) return;
+    size_t hole = (size_t)(c - sp->fcounts);
+    for (size_t i = (hole + 1) & (FCOUNT_SIZE - 1); sp->fcounts[i].code;
+         i = (i + 1) & (FCOUNT_SIZE - 1)) {
+        size_t home = fcount_home(sp->fcounts[i].code);
+        /* It may fill the hole if its home is not in (hole, i], cyclically. */
+        if (((i - home) & (FCOUNT_SIZE - 1)) >= ((i - hole) & (FCOUNT_SIZE - 1))) {
+            sp->fcounts[hole] = sp->fcounts[i];
+            hole = i;
+        }
+    }
+    sp->fcounts[hole] = (fcount){NULL, 0};
+}
+
+/* Entry e no longer holds its code, which goes with the pass's references (room was
+ * made in sp->refs). */
+static void entry_evict(SamplerObject *sp, gframe *e) {
+    fcount_sub(sp, e->code);
+    ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
+    sp->fcache_evictions++;
+    /* A stamped copy is one whose code its entry holds: held_since relies on it.
+     * (Evictions in add_frames stamp the slot again at once, and the others, of
+     * tasks' frames, of the main thread's callback and of sweeps, come after a pass's
+     * walks or before them; this keeps it true whatever the order.) */
+    sp->fstamps[e - sp->fcache].gen = 0;
+    *e = (gframe){0};
+}
+
 /* What the frame at instruction offset `lasti` of `code` (borrowed) shows, from its
  * cache entry `e` or computed (and cached there). -1: no memory. */
 static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int lasti,
@@ -332,26 +403,60 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
      * tick may point into it. The room is made first, so that a failure changes
      * nothing. */
     if (e->code && vec_reserve(&sp->refs, 1)) return -1;
-    if (e->code) {
-        ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
-        sp->fcache_evictions++;
-        /* A stamped copy is one whose code its entry holds: held_since relies on it.
-         * (Evictions in add_frames stamp the slot again at once, and the others, of
-         * tasks' frames and of the main thread's callback, come after a pass's walks;
-         * this keeps it true whatever the order.) */
-        sp->fstamps[e - sp->fcache].gen = 0;
-    }
+    if (e->code) entry_evict(sp, e);
     int line = PyCode_Addr2Line(code, lasti);
     /* The entry holds a reference to code. */
     *e = (gframe){code_str(sp, code->co_qualname), code_str(sp, code->co_filename), code->co_firstlineno,
                   line > 0 ? line : 0, 0, (PyCodeObject *)Py_NewRef(code), lasti,
                   (uint16_t)(e - sp->fcache), (uint8_t)ppk_py_frame_traceable(code, lasti)};
+    fcount_add(sp, code);
     *out = *e;
     return 0;
 }
 
 int ppk_py_code_frame(SamplerObject *sp, PyCodeObject *code, int lasti, gframe *out) {
     return entry_frame(sp, &sp->fcache[fcache_slot(code, lasti)], code, lasti, out);
+}
+
+/* Drops the repairs (code_str) whose str only sp->repairs holds: no code has it, so
+ * no cache entry can. The entry, with its str and bytes, goes with the pass's
+ * references (copies of the bytes gathered this tick may be in use). No Python code
+ * runs: the keys are ints, the values tuples. */
+static void sweep_repairs(SamplerObject *sp) {
+    PyObject *dead[REPAIRS_MAX];
+    size_t n = 0;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (n < REPAIRS_MAX && PyDict_Next(sp->repairs, &pos, &k, &v))
+        if (PyTuple_Check(v) && Py_REFCNT(PyTuple_GET_ITEM(v, 0)) == 1) dead[n++] = k;
+    if (!n || vec_reserve(&sp->refs, n)) return;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *pair = PyDict_GetItemWithError(sp->repairs, dead[i]);
+        if (!pair) break; /* (cannot be) */
+        ppk_py_keep_ref(sp, Py_NewRef(pair)); /* cannot fail now */
+        if (PyDict_DelItem(sp->repairs, dead[i])) break;
+    }
+    PyErr_Clear();
+}
+
+void ppk_py_fcache_sweep(SamplerObject *sp) {
+    if (!sp->fcache || vec_reserve(&sp->refs, FCACHE_SWEEP)) return;
+    gframe *e = &sp->fcache[sp->fsweep];
+    /* The codes' counts and the counts' slots are cold lines: asked for together. */
+    for (size_t i = 0; i < FCACHE_SWEEP; i++)
+        if (e[i].code) {
+            __builtin_prefetch(e[i].code);
+            __builtin_prefetch(&sp->fcounts[fcount_home(e[i].code)]);
+        }
+    for (size_t i = 0; i < FCACHE_SWEEP; i++) {
+        /* Every reference to it is an entry's: no frame runs it, and none can again
+         * (the sampler's other references, in sp->refs and in tasks' stacks, only add
+         * to the count: such a code stays until a later turn). */
+        if (e[i].code && Py_REFCNT(e[i].code) == fcount_find(sp, e[i].code)->n)
+            entry_evict(sp, &e[i]);
+    }
+    sp->fsweep = (sp->fsweep + FCACHE_SWEEP) % FCACHE_SIZE;
+    if (!sp->fsweep && sp->repairs && PyDict_GET_SIZE(sp->repairs)) sweep_repairs(sp);
 }
 
 void ppk_py_apply_fixups(SamplerObject *sp, gbuf *b) {
@@ -656,6 +761,7 @@ int ppk_py_gather(SamplerObject *sp) {
     int gc = ppk_py_gc_pause();
     int rc = 0;
     threads_dict active = {0};
+    ppk_py_fcache_sweep(sp);
     ppk_py_aio_refresh(sp);
     size_t n_tasks = ppk_py_running_tasks(sp, &sp->running);
     running_task *tasks = sp->running.items;

@@ -1583,6 +1583,68 @@ class TestBoundedMemory(ProfilerTest):
         self.assertGreater(kept * (1 - self.WARM_UP / self.SECONDS), bound,
                            "too few names sampled for the test to tell")
 
+    CODE_NAME_BYTES = 100_000
+
+    def test_many_code_objects(self):
+        """A program that compiles functions and drops them, one after another, each
+        with a name and a file name of 100,000 characters (every other one with a lone
+        surrogate): the frame cache holds a reference to each code it saw, and held every
+        dead code until another frame took its slot, maybe never (the repaired names of
+        the surrogate ones until stop). Its sweep lets them go: 1 s after the program
+        dropped the last one, with the profiler still running, none is alive; RSS stays
+        flat meanwhile; the names are cut as they were."""
+        run = self.cli(["--rate", "1000", "--cpu-budget", "0", "--export-period", "0.25",
+                        "manycodes.py", str(self.SECONDS), "0.5", str(self.CODE_NAME_BYTES),
+                        "0.005"])
+        reports = run.json()
+        last = reports[-1]
+        self.assertTrue(last.get("done"), last)
+        # 1 s at 1000 Hz: the sweep has looked at every entry several times (once every
+        # FCACHE_SIZE / FCACHE_SWEEP = 128 ticks). Before, ~700-1,100 of them were alive.
+        self.assertEqual(last["alive"], 0, "codes the profiler kept alive: %r" % last)
+        self.check_summary(run)
+        pad = "x" * self.CODE_NAME_BYTES
+
+        def cut(s):  # as the library does: at 4,096 bytes (max_string_len), these
+            return s.encode()[:4096].decode()  # being ASCII there
+
+        codes = set()
+        for _, stack, _, _ in samples_of(load(run.files)):
+            for name, filename, _ in stack:
+                m = re.match(r"^f-(\d+)", name)
+                if not m:
+                    continue
+                n = int(m.group(1))
+                odd = "\ufffd" * 3 if n % 2 else ""  # the surrogate's 3 bytes, repaired
+                self.assertEqual(name, cut("f-%d%s-%s" % (n, odd, pad)))
+                self.assertEqual(filename, cut("/gen/%d%s/%s.py" % (n, odd, pad)))
+                codes.add(n)
+        self.assertTrue(any(n % 2 for n in codes), "no surrogate name sampled")
+        if UNDER_ASAN:
+            return  # RSS does not measure the program there (test_many_task_names)
+        # RSS after warm-up against the end of the loop: the program alone does not grow
+        # (its codes are freed, and their names, given after compiling, are not
+        # interned: 3.12 never frees interned strings). What the profiler may hold of
+        # them: the dead codes that the sweep has not reached yet, those of the last
+        # 128 ticks at most (tens of codes, the same number at both readings), and the
+        # windows as in test_many_task_names; 8 MiB cover the noise of both.
+        early = next(r for r in reports if r["t"] >= self.WARM_UP)
+        late = reports[-2]  # the loop's end, before the sleep
+        peak_early = early["recorder"]["window_bytes_peak"]
+        peak = late["recorder"]["window_bytes_peak"]
+        bound = 8 * 2**20 + 3 * (peak - peak_early)
+        growth = (late["rss_kb"] - early["rss_kb"]) * 1024
+        kept = len(codes) * 2 * self.CODE_NAME_BYTES  # a name and a file name each
+        print("\n  memory: %d codes made, %d in the profiles (%.1f MiB of names), RSS %d KiB "
+              "at %.1f s, %d KiB at %.1f s; bound %.1f MiB" % (
+                  late["codes"], len(codes), kept / 2**20, early["rss_kb"], early["t"],
+                  late["rss_kb"], late["t"], bound / 2**20), file=sys.stderr)
+        self.assertLess(growth, bound, (early, late))
+        # The test can tell: a profiler keeping the codes it sampled would grow past the
+        # bound after the warm-up (before the sweep it grew by 100-250 MiB here).
+        self.assertGreater(kept * (1 - self.WARM_UP / self.SECONDS), bound,
+                           "too few codes sampled for the test to tell")
+
 
 if __name__ == "__main__":
     unittest.main()
