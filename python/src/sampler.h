@@ -526,8 +526,12 @@ PyObject *ppk_py_module_attr(PyObject *mod, PyObject *attr);
 int ppk_py_keep_ref(SamplerObject *sp, PyObject *o);
 ppk_str ppk_py_utf8(PyObject *s);
 /* The same, but a str with lone surrogates gets them encoded as such, in a new bytes
- * object (*bytes, to keep alive with the str; NULL when not needed). */
-ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes);
+ * object (*bytes, to keep alive with the str; NULL when not needed): those of its first
+ * max_len + 1 characters only, max_len being the recorder's max_string_len. Each
+ * character gives the library one byte at least, so it cuts the string at the same
+ * place (and counts the same repair and cut) as it would the whole; the bytes and the
+ * encoding's time are then bounded by max_len, whatever the string's length. */
+ppk_str ppk_py_utf8_repair(PyObject *s, size_t max_len, PyObject **bytes);
 /* ppk_py_utf8_repair for this pass: the bytes, if any, kept until the next pass. */
 ppk_str ppk_py_utf8_kept(SamplerObject *sp, PyObject *s);
 PyObject *ppk_py_task_name(PyObject *task);

@@ -423,7 +423,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     gt->native_id = li->native_id;
     PyObject *bytes;
     if (li->name) {
-        gt->name = ppk_py_utf8_repair(li->name, &bytes);
+        gt->name = ppk_py_utf8_repair(li->name, tt->max_string_len, &bytes);
         take(st, li->name);
         take(st, bytes);
         Py_XDECREF(bytes);
@@ -431,7 +431,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     gt->task_id = (int64_t)(uintptr_t)task;
     gt->task_state = state;
     if (name) {
-        gt->task_name = ppk_py_utf8_repair(name, &bytes);
+        gt->task_name = ppk_py_utf8_repair(name, tt->max_string_len, &bytes);
         take(st, name);
         take(st, bytes);
         Py_XDECREF(bytes);
@@ -440,7 +440,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
         gt->parent_id = (int64_t)(uintptr_t)parent;
         name = ppk_py_task_name(parent);
         if (name) {
-            gt->parent_name = ppk_py_utf8_repair(name, &bytes);
+            gt->parent_name = ppk_py_utf8_repair(name, tt->max_string_len, &bytes);
             take(st, name);
             take(st, bytes);
             Py_XDECREF(bytes);

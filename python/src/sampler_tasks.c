@@ -59,6 +59,7 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     task_table *tt = calloc(1, sizeof *tt);
     if (!tt) return -1;
     tt->cycle = 1; /* a new entry's 0 is none */
+    tt->max_string_len = sp->recorder->max_string_len;
     tt->seen = tt->quiet = VEC(size_t);
     tt->walk = VEC(twalk);
     tt->slots = VEC(tslotv);

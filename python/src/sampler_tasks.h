@@ -111,6 +111,7 @@ typedef struct task_table {
     vec unheld;              /* PyObject *: references of stacks recorded and freed
                               * without the GIL, released at the next pass */
     vec frames, labels;      /* scratch for a chain being read */
+    size_t max_string_len;   /* the recorder's (ppk_py_utf8_repair) */
     /* The loops met this pass: blocks of LOOP_BLOCK kept from pass to pass (a twalk
      * points into them), found by loop through an open-addressing index (loop + 1 of
      * each slot's, 0: empty), both as large as the most loops a pass met. */

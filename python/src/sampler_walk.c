@@ -130,13 +130,17 @@ ppk_str ppk_py_utf8(PyObject *s) {
     return (ppk_str){p, (size_t)n};
 }
 
-ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes) {
+ppk_str ppk_py_utf8_repair(PyObject *s, size_t max_len, PyObject **bytes) {
     *bytes = NULL;
     ppk_str u = ppk_py_utf8(s);
     if (u.len || !PyUnicode_Check(s) || !PyUnicode_GET_LENGTH(s)) return u;
+    Py_ssize_t keep = max_len < (size_t)PY_SSIZE_T_MAX ? (Py_ssize_t)max_len + 1 : PY_SSIZE_T_MAX;
+    PyObject *head = PyUnicode_GET_LENGTH(s) > keep ? PyUnicode_Substring(s, 0, keep)
+                                                    : Py_NewRef(s);
     /* The C UTF-8 encoder writes a lone surrogate as its three bytes; the library
      * replaces such a sequence (not UTF-8) and counts the repair. */
-    *bytes = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+    *bytes = head ? PyUnicode_AsEncodedString(head, "utf-8", "surrogatepass") : NULL;
+    Py_XDECREF(head);
     if (!*bytes) {
         PyErr_Clear();
         return u;
@@ -146,7 +150,7 @@ ppk_str ppk_py_utf8_repair(PyObject *s, PyObject **bytes) {
 
 ppk_str ppk_py_utf8_kept(SamplerObject *sp, PyObject *s) {
     PyObject *bytes;
-    ppk_str u = ppk_py_utf8_repair(s, &bytes);
+    ppk_str u = ppk_py_utf8_repair(s, sp->recorder->max_string_len, &bytes);
     return bytes && ppk_py_keep_ref(sp, bytes) ? (ppk_str){NULL, 0} : u;
 }
 
@@ -160,10 +164,8 @@ ppk_str ppk_py_utf8_kept(SamplerObject *sp, PyObject *s) {
  * sp->repairs maps id(s) to (s, bytes): by identity, so that the bytes live as long as
  * that str does (a code whose name is an equal str gets its own; once no code holds a
  * str, its entry goes at the next sweep: sweep_repairs). The bytes are those of the
- * str's first max_string_len + 1 characters only: each gives the library one byte at
- * least, so it cuts the name at the same place (and counts the same repair and cut) as
- * it would the whole, and an entry costs at most 4 bytes a character of max_string_len,
- * whatever the name's length. */
+ * str's first max_string_len + 1 characters only (ppk_py_utf8_repair): an entry costs at
+ * most 4 bytes a character of max_string_len, whatever the name's length. */
 static ppk_str code_str(SamplerObject *sp, PyObject *s) {
     ppk_str u = ppk_py_utf8(s);
     if (u.len || !PyUnicode_CheckExact(s) || !PyUnicode_GET_LENGTH(s) || !sp->repairs) return u;
@@ -171,12 +173,8 @@ static ppk_str code_str(SamplerObject *sp, PyObject *s) {
     PyObject *pair = id ? PyDict_GetItemWithError(sp->repairs, id) : NULL;
     PyObject *bytes = pair ? PyTuple_GET_ITEM(pair, 1) : NULL;
     if (id && !pair && !PyErr_Occurred() && PyDict_GET_SIZE(sp->repairs) < REPAIRS_MAX) {
-        Py_ssize_t keep = (Py_ssize_t)sp->recorder->max_string_len + 1;
-        PyObject *head = PyUnicode_GET_LENGTH(s) > keep ? PyUnicode_Substring(s, 0, keep)
-                                                        : Py_NewRef(s);
-        PyObject *b = NULL;
-        if (head) ppk_py_utf8_repair(head, &b);
-        Py_XDECREF(head);
+        PyObject *b;
+        ppk_py_utf8_repair(s, sp->recorder->max_string_len, &b);
         pair = b ? PyTuple_Pack(2, s, b) : NULL;
         if (pair && !PyDict_SetItem(sp->repairs, id, pair)) bytes = b;
         Py_XDECREF(pair); /* the dict holds it */

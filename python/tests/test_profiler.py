@@ -1645,6 +1645,45 @@ class TestBoundedMemory(ProfilerTest):
         self.assertGreater(kept * (1 - self.WARM_UP / self.SECONDS), bound,
                            "too few codes sampled for the test to tell")
 
+    def test_long_surrogate_names(self):
+        """Eight threads and eight waiting asyncio tasks named with 1,000,000 characters
+        and a lone surrogate: the sampler encodes such a name itself (surrogatepass, for
+        the library to repair), and encoded it whole: a thread's name at every pass
+        (5 ms a tick with the GIL held for these eight), a task's kept with its stack
+        while it waits, 16 MB held in all here. It encodes only the first
+        max_string_len + 1 characters (the library's cut is the same), so what it holds
+        is bounded by max_string_len. tracemalloc measures it in the program."""
+        chars, count = 1_000_000, 8
+        run = self.cli(["--rate", "100", "--cpu-budget", "0", "longnames.py", str(chars),
+                        str(count)])
+        report = run.json()[-1]
+        self.check_summary(run)
+        # Each name's encoding: at most 4 bytes a character of max_string_len + 1
+        # (4,097), held in at most 3 places at once (a thread's, by the passes' references
+        # for two passes; a task's, by its stack and a pass). 2 MiB more for the
+        # program's own objects (threads, tasks, the event loop). Before: 16 MB.
+        held = 2 * count * 3 * 4 * 4097
+        self.assertLess(report["current"] - report["base"], held + 2 * 2**20, report)
+        # The peak adds what CPython's UTF-8 encoder reserves, 3 bytes a character, before
+        # it finds the surrogate (ppk_py_utf8 tries it first; it frees that at once).
+        # Before: 26 MB.
+        self.assertLess(report["peak"] - report["base"], held + 3 * (chars + 100) + 2 * 2**20,
+                        report)
+        pad = "y" * chars
+
+        def cut(s):  # at 4,096 bytes (max_string_len), ASCII there
+            return s.encode()[:4096].decode()
+
+        seen = collections.Counter()
+        for _, _, labels, _ in samples_of(load(run.files)):
+            for key in ("thread name", "task name"):
+                m = re.match(r"^n\ufffd{3}(\d+)-", labels.get(key, ""))
+                if m:
+                    self.assertEqual(labels[key], cut("n%s%s-%s" % ("\ufffd" * 3, m.group(1), pad)))
+                    seen[key, int(m.group(1)) < count] += 1
+        # The threads' names on the threads' samples, the tasks' on the tasks'.
+        self.assertEqual(set(seen), {("thread name", True), ("task name", False)}, seen)
+
 
 if __name__ == "__main__":
     unittest.main()
