@@ -174,6 +174,22 @@ const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *loc
  * native_thread_id are 0 or, on 3.11, those of the thread that starts it); with the
  * GIL. */
 int ppk_py_tstate_bound(const PyThreadState *t);
+/* internals.c: makes ts, a thread state that another thread made (PyThreadState_New)
+ * and that the calling thread holds the GIL with, this thread's own for the GIL-state
+ * API, as PyThreadState_New does for the thread that calls it: PyGILState_Check() then
+ * holds in this thread (the debug allocators, `python -X dev`, check it at every
+ * allocation and abort without), and a PyGILState_Ensure() there (a finalizer of an
+ * extension's object that the thread releases) finds the GIL held instead of making
+ * another thread state and waiting for the GIL forever. Its gilstate_counter is 1 (a
+ * new thread state's), so a PyGILState_Release there does not delete it. */
+void ppk_py_note_thread_state(PyThreadState *ts);
+/* internals.c: before another thread deletes ts (the thread that noted it has ended):
+ * on 3.12 and later, PyThreadState_Delete clears the GIL-state thread state of the
+ * thread that calls it when ts was noted as some thread's, whichever: the deleting
+ * thread's own would be forgotten (PyGILState_Check() false there from then on, the
+ * debug allocators aborting, a PyGILState_Ensure() there waiting forever for the GIL it
+ * holds). This marks ts as no thread's. */
+void ppk_py_unnote_thread_state(PyThreadState *ts);
 /* Whether dict d's keys table holds exact str keys only (internals.c). */
 int ppk_py_dict_str_keys(PyObject *d);
 /* internals.c: queues fn to run, with the GIL, in whichever thread of interp next

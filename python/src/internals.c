@@ -73,6 +73,24 @@ int ppk_py_tstate_bound(const PyThreadState *t) {
 #endif
 }
 
+void ppk_py_note_thread_state(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030C0000
+    /* (3.12 and later note it as they activate it: PyEval_RestoreThread.) */
+    Py_tss_t *key = &_PyRuntime.autoTSSkey;
+#else
+    Py_tss_t *key = &_PyRuntime.gilstate.autoTSSkey;
+#endif
+    if (PyThread_tss_is_created(key) && !PyThread_tss_get(key)) PyThread_tss_set(key, ts);
+}
+
+void ppk_py_unnote_thread_state(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030C0000
+    ts->_status.bound_gilstate = 0;
+#else
+    (void)ts; /* 3.11 clears only the deleting thread's own, if it is ts */
+#endif
+}
+
 /* ---- A call that the GIL's holder runs -------------------------------------------- */
 /* CPython 3.12 and later keep a queue of pending calls per interpreter that any thread
  * runs at its next bytecode boundary (the main thread's own queue is Py_AddPendingCall's);

@@ -316,6 +316,7 @@ static void take_gil(SamplerObject *sp) {
     if (!sp->ts->thread_id) { /* its first take: the thread state is this thread's now */
         sp->ts->thread_id = PyThread_get_thread_ident();
         sp->ts->native_thread_id = PyThread_get_thread_native_id();
+        ppk_py_note_thread_state(sp->ts);
     }
     pthread_mutex_lock(&sp->lock);
     sp->gil_wanted = 0;
@@ -830,6 +831,7 @@ static void release_builders(SamplerObject *sp) {
 static void release_thread_state(SamplerObject *sp) {
     if (sp->ts && !finalizing()) {
         PyThreadState_Clear(sp->ts);
+        ppk_py_unnote_thread_state(sp->ts);
         PyThreadState_Delete(sp->ts);
     }
     sp->ts = NULL;

@@ -545,6 +545,58 @@ print(seen["inner"], type(summary).__name__, p.summary is summary, pprofkit.curr
         self.assertTrue(all(g is p.summary for g in got), got)
 
 
+class GILStateTest(unittest.TestCase):
+    """The sampler's thread holds the GIL with a thread state that the starting thread
+    made: CPython's GIL-state API must know it as that thread's, and only that one's."""
+
+    def test_debug_allocators(self):
+        # `python -X dev` (PYTHONMALLOC=debug) checks PyGILState_Check() at every
+        # allocation. It was false in the sampler's thread on 3.11 (its first pass with
+        # another thread: "Fatal Python error: _PyMem_DebugMalloc: Python memory
+        # allocator called without holding the GIL"), and in the stopping thread after
+        # the stop on 3.12 and later (next item).
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "app.py"), "w") as f:
+                f.write(SPIN + textwrap.dedent("""
+                    import threading
+                    t = threading.Thread(target=spin, args=(0.3,))
+                    t.start()
+                    spin(0.3)
+                    t.join()
+                    print("done")
+                    """))
+            out = run_python(["-X", "dev", "-m", "pprofkit", "run", "--rate", "1000",
+                              "--cpu-budget", "0", "--out", "", "app.py"], tmp,
+                             testcase=self)
+            self.assertEqual(out.stdout.decode(), "done\n")
+            self.assertNotIn("Fatal Python error", out.stderr.decode())
+
+    def test_stopping_thread_keeps_its_thread_state(self):
+        # On 3.12 and later, deleting the sampler's thread state (at stop, in the thread
+        # that stops it) cleared that thread's own GIL-state thread state, the sampler's
+        # thread having noted its own: PyGILState_Check() was then false in the
+        # stopping thread, and a PyGILState_Ensure() there (ctypes with the GIL held, a
+        # C extension's callback) waited for ever for the GIL it held.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_python(SPIN + """
+import ctypes, threading
+import pprofkit
+for _ in range(2):  # a second start and stop too
+    pprofkit.start(out_dir=None, rate=1000, cpu_budget=0)
+    t = threading.Thread(target=spin, args=(0.2,))
+    t.start()
+    spin(0.2)
+    t.join()
+    pprofkit.stop()
+    print(ctypes.pythonapi.PyGILState_Check())
+if ctypes.pythonapi.PyGILState_Check():  # (else it would wait for ever)
+    state = ctypes.pythonapi.PyGILState_Ensure()
+    ctypes.pythonapi.PyGILState_Release(state)
+    print("ensured")
+""", tmp, testcase=self)
+            self.assertEqual(out.stdout.decode().split(), ["1", "1", "ensured"])
+
+
 class FilesTest(unittest.TestCase):
     def test_summary_lists_the_files_whatever_the_name_and_directory(self):
         # A bytes or path-like out_dir, one whose name is not UTF-8, no name (the
