@@ -202,6 +202,13 @@ int ppk_py_holder_call(PyInterpreterState *interp, int (*fn)(void *));
  * next bytecode boundary, with or without the GIL. */
 void ppk_py_ask_drop(PyInterpreterState *interp);
 #endif
+/* internals.c: around a call that checks for signals (CPython 3.12 and 3.13's
+ * _asyncio.Task.get_name, the first time): ppk_py_checks_begin puts off a collection
+ * scheduled for this thread, which the check would run there and then; -1 when a
+ * signal is pending that this thread would handle (Python code): no such call then.
+ * ppk_py_checks_end(its result) schedules the collection again. */
+int ppk_py_checks_begin(void);
+void ppk_py_checks_end(int state);
 /* internals.c: a walk through thread t's frames, innermost first, with the GIL held
  * (valid while it is). */
 typedef struct ppk_py_walk {

@@ -31,6 +31,7 @@
 #include "internal/pycore_dict.h"
 #include "internal/pycore_frame.h"
 #include "internal/pycore_interp.h"
+#include "internal/pycore_pystate.h"
 #include "internal/pycore_runtime.h"
 #if PY_VERSION_HEX >= 0x030C0000
 #include "internal/pycore_ceval.h"
@@ -140,6 +141,56 @@ void ppk_py_wake_main(PyInterpreterState *interp, const PyThreadState *main_ts) 
         return;
     _Py_set_eval_breaker_bit((PyThreadState *)main_ts, _PY_CALLS_TO_DO_BIT);
 }
+#endif
+
+/* ---- calls that check for signals ------------------------------------------------ */
+/* CPython 3.12 and 3.13 keep an unnamed asyncio task's name as a number until
+ * _asyncio.Task.get_name first formats it ("Task-%S": PyObject_Str), and PyObject_Str
+ * calls PyErr_CheckSignals, which runs a collection scheduled then (3.12: the
+ * interpreter's, 3.13: the calling thread's) there and then, and in the main thread the
+ * Python handlers of the signals that came. With the GIL held for a pass, that is a
+ * collection that frees the tasks the pass holds borrowed (garbage tasks in cycles wait
+ * for one: the pass found them alive), and finalizers and handlers that run Python code,
+ * which may let the GIL go. A scheduled collection is put off while get_name runs (the
+ * flag cleared, then set again: it runs at the thread's next bytecode boundary, as it
+ * would have); a signal pending where handlers run cannot be put off (its C handler may
+ * set the flag again at any moment), so the name is not read then (3.11 names a task
+ * when it is made). */
+#if PY_VERSION_HEX >= 0x030C0000
+int ppk_py_checks_begin(void) {
+    PyThreadState *ts = PyThreadState_Get();
+    if (_Py_ThreadCanHandleSignals(ts->interp) &&
+#if PY_VERSION_HEX >= 0x030D0000
+        __atomic_load_n(&_PyRuntime.signals.is_tripped, __ATOMIC_SEQ_CST)
+#else
+        _Py_atomic_load(&_PyRuntime.signals.is_tripped)
+#endif
+    )
+        return -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!_Py_eval_breaker_bit_is_set(ts, _PY_GC_SCHEDULED_BIT)) return 0;
+    _Py_unset_eval_breaker_bit(ts, _PY_GC_SCHEDULED_BIT);
+#else
+    if (!_Py_atomic_load_relaxed(&ts->interp->ceval.gc_scheduled)) return 0;
+    _Py_atomic_store_relaxed(&ts->interp->ceval.gc_scheduled, 0);
+#endif
+    return 1;
+}
+
+void ppk_py_checks_end(int state) {
+    if (state != 1) return;
+    PyThreadState *ts = PyThreadState_Get();
+#if PY_VERSION_HEX >= 0x030D0000
+    _Py_set_eval_breaker_bit(ts, _PY_GC_SCHEDULED_BIT);
+#else
+    /* The eval breaker that went with it is still set (nothing ran that recomputes it). */
+    _Py_atomic_store_relaxed(&ts->interp->ceval.gc_scheduled, 1);
+#endif
+}
+#else
+int ppk_py_checks_begin(void) { return 0; }
+
+void ppk_py_checks_end(int state) { (void)state; }
 #endif
 
 /* ---- frames ------------------------------------------------------------------------ */

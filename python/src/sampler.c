@@ -20,7 +20,9 @@
  *      pprofkit.tag(). Nothing here runs Python code (which could let the GIL go
  *      mid-walk): attributes are read only through types whose attribute lookup is
  *      the generic one and that define no descriptor of that name (safe_getattr), and
- *      the only call is _asyncio.Task.get_name, a C function.
+ *      the only call is _asyncio.Task.get_name, a C function (whose first call on an
+ *      unnamed task on 3.12 and 3.13 checks for signals: internals.c,
+ *      ppk_py_checks_begin).
  *      A thread whose CPU clock (read here again) still has not moved takes its copy
  *      from phase 0 instead of being walked (sampler_walk.c). A thread's name is read
  *      again every NAME_REFRESH passes.

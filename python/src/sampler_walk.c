@@ -185,11 +185,16 @@ static ppk_str code_str(SamplerObject *sp, PyObject *s) {
     return bytes ? (ppk_str){PyBytes_AS_STRING(bytes), (size_t)PyBytes_GET_SIZE(bytes)} : u;
 }
 
-/* A running task's name, read without running Python code (NULL if unknown). */
+/* A running task's name, read without running Python code (NULL if unknown): C
+ * get_name, which on 3.12 and 3.13 formats an unnamed task's name the first time and
+ * checks for signals as it does (ppk_py_checks_begin). */
 PyObject *ppk_py_task_name(PyObject *task) {
     if (task_get_name) {
         if (_PyType_Lookup(Py_TYPE(task), str_get_name) == task_get_name) {
+            int checks = ppk_py_checks_begin();
+            if (checks < 0) return NULL; /* read at a later pass */
             PyObject *name = PyObject_CallOneArg(task_get_name, task);
+            ppk_py_checks_end(checks);
             if (!name) PyErr_Clear();
             return name;
         }

@@ -230,6 +230,28 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertLessEqual(wall, me["running_ns"] + 2 * interval,
                              "%.1f ms of an orphan's wall time" % (wall / MS))
 
+    def test_garbage_tasks(self):
+        # Unnamed tasks that are garbage while they wait, read while a collection is
+        # scheduled (programs/garbage_tasks.py): CPython 3.12 and 3.13 format such a
+        # task's name ("Task-N") at its first get_name, through PyObject_Str, which runs
+        # the scheduled collection there and then. The sampler puts it off meanwhile (it
+        # ran, and freed the tasks being read: a crash on 3.12 and 3.13 every time). Each
+        # garbage task is sampled under its name, waiting in its coroutine.
+        run = self.cli(["--cpu-budget", "0", "garbage_tasks.py", "2"])
+        (me,) = run.json()
+        self.check_summary(run)
+        names = collections.Counter()
+        for p, stack, labels, values in samples_of(load(run.files)):
+            if "task state" not in labels:
+                continue
+            self.assertIn("task name", labels, (labels, stack))
+            if labels["task name"] == "Task-1":  # asyncio.run's main task
+                continue
+            self.assertRegex(labels["task name"], r"^Task-\d+$", labels)
+            self.assertEqual([f[0] for f in stack], ["waits"], labels)
+            names[labels["task name"]] += 1
+        self.assertGreater(len(names), 0, me["sampler"])
+
     def test_off(self):
         run, me, profiles = self.run_awaits("--no-asyncio-tasks")
         self.assertEqual(dict(self.waiting(profiles)), {})
