@@ -195,7 +195,9 @@ static int main_callback(void *unused) {
     }
     if (do_tasks) {
         gc = ppk_py_gc_pause();
-        ppk_py_gather_tasks(sp, b, &active, tasks, n_tasks);
+        /* The main thread's samples have counted its time up to main_wall_ns: this
+         * callback's time if it sampled itself just now. */
+        ppk_py_gather_tasks(sp, b, &active, tasks, n_tasks, sp->main_wall_ns);
         ppk_py_gc_resume(gc);
     }
     /* A program that runs alone gives the sampler no pass: the callback sweeps. */

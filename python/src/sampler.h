@@ -549,9 +549,12 @@ size_t ppk_py_tag_labels(PyObject *t, vec *labels);
 int ppk_py_tasks_init(SamplerObject *sp);
 /* Phase 1 for tasks (with the GIL: in the pass after the threads, or in main_callback):
  * visits up to max_tasks live tasks of asyncio's task set, reading the coroutine chain
- * of those that moved. `pass`: the threads gathered before (their clocks). */
+ * of those that moved. `pass`: the threads gathered before (their clocks). main_at: when
+ * the main thread sampled itself at this tick (its callback's time), or 0 when phase 2
+ * samples it (at the tick's time): the time of this tick's samples of the tasks of its
+ * loop (sampler_tasks.c, record_tasks). */
 void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,
-                         const running_task *running, size_t n_running);
+                         const running_task *running, size_t n_running, int64_t main_at);
 /* Phase 2 for tasks: their wall time since their previous sample, a task's recorded as
  * one sample once it holds `coalesce` periods of it, and when its stack changed or it
  * ended. */

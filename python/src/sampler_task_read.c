@@ -500,7 +500,11 @@ void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
         tstack *st = new_stack(tt, task, name, tags, li, parent, state);
         Py_XDECREF(name);
         if (!st) return;
+        /* Its next sample counts from its previous one, which showed it waiting (as it
+         * was then) or running (its thread's sample): only the stack is new. */
+        int64_t last = e->last_ns;
         ppk_py_retire(tt, e);
+        e->last_ns = last;
         e->stack = st;
     } else {
         Py_XDECREF(name); /* the stack holds it */

@@ -197,6 +197,10 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
             ppk_py_retire(tt, e); /* its thread's sample shows it */
+            /* Its next sample as a waiting task counts from that sample's time: the
+             * callback's, when the main thread sampled itself (the tick's, as the
+             * first sample of a task counts, otherwise). */
+            if (running[k].ident == sp->main_ident) e->last_ns = tt->main_at;
             return;
         }
     }
@@ -397,10 +401,11 @@ static void release_recorded(SamplerObject *sp, task_table *tt) {
 }
 
 void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,
-                         const running_task *running, size_t n_running) {
+                         const running_task *running, size_t n_running, int64_t main_at) {
     task_table *tt = sp->tasks;
     if (!tt) return;
     int64_t t0 = mono_ns();
+    tt->main_at = main_at;
     release_recorded(sp, tt);
     tt->seen.n = tt->walk.n = 0;
     ppk_py_loops_clear(tt);
@@ -493,12 +498,22 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     int64_t period = (int64_t)sp->coalesce * sp->period_ns;
     int64_t spread = (int64_t)((double)tt->live / RECORDS_PER_S * 1e9);
     int64_t coalesce = spread > 5 * period ? 5 * period : spread > period ? spread : period;
+    /* A task's samples, running (its thread's) and waiting, follow one another: each
+     * counts from the one before. A waiting task's sample is at its loop thread's time
+     * at this tick: the tick's, or for the main thread's loop the time of the callback
+     * in which the main thread sampled itself (earlier: the pass waited for the GIL
+     * meanwhile). Counted from the tick's, a task that ran in the main thread at one
+     * tick and waited at the next lost that wait each time (a loop thread beside a busy
+     * thread: a tenth of a spinning task's time), and the main thread's next sample
+     * counted it twice the other way. */
+    int64_t main_at = tt->main_at ? tt->main_at : now;
     for (size_t k = 0; k < tt->seen.n; k++) {
         tentry *e = &tt->e[AT(tt->seen, size_t, k)];
         tstack *st = e->stack;
         if (!st) continue; /* removed since (a task freed before the sweep) */
-        int64_t wall = e->last_ns ? now - e->last_ns : step;
-        e->last_ns = now;
+        int64_t at = st->gt.ident == sp->main_ident ? main_at : now;
+        int64_t wall = e->last_ns ? at - e->last_ns : step;
+        e->last_ns = at;
         st->acc_wall += wall > 0 ? wall : 0;
         st->acc_count++;
         if (st->acc_wall < coalesce) continue;

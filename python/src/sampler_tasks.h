@@ -120,6 +120,7 @@ typedef struct task_table {
     uint32_t *loop_index;
     size_t loop_index_cap;
     size_t live, visits; /* tasks in the set, and visited, at this pass */
+    int64_t main_at;     /* ppk_py_gather_tasks's main_at of this pass */
 } task_table;
 
 /* ---- sampler_task_read.c: reading asyncio's objects, with the GIL ------------------ */

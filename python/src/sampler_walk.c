@@ -843,10 +843,14 @@ int ppk_py_gather(SamplerObject *sp) {
      * sample showed running at this tick is not sampled as waiting too. */
     if (!rc && !sp->tasks_by_cb && sp->tasks) {
         pthread_mutex_lock(&sp->lock);
-        void *mt = sp->main_answered == sp->main_seq ? sp->main_task : NULL;
+        int answered = sp->main_answered == sp->main_seq;
+        void *mt = answered ? sp->main_task : NULL;
         pthread_mutex_unlock(&sp->lock);
         if (mt && n_tasks < sp->running.cap) tasks[n_tasks++] = (running_task){sp->main_ident, mt};
-        ppk_py_gather_tasks(sp, &sp->tick, &active, tasks, n_tasks);
+        /* A main thread that sampled itself at this tick (its callback) has its time
+         * counted up to main_wall_ns; one that this pass samples, up to the tick's. */
+        ppk_py_gather_tasks(sp, &sp->tick, &active, tasks, n_tasks,
+                            answered ? sp->main_wall_ns : 0);
     }
     ppk_py_gc_resume(gc);
     release(&sp->old_refs); /* a failed pass: the caller forgets the frames */

@@ -1,5 +1,5 @@
 """asyncio tasks waiting in different ways, for test_tasks.py, for RUN (argv[1]) seconds
-(further arguments: EPHEMERAL, then "idle" and/or "thread", below):
+(further arguments: EPHEMERAL, then "idle", "thread" and/or "busy", below):
 
 - "sleeper": asyncio.sleep; "half-sleeper": the same, cancelled halfway through;
   "getter": asyncio.Queue.get; "spinner" (unless argv[3] is "idle"): CPU work in steps,
@@ -15,7 +15,10 @@
   referenced (so that it stays in asyncio's task set, done) at the start;
 - with "thread", a second Python thread that sleeps all along: the main thread is never
   alone, so every tick the sampler takes the GIL from a loop that lets it go for
-  moments only (the spinner's steps).
+  moments only (the spinner's steps);
+- with "busy", a second Python thread that computes all along: the GIL changes hands
+  between it and the loop, and the sampler's pass comes some time after the main thread
+  sampled itself at a tick (it waits for the GIL).
 
 Every long task is created at once at the start and cancelled at the end. Prints one
 JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
@@ -35,6 +38,7 @@ RUN = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 EPHEMERAL = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 SPIN = "idle" not in sys.argv[3:]  # "idle": no spinner, the loop waits all along
 THREAD = "thread" in sys.argv[3:]
+BUSY = "busy" in sys.argv[3:]
 HOUR = 3600
 LATE = 0.3
 
@@ -150,4 +154,6 @@ async def main():
 
 if THREAD:
     threading.Thread(target=time.sleep, args=(HOUR,), daemon=True, name="idle").start()
+if BUSY:
+    threading.Thread(target=progutil.spin, args=(HOUR,), daemon=True, name="busy").start()
 asyncio.run(main())
