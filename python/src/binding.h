@@ -234,9 +234,12 @@ size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
  * when their frames are not in the caches. */
 void ppk_py_walk_ahead(ppk_py_walk *ws, size_t n, ppk_py_frame_ref *refs, size_t depth,
                        size_t *counts);
-/* The frame of generator or coroutine `gen` (an exact PyGen or PyCoro), read from the
- * object as ppk_py_walk_read reads a thread's (no frame object made): 1, or 0 when it
- * has finished (its gi_frame / cr_frame is None). */
+/* The frame of generator or coroutine `gen` (an exact PyGen, PyCoro or PyAsyncGen),
+ * read from the object as ppk_py_walk_read reads a thread's (no frame object made): 1,
+ * or 0 when it has finished (its gi_frame / cr_frame / ag_frame is None). */
 int ppk_py_gen_frame(PyObject *gen, ppk_py_frame_ref *ref);
+/* internals.c: the async generator (borrowed) that o steps, when o is one's asend()
+ * awaitable (its __anext__, what `async for` awaits), else NULL. */
+PyObject *ppk_py_asend_gen(PyObject *o);
 
 #endif

@@ -250,6 +250,20 @@ int ppk_py_gen_frame(PyObject *gen, ppk_py_frame_ref *ref) {
     return 1;
 }
 
+/* An async generator's asend() awaitable (what `async for` awaits: __anext__) holds
+ * its generator first, after the object's head, in 3.11 to 3.13 (Objects/genobject.c,
+ * a private struct). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ags_gen;
+} asend_head;
+
+PyObject *ppk_py_asend_gen(PyObject *o) {
+    if (!Py_IS_TYPE(o, &_PyAsyncGenASend_Type)) return NULL;
+    PyObject *g = ((asend_head *)o)->ags_gen;
+    return g && PyAsyncGen_CheckExact(g) ? g : NULL;
+}
+
 /* One frame of a walk into *ref; the walk moves to the next. */
 static void walk_step(ppk_py_walk *w, ppk_py_frame_ref *ref) {
     _PyInterpreterFrame *f = (_PyInterpreterFrame *)w->f;

@@ -7,8 +7,10 @@
  * Nothing here runs Python code: a task's attributes are read through the getset
  * descriptors of _asyncio's C Future and Task types (C getters) when its type's
  * attribute is that descriptor, else as plain instance attributes (the pure-Python
- * Task); a chain's links through the getsets of the exact coroutine and generator types
- * (cr_await, gi_yieldfrom), each link's frame from the object itself (internals.c).
+ * Task); a chain's links through the getsets of the exact coroutine, generator and async
+ * generator types (cr_await, gi_yieldfrom, ag_await) and from an async generator's
+ * asend() object to its generator (`async for`), each link's frame from the object
+ * itself (internals.c).
  */
 #include "sampler_tasks.h"
 
@@ -23,7 +25,7 @@ static PyObject *c_descr[2][N_ATTRS];
 static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
 static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
     *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_await,
-    *s_gi_yieldfrom, *s_pending;
+    *s_gi_yieldfrom, *s_ag_await, *s_pending;
 static int descr_ready; /* the types and descriptors were looked up */
 
 /* The "task state" label: waiting on a future, or ready to run (scheduled). */
@@ -54,10 +56,11 @@ int ppk_py_asyncio_names(void) {
     s_asyncio_futures = PyUnicode_InternFromString("asyncio.futures");
     s_cr_await = PyUnicode_InternFromString("cr_await");
     s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
+    s_ag_await = PyUnicode_InternFromString("ag_await");
     s_pending = PyUnicode_InternFromString("PENDING");
     if (!s_asyncio_tasks || !s_task_set || !s_thread_id || !s_name || !s_parent_task ||
         !s__asyncio || !s_Task || !s_Future || !s_PyTask || !s_PyFuture ||
-        !s_asyncio_futures || !s_cr_await || !s_gi_yieldfrom || !s_pending)
+        !s_asyncio_futures || !s_cr_await || !s_gi_yieldfrom || !s_ag_await || !s_pending)
         return -1;
     s_data = PyUnicode_InternFromString("data"); /* last: marks the set-up done */
     return s_data ? 0 : -1;
@@ -271,13 +274,18 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     size_t read = 0; /* frames read: past MAX_TASK_FRAMES, each replaces the outermost */
     PyObject *o = Py_XNewRef(coro);
     for (int links = 0; o && links < MAX_CHAIN_LINKS; links++) {
+        /* `async for` awaits the generator's asend(): the generator is the next link. */
+        PyObject *agen = ppk_py_asend_gen(o);
+        if (agen) Py_SETREF(o, Py_NewRef(agen));
         PyObject *aname;
         if (PyCoro_CheckExact(o))
             aname = s_cr_await;
         else if (PyGen_CheckExact(o))
             aname = s_gi_yieldfrom;
+        else if (PyAsyncGen_CheckExact(o))
+            aname = s_ag_await;
         else
-            break; /* a future's iterator, an async generator's asend: the end */
+            break; /* a future's iterator, another awaitable: the end */
         /* Its frame, read from the object: cr_frame would make a frame object for each
          * coroutine read (an allocation the program keeps until the coroutine ends). */
         ppk_py_frame_ref ref;

@@ -236,6 +236,19 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertEqual(stacks, {tuple(["sleep"] + ["d%d" % i for i in range(255)])},
                          [s[:4] + ("...",) + s[-2:] for s in stacks])
 
+    def test_async_generators(self):
+        # `async for` over async generators, 5 deep: each awaits its generator's asend()
+        # object (__anext__), whose generator is the next link of the chain. The stack
+        # goes on through the generators' frames to the innermost await (it ended at the
+        # consumer's coroutine, the generators' frames out of reach).
+        run = self.cli(["asyncgens.py", "5", "1"])
+        run.json()
+        self.check_summary(run)
+        # (A tick before the task's first step sees its coroutine alone.)
+        stacks = {tuple(names) for names, _, _ in self.waiting(load(run.files))["consumer"]
+                  if len(names) > 1}
+        self.assertEqual(stacks, {("sleep", "g0", "g1", "g2", "g3", "g4", "consume")})
+
     def test_stopped_loop(self):
         # A task whose loop has stopped waits on nothing that can end: it is sampled
         # while the loop runs, not after (its wall time is the loop's run, not the
