@@ -21,11 +21,11 @@ static PyObject *attr_name[N_ATTRS];
 /* _asyncio.Task's and _asyncio.Future's getset descriptors of those names (each type has
  * its own), found once _asyncio is imported. */
 static PyObject *c_descr[2][N_ATTRS];
-/* _asyncio.Task and Future, asyncio's pure-Python Task and Future. */
-static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type;
+/* _asyncio.Task and Future, asyncio's pure-Python Task and Future; functools.partial. */
+static PyTypeObject *c_task_type, *c_future_type, *py_task_type, *py_future_type, *partial_type;
 static PyObject *s_asyncio_tasks, *s_task_set, *s_data, *s_thread_id, *s_name, *s_parent_task,
     *s__asyncio, *s_Task, *s_Future, *s_PyTask, *s_PyFuture, *s_asyncio_futures, *s_cr_await,
-    *s_gi_yieldfrom, *s_ag_await, *s_pending;
+    *s_gi_yieldfrom, *s_ag_await, *s_pending, *s_functools, *s_partial, *s_args;
 static int descr_ready; /* the types and descriptors were looked up */
 
 /* The "task state" label: waiting on a future, or ready to run (scheduled). */
@@ -57,10 +57,14 @@ int ppk_py_asyncio_names(void) {
     s_cr_await = PyUnicode_InternFromString("cr_await");
     s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
     s_ag_await = PyUnicode_InternFromString("ag_await");
+    s_functools = PyUnicode_InternFromString("functools");
+    s_partial = PyUnicode_InternFromString("partial");
+    s_args = PyUnicode_InternFromString("args");
     s_pending = PyUnicode_InternFromString("PENDING");
     if (!s_asyncio_tasks || !s_task_set || !s_thread_id || !s_name || !s_parent_task ||
         !s__asyncio || !s_Task || !s_Future || !s_PyTask || !s_PyFuture ||
-        !s_asyncio_futures || !s_cr_await || !s_gi_yieldfrom || !s_ag_await || !s_pending)
+        !s_asyncio_futures || !s_cr_await || !s_gi_yieldfrom || !s_ag_await || !s_pending ||
+        !s_functools || !s_partial || !s_args)
         return -1;
     s_data = PyUnicode_InternFromString("data"); /* last: marks the set-up done */
     return s_data ? 0 : -1;
@@ -82,6 +86,7 @@ void ppk_py_asyncio_find(void) {
     c_future_type = module_type(s__asyncio, s_Future);
     py_task_type = module_type(s_asyncio_tasks, s_PyTask);
     py_future_type = module_type(s_asyncio_futures, s_PyFuture);
+    partial_type = module_type(s_functools, s_partial); /* asyncio imports functools */
     for (int k = 0; k < 2; k++) {
         PyTypeObject *t = k ? c_future_type : c_task_type;
         for (int i = 0; t && i < N_ATTRS; i++) {
@@ -346,6 +351,17 @@ static PyObject *in_callbacks(PyObject *fut, PyObject *(*match)(PyObject *fn)) {
     return p; /* alive: fut's callbacks (or what they hold) hold it */
 }
 
+/* The first task that wakes up when one of the futures in tuple t (borrowed) is done, or
+ * NULL. */
+static PyObject *woken_by_futures(PyObject *t) {
+    PyObject *p = NULL;
+    for (Py_ssize_t j = 0; !p && t && PyTuple_Check(t) && j < PyTuple_GET_SIZE(t); j++) {
+        PyObject *v = PyTuple_GET_ITEM(t, j);
+        if (is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
+    }
+    return p;
+}
+
 /* The task that awaits the owner of done callback fn. */
 static PyObject *awaiter_by(PyObject *fn) {
     PyObject *p = woken_by(fn); /* await task */
@@ -363,6 +379,13 @@ static PyObject *awaiter_by(PyObject *fn) {
             PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
             if (is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
         }
+    } else if (!p && partial_type && Py_IS_TYPE(fn, partial_type)) {
+        /* functools.partial over that future: 3.11's wait_for (_release_waiter, waiter).
+         * The exact C type: its `args` is a member, read by C code alone. */
+        PyObject *args = PyObject_GetAttr(fn, s_args);
+        if (!args) PyErr_Clear();
+        p = woken_by_futures(args);
+        Py_XDECREF(args); /* the partial holds it */
     }
     return p;
 }

@@ -36,8 +36,8 @@
  *
  * The parent task is found from the task's done callbacks: another task's wakeup (a C
  * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
- * _parent_task), or a closure over a future whose own callbacks wake a task up (gather's
- * outer future, asyncio.wait's waiter). A label rather than the parent's frames as
+ * _parent_task), or a closure or a functools.partial over a future whose own callbacks
+ * wake a task up (gather's outer future, asyncio.wait's waiter, 3.11's wait_for's). A label rather than the parent's frames as
  * the root of the child's stack: each task's samples then sum to that task's own
  * lifetime (a parent waiting on two children is not counted three times under its
  * frames), and a link that cannot be found (it rests on asyncio's private objects, no

@@ -236,6 +236,27 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertEqual(stacks, {tuple(["sleep"] + ["d%d" % i for i in range(255)])},
                          [s[:4] + ("...",) + s[-2:] for s in stacks])
 
+    def test_wait_for_parent(self):
+        # A task awaited through asyncio.wait_for: its parent is the task that awaits it
+        # (3.11's wait_for wakes that one through a functools.partial over a future in
+        # the task's done callbacks, whose own callbacks wake the awaiter; it had no
+        # parent there). All of its wall time has that parent but what its first samples
+        # show, before the awaiter's first step (a tick; the parent is looked for again at
+        # each of the next 8) and the last after the cancellation: 4 INTERVAL at most.
+        run = self.cli(["waitfor.py", "1"])
+        (me,) = run.json()
+        self.check_summary(run)
+        interval = longest_interval(me["rate"], me["sampler"])
+        waiting = self.waiting(load(run.files))
+        parents = collections.Counter()
+        for names, labels, values in waiting["waited-for"]:
+            parents[labels.get("parent task")] += values["wall-time"]
+        wall = sum(parents.values())
+        self.assert_near(wall, me["lifetime_ns"], 2 * interval, "waited-for's wall time")
+        self.assertGreater(parents["forer"], wall - 4 * interval, parents)
+        self.assertEqual({names[0] for names, _, _ in waiting["forer"] if len(names) > 1},
+                         {"wait_for"})
+
     def test_async_generators(self):
         # `async for` over async generators, 5 deep: each awaits its generator's asend()
         # object (__anext__), whose generator is the next link of the chain. The stack
