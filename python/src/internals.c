@@ -183,8 +183,9 @@ void ppk_py_checks_end(int state) {
 #if PY_VERSION_HEX >= 0x030D0000
     _Py_set_eval_breaker_bit(ts, _PY_GC_SCHEDULED_BIT);
 #else
-    /* The eval breaker that went with it is still set (nothing ran that recomputes it). */
+    /* As _Py_ScheduleGC: with the eval breaker (get_name may have recomputed it). */
     _Py_atomic_store_relaxed(&ts->interp->ceval.gc_scheduled, 1);
+    _Py_atomic_store_relaxed(&ts->interp->ceval.eval_breaker, 1);
 #endif
 }
 #else
