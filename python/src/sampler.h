@@ -518,6 +518,9 @@ void ppk_py_aio_refresh(SamplerObject *sp);
 /* The (thread ident, task) of every loop running a task now, at most `max`. */
 size_t ppk_py_running_tasks(SamplerObject *sp, vec *out);
 
+/* Whether type t looks attributes up as object.__getattribute__ does (no
+ * __getattribute__ of its own; a __getattr__ may follow, for names not found). */
+int ppk_py_generic_first(PyTypeObject *t);
 /* Helpers of phase 1 that sampler_tasks.c shares. */
 PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name);
 int ppk_py_dict_plain(PyObject *d);

@@ -117,8 +117,7 @@ PyObject *ppk_py_task_attr(PyObject *obj, int which) {
         return v;
     }
     PyObject *d = _PyType_Lookup(t, attr_name[which]);
-    if (d && (d == c_descr[0][which] || d == c_descr[1][which]) &&
-        t->tp_getattro == PyObject_GenericGetAttr) {
+    if (d && (d == c_descr[0][which] || d == c_descr[1][which]) && ppk_py_generic_first(t)) {
         PyGetSetDef *gs = ((PyGetSetDescrObject *)d)->d_getset;
         getter_cache[which].type = t; /* only compared: a type's address is reused only */
         getter_cache[which].version = t->tp_version_tag; /* with another version */

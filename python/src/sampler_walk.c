@@ -78,14 +78,34 @@ PyObject *ppk_py_dict_get(PyObject *d, PyObject *key, int plain) {
     return NULL;
 }
 
+/* "__getattribute__", and object.__getattribute__ (borrowed: the base type's), looked up
+ * once. */
+static PyObject *s_getattribute, *object_getattribute;
+
+int ppk_py_generic_first(PyTypeObject *t) {
+    if (t->tp_getattro == PyObject_GenericGetAttr) return 1;
+    /* A class of the program's with __getattr__ and no __getattribute__ of its own: its
+     * lookup is the generic one, then __getattr__ for a name that one does not find. */
+    if (!object_getattribute) {
+        if (!s_getattribute && !(s_getattribute = PyUnicode_InternFromString("__getattribute__"))) {
+            PyErr_Clear();
+            return 0;
+        }
+        object_getattribute = _PyType_Lookup(&PyBaseObject_Type, s_getattribute);
+        if (!object_getattribute) return 0;
+    }
+    return _PyType_Lookup(t, s_getattribute) == object_getattribute;
+}
+
 /* obj.name when it can be read without running Python code: the type's attribute
- * lookup is the generic one and the type has no descriptor of that name (a plain class
+ * lookup is the generic one (ppk_py_generic_first: a __getattr__ is not called, the
+ * name not found then) and the type has no descriptor of that name (a plain class
  * attribute is fine); the instance's __dict__ is read with ppk_py_dict_get. A new
  * reference, or NULL (no error set). The type's attributes are looked up with
  * _PyType_Lookup (3.11 to 3.13: the MRO walk behind the type cache, which raises
  * nothing, so a missing attribute costs no exception object). */
 PyObject *ppk_py_safe_getattr(PyObject *obj, PyObject *name) {
-    if (Py_TYPE(obj)->tp_getattro != PyObject_GenericGetAttr) return NULL;
+    if (!ppk_py_generic_first(Py_TYPE(obj))) return NULL;
     PyObject *cls_attr = _PyType_Lookup(Py_TYPE(obj), name);
     if (cls_attr && Py_TYPE(cls_attr)->tp_descr_get) return NULL;
     PyObject *dict = PyObject_GenericGetDict(obj, NULL); /* an allocation at most */

@@ -257,6 +257,25 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertEqual({names[0] for names, _, _ in waiting["forer"] if len(names) > 1},
                          {"wait_for"})
 
+    def test_classes_with_getattr(self):
+        # Task classes (of the C Task and of the pure-Python one) and a loop class with a
+        # __getattr__: the usual lookup comes first for them, and the sampler reads their
+        # attributes as it does (a __getattr__ would only be called for a name not found:
+        # not called). Both tasks are sampled all along, in their sleep (none was: such
+        # classes' attributes were not read at all).
+        run = self.cli(["taskclasses.py", "1"])
+        (me,) = run.json()
+        self.check_summary(run)
+        interval = longest_interval(me["rate"], me["sampler"])
+        waiting = self.waiting(load(run.files))
+        for name in ("c-task", "py-task"):
+            smp = waiting.get(name)
+            self.assertTrue(smp, "no sample of %s; tasks sampled: %s" % (name, sorted(waiting)))
+            wall = sum(v["wall-time"] for _, _, v in smp)
+            self.assert_near(wall, me["lifetime_ns"], 2 * interval, "%s's wall time" % name)
+            self.assertEqual({tuple(names) for names, _, _ in smp if len(names) > 1},
+                             {("sleep", "sleeper")}, name)
+
     def test_async_generators(self):
         # `async for` over async generators, 5 deep: each awaits its generator's asend()
         # object (__anext__), whose generator is the next link of the chain. The stack
