@@ -19,7 +19,8 @@
  *      its ident, native id, name, the asyncio task it is running and the labels of
  *      pprofkit.tag(). Nothing here runs Python code (which could let the GIL go
  *      mid-walk): attributes are read only through types whose attribute lookup is
- *      the generic one and that define no descriptor of that name (safe_getattr), and
+ *      the generic one (before a __getattr__, which is not called) and that define no
+ *      descriptor of that name (safe_getattr), and
  *      the only call is _asyncio.Task.get_name, a C function (whose first call on an
  *      unnamed task on 3.12 and 3.13 checks for signals: internals.c,
  *      ppk_py_checks_begin).
