@@ -18,7 +18,9 @@
   moments only (the spinner's steps);
 - with "busy", a second Python thread that computes all along: the GIL changes hands
   between it and the loop, and the sampler's pass comes some time after the main thread
-  sampled itself at a tick (it waits for the GIL).
+  sampled itself at a tick (it waits for the GIL). The profiler's statistics at its stop
+  follow as another JSON line (progutil.report_at_stop): a wait for the GIL as the
+  program ends is not in those of the first.
 
 Every long task is created at once at the start and cancelled at the end. Prints one
 JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
@@ -155,5 +157,6 @@ async def main():
 if THREAD:
     threading.Thread(target=time.sleep, args=(HOUR,), daemon=True, name="idle").start()
 if BUSY:
+    progutil.report_at_stop()
     threading.Thread(target=progutil.spin, args=(HOUR,), daemon=True, name="busy").start()
 asyncio.run(main())
