@@ -83,8 +83,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
             me["sampler"])
         for name, (chain, parent) in EXPECTED.items():
             smp = waiting.get(name)
-            self.assertTrue(smp, "no sample of %s; tasks sampled: %s%s" % (
-                name, sorted(waiting), context))
+            self.assertTrue(smp, "no sample of %s; tasks sampled: %s" % (name, sorted(waiting)))
             wall = sum(v["wall-time"] for _, _, v in smp)
             self.assert_near(wall, lifetime, tol, "%s's wall time%s" % (name, context))
             on_chain = 0
@@ -278,8 +277,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         waiting = self.waiting(load(run.files))
         for name in ("c-task", "py-task"):
             smp = waiting.get(name)
-            self.assertTrue(smp, "no sample of %s; tasks sampled: %s%s" % (
-                name, sorted(waiting), context))
+            self.assertTrue(smp, "no sample of %s; tasks sampled: %s" % (name, sorted(waiting)))
             wall = sum(v["wall-time"] for _, _, v in smp)
             self.assert_near(wall, me["lifetime_ns"], 2 * interval, "%s's wall time" % name)
             self.assertEqual({tuple(names) for names, _, _ in smp if len(names) > 1},
