@@ -145,11 +145,23 @@ static inline int ppk__fdict_mark(_Atomic uint64_t *state, uint64_t w, uint32_t 
     return PPK_ESTALE;
 }
 
+/* 1 if `id` is live and marked used in the view's epoch already: its slot's word is
+ * (the id's generation, the epoch). One load and one compare past finding the slot,
+ * and no write (the line is read by every pushing thread). */
+static inline int ppk__fdict_used_now(const ppk__fdict_view *v, ppk_function_id id) {
+    _Atomic uint64_t *st = ppk__fdict_word(v, id);
+    /* The id's generation (bits 24..47) moved to the word's high half. */
+    uint64_t want = (id << 8 & 0x00ffffff00000000u) | v->epoch;
+    return st && atomic_load_explicit(st, memory_order_relaxed) == want;
+}
+
+/* ppk__fdict_check(), out of line: for the first use of an id in an epoch, or a stale
+ * id, after ppk__fdict_used_now() said no. */
+int ppk__fdict_check_slow(ppk__fdict *d, ppk_function_id id);
+
 /* 0 if `id` is live, and marks it used in the view's epoch; PPK_ESTALE if not. No
  * lock: an eviction may still come between this and the window's resolution of the
- * id, which then refuses it (ppk__fdict_get_locked). An id used already in this epoch
- * costs one load and one compare past finding its slot; only a change is written (the
- * line is read by every pushing thread). */
+ * id, which then refuses it (ppk__fdict_get_locked). */
 static inline int ppk__fdict_check_in(const ppk__fdict_view *v, ppk_function_id id) {
     _Atomic uint64_t *st = ppk__fdict_word(v, id);
     if (!st) return PPK_ESTALE;

@@ -175,16 +175,11 @@ static inline uint8_t *ppk__sbuf_id16_room(ppk__sbuf *sb, size_t n) {
     return sb->buf + off;
 }
 
-/* Makes the n records written where ppk__sbuf_id16_room() said the sample's frames. */
+/* Makes the n records written where ppk__sbuf_id16_room() said, their places written in
+ * sb->frames from sb->n_frames on, the sample's frames. */
 static inline void ppk__sbuf_id16_commit(ppk__sbuf *sb, size_t n) {
-    size_t off = (sb->len + 7) & ~(size_t)7;
-    ppk__rec *r = sb->frames + sb->n_frames;
-    for (size_t i = 0; i < n; i++) {
-        r[i].off = off + i * sizeof(ppk__idrec);
-        r[i].len = sizeof(ppk__idrec);
-    }
+    sb->len = ((sb->len + 7) & ~(size_t)7) + n * sizeof(ppk__idrec);
     sb->n_frames += n;
-    sb->len = off + n * sizeof(ppk__idrec);
 }
 
 /* n frames by function id (checked by the caller), as n ppk__sbuf_push_id() calls: 0,
