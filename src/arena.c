@@ -97,11 +97,6 @@ static int next_chunk(ppk__arena *a, size_t n, ppk__chunk **used, uint8_t **pos,
     return 0;
 }
 
-ppk__arena_mark ppk__arena_get_mark(const ppk__arena *a) {
-    ppk__arena_mark m = {a->used, a->over, a->pos, a->over_pos, a->alloc_bytes};
-    return m;
-}
-
 /* Moves the chunks of `*used` down to `upto` to the spare list. */
 static void unuse(ppk__arena *a, ppk__chunk **used, const ppk__chunk *upto) {
     while (*used != upto) {

@@ -52,7 +52,10 @@ void ppk__arena_destroy(ppk__arena *a);
 void *ppk__arena_alloc(ppk__arena *a, size_t n, size_t align);
 void *ppk__arena_dup(ppk__arena *a, const void *src, size_t n, size_t align);
 void ppk__arena_reset(ppk__arena *a);
-ppk__arena_mark ppk__arena_get_mark(const ppk__arena *a);
+static inline ppk__arena_mark ppk__arena_get_mark(const ppk__arena *a) {
+    ppk__arena_mark m = {a->used, a->over, a->pos, a->over_pos, a->alloc_bytes};
+    return m;
+}
 /* Frees (for reuse) everything allocated since `m` was taken. */
 void ppk__arena_rollback(ppk__arena *a, ppk__arena_mark m);
 /* Checks internal invariants with assert(); for tests and debug builds. */

@@ -87,7 +87,10 @@ int ppk__dict_reserve(ppk__dict *d, size_t extra) {
 /* A key of up to PPK_DICT_INLINE bytes as the entry holds it. */
 static uint64_t inline_word(const void *key, size_t len) {
     uint64_t w = 0;
-    if (len) memcpy(&w, key, len);
+    if (len == sizeof w) /* the samples' keys: a copy without a call */
+        memcpy(&w, key, sizeof w);
+    else if (len)
+        memcpy(&w, key, len);
     return w;
 }
 

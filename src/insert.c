@@ -350,18 +350,22 @@ static uint64_t sample_hash(uint32_t stack, uint32_t set) {
     return ppk__hash(&sr, sizeof sr);
 }
 
-/* The aggregated sample (stack, set): 0, LIMIT or PPK_ENOMEM. */
-static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint32_t *id) {
+/* The aggregated sample (stack, set), whose sample_hash() is `hash`: 0, LIMIT or
+ * PPK_ENOMEM. */
+static int sample_id(ppk_profile *p, uint32_t stack, uint32_t set, uint64_t hash,
+                     uint32_t *id) {
     size_t nt = p->n_types;
-    void *arr = p->values;
     size_t headroom = p->mem.over_ok ? 0 : PPK_DICT_HEADROOM; /* as the samples dict's */
-    if (ppk__grow(&p->mem, &arr, &p->values_cap, p->samples.n,
-                  (size_t)p->samples.n + 1 + headroom, nt * sizeof(int64_t)))
-        return why(p);
-    p->values = arr;
+    size_t need = (size_t)p->samples.n + 1 + headroom;
+    if (need > p->values_cap) {
+        void *arr = p->values;
+        if (ppk__grow(&p->mem, &arr, &p->values_cap, p->samples.n, need, nt * sizeof(int64_t)))
+            return why(p);
+        p->values = arr;
+    }
     ppk__sample_rec sr = {stack, set};
     int is_new;
-    *id = ppk__dict_intern(&p->samples, &sr, sizeof sr, sample_hash(stack, set), 4, &is_new);
+    *id = ppk__dict_intern(&p->samples, &sr, sizeof sr, hash, 4, &is_new);
     if (*id == PPK_DICT_NONE) return why(p);
     if (is_new) memset(&p->values[(size_t)*id * nt], 0, nt * sizeof(int64_t));
     return 0;
@@ -397,7 +401,8 @@ static int keep_timestamped(ppk_profile *p, const ppk__recs *r, uint32_t stack, 
  * strings are interned before the labels'. *stack_new and *set_new tell which of them
  * may be put in their caches. */
 static int stack_and_set(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
-                         uint32_t *stack, uint32_t *set, int *stack_new, int *set_new) {
+                         uint32_t *stack, uint32_t *set, int *stack_new, int *set_new,
+                         uint64_t *hash) {
     const ppk__stack_slot *s =
         r->n_frames && !r->omitted ? ppk__stack_cache_slot(&p->sc, r->stack_hash) : NULL;
     const uint32_t *e = s ? s->recs : NULL;
@@ -407,8 +412,10 @@ static int stack_and_set(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
     if (e) {
         ppk__stack_entry_prefetch(e, r->n_frames);
         if ((rc = label_set_id(p, dg, r, set, set_new))) return rc;
-        ppk__dict_prefetch(&p->samples, sample_hash(s->stack, *set));
+        *hash = sample_hash(s->stack, *set);
+        ppk__dict_prefetch(&p->samples, *hash);
         *stack = ppk__stack_cache_match(e, &p->frame_recs, p->frame_val, r);
+        if (*stack != s->stack) *hash = 0;
     }
     if (*stack == PPK_DICT_NONE && (rc = stack_id(p, dg, r, stack, stack_new))) return rc;
     return e ? 0 : label_set_id(p, dg, r, set, set_new);
@@ -417,14 +424,15 @@ static int stack_and_set(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r,
 static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
     uint32_t stack, set, id;
     int rc, stack_new, set_new;
-    if ((rc = stack_and_set(p, dg, r, &stack, &set, &stack_new, &set_new))) return rc;
+    uint64_t hash = 0; /* sample_hash(stack, set), when stack_and_set computed it */
+    if ((rc = stack_and_set(p, dg, r, &stack, &set, &stack_new, &set_new, &hash))) return rc;
     uint32_t resolved = stack;
     if (r->timestamp_ns) {
         rc = keep_timestamped(p, r, stack, set);
         if (rc != LIMIT) return rc;
         dg->timestamps_dropped++; /* aggregated instead */
     }
-    rc = sample_id(p, stack, set, &id);
+    rc = sample_id(p, stack, set, hash ? hash : sample_hash(stack, set), &id);
     if (rc == LIMIT) {
         dg->samples_overflowed++;
         if ((rc = overflow_stack(p, dg, &stack))) return rc;
@@ -432,7 +440,9 @@ static int insert(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r) {
             p->mem.over_ok = 1;
             if (p->ids.empty_set == PPK_DICT_NONE)
                 rc = rec_id(p, &p->label_sets, "", 0, 4, &p->ids.empty_set);
-            if (!rc) rc = sample_id(p, stack, p->ids.empty_set, &p->ids.overflow_sample);
+            if (!rc)
+                rc = sample_id(p, stack, p->ids.empty_set, sample_hash(stack, p->ids.empty_set),
+                               &p->ids.overflow_sample);
             p->mem.over_ok = 0;
             if (rc) return PPK_ENOMEM;
         }

@@ -55,11 +55,14 @@ void ppk_profile_config_init(ppk_profile_config *cfg) {
 static int str_ok(ppk_str s) { return s.ptr != NULL || s.len == 0; }
 
 /* Every table but the string table (which strtab.c manages), in a fixed order. */
-#define N_TABLES 11
+#define COUNT(table) +1
+#define N_TABLES (0 PPK__TABLES(COUNT))
+_Static_assert(N_TABLES + 1 == sizeof ((ppk__undo *)0)->n / sizeof(uint32_t),
+               "an undo record counts every table and the string table");
 static void tables(ppk_profile *p, ppk__dict *t[N_TABLES]) {
-    ppk__dict *all[N_TABLES] = {&p->mappings,   &p->functions,  &p->locations, &p->stacks,
-                                &p->labels,     &p->label_sets, &p->samples,   &p->endpoints,
-                                &p->endpoint_names, &p->frame_recs, &p->label_recs};
+#define ADDRESS(table) &p->table,
+    ppk__dict *all[N_TABLES] = {PPK__TABLES(ADDRESS)};
+#undef ADDRESS
     memcpy(t, all, sizeof all);
 }
 
@@ -264,17 +267,6 @@ int ppk_profile_add(ppk_profile *p, const ppk_sample_data *s) {
 }
 
 /* ---- undo: what a failed call puts back ---------------------------------------- */
-
-void ppk__undo_save(ppk_profile *p, ppk__undo *u) {
-    ppk__dict *t[N_TABLES];
-    tables(p, t);
-    for (int i = 0; i < N_TABLES; i++) u->n[i] = t[i]->n;
-    u->n[N_TABLES] = p->strings.d.n;
-    u->arena = ppk__arena_get_mark(&p->arena);
-    u->fit = p->strings.fit;
-    u->ts_n = p->ts_n;
-    u->ids = p->ids;
-}
 
 void ppk__undo_restore(ppk_profile *p, const ppk__undo *u) {
     ppk__dict *t[N_TABLES];

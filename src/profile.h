@@ -200,13 +200,29 @@ static inline ppk__label_rec ppk__label_get(const ppk_profile *p, uint32_t id) {
 /* What an insert that ran out of memory puts back (insert.c, endpoints). */
 typedef struct ppk__undo {
     ppk__arena_mark arena;
-    uint32_t n[12];
+    uint32_t n[12]; /* PPK__TABLES' counts, then the string table's */
     ppk__fit_counts fit;
     size_t ts_n;
     ppk__ids ids;
 } ppk__undo;
 
-void ppk__undo_save(ppk_profile *p, ppk__undo *u);
+/* The window's tables but the string table, in a fixed order (profile.c). */
+#define PPK__TABLES(X)                                                                     \
+    X(mappings) X(functions) X(locations) X(stacks) X(labels) X(label_sets) X(samples)     \
+        X(endpoints) X(endpoint_names) X(frame_recs) X(label_recs)
+
+/* Inline: every flush makes one. */
+static inline void ppk__undo_save(ppk_profile *p, ppk__undo *u) {
+    uint32_t *n = u->n;
+#define PPK__SAVE_N(table) *n++ = p->table.n;
+    PPK__TABLES(PPK__SAVE_N)
+#undef PPK__SAVE_N
+    *n = p->strings.d.n;
+    u->arena = ppk__arena_get_mark(&p->arena);
+    u->fit = p->strings.fit;
+    u->ts_n = p->ts_n;
+    u->ids = p->ids;
+}
 void ppk__undo_restore(ppk_profile *p, const ppk__undo *u);
 void ppk__degraded_add(ppk__degraded *to, const ppk__degraded *d);
 
