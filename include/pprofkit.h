@@ -717,9 +717,12 @@ PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
  * while it lives. An id is never reused for another function: a function evicted (unused
  * for function_ttl_exports exports) or from another recorder (any live one; a freed
  * one's until 65,535 more recorders were created) is refused with PPK_ESTALE
- * by ppk_sample_push_frame_id(), or, when eviction happened between that push and the
- * flush, by ppk_sample_flush() (the sample is dropped and counted in
- * samples_dropped_stale). On PPK_ESTALE intern the function again and use the new id.
+ * by ppk_sample_push_frame_id(), or by ppk_sample_flush() (the sample is dropped and
+ * counted in samples_dropped_stale) when eviction happened between that push and the
+ * flush, and for the ids of ppk_sample_push_frames_id(), which the window checks when
+ * it first meets each frame. On PPK_ESTALE intern the function again and use the new
+ * id (after a refused flush: push the sample's frames one by one, which finds the
+ * stale ones, and flush again).
  * The dictionary is bounded (max_functions, max_function_bytes): past either bound,
  * interning a new function returns PPK_EFULL (counted in functions_refused) and the
  * caller pushes that frame with its strings; entries come free as they are evicted.
@@ -753,12 +756,13 @@ typedef struct ppk_id_frame {
 } ppk_id_frame;
 
 /* Pushes n frames, leaf first, as n calls of ppk_sample_push_frame_id() would (frames
- * past max_frames are cut the same way), with one check of the sample's state and the
- * dictionary's epoch read once: what a profiler that walked a whole stack into an
- * array calls. All or nothing: on error the sample is as it was (PPK_ESTALE if any id
- * is stale: intern those functions again).
+ * past max_frames are cut the same way), with one check of the sample's state: what a
+ * profiler that walked a whole stack into an array calls. The ids are not checked
+ * here: the flush refuses the sample with PPK_ESTALE if one is stale (the window checks
+ * an id, and marks its function used, when it first meets the frame, and compares
+ * records after that). All or nothing: on error the sample is as it was.
  * @return 0, PPK_EINVAL, PPK_ENULL (frames NULL with n > 0), PPK_ESTATE, PPK_ECLOSED,
- *         PPK_ESTALE, PPK_ENOMEM. */
+ *         PPK_ENOMEM. */
 PPK_API int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t n);
 
 /* Pushes a label. PPK_EDUPLABEL if the key was pushed already in this sample,

@@ -314,8 +314,6 @@ int ppk__fdict_intern(ppk__fdict *d, const ppk_function *f, ppk_function_id *id)
     return rc;
 }
 
-int ppk__fdict_check_slow(ppk__fdict *d, ppk_function_id id) { return ppk__fdict_check(d, id); }
-
 /* ---- resolution, eviction, figures ----------------------------------------------- */
 
 int ppk__fdict_get_locked(ppk__fdict *d, ppk_function_id id, ppk_frame *f) {

@@ -4,30 +4,33 @@
  * An entry holds a function's strings, fitted for pprof at intern (repaired and cut as
  * the string table would), and its start line. Entries live in chunks of
  * PPK__FD_CHUNK slots, allocated when first needed and kept until the dictionary is
- * freed, so a slot never moves: a push checks its id with two atomic loads (its
- * chunk, its slot's word) and no lock (ppk__fdict_check). A chunk keeps what pushes
- * read, each slot's live generation and last use, in one 64-bit word a slot (8 KiB a
- * chunk), apart from the entries (48 KiB), so that a push's check stays in cache when
- * the dictionary no longer does, and is one compare when the id was already used in
- * the current epoch. Everything else takes the dictionary's lock: interning, a window
+ * freed, so a slot never moves: an id is checked with two atomic loads (its chunk, its
+ * slot's word) and no lock (ppk__fdict_check). A chunk keeps what checks read, each
+ * slot's live generation and last use, in one 64-bit word a slot (8 KiB a chunk),
+ * apart from the entries (48 KiB), so that a check stays in cache when the dictionary
+ * no longer does, and is one compare when the id was already used in the current
+ * epoch. A check is made by ppk_sample_push_frame_id, and by a window when it first
+ * meets a frame by id (insert.c; ppk_sample_push_frames_id leaves its ids to that:
+ * a window that has met the frame compares records, and no eviction comes before the
+ * window is retired). Everything else takes the dictionary's lock: interning, a window
  * resolving an id it has not seen (ppk__fdict_get_locked), and eviction.
  *
  * An id is tag (16 bits, the dictionary's) | generation (24 bits, the slot's) | slot + 1
  * (24 bits). A slot's word is the generation of its live entry (high half; 0 when
  * free: PPK__FD_FREE) and the epoch of its last use (low half); eviction frees it and
  * reuse takes the next generation; a slot whose generations are used up is not
- * reused. A push marks its use with a compare-and-swap that keeps the generation and
- * only moves the last use forward (a push whose epoch was read before an export does
- * not take back a later push's mark), and eviction frees a slot with one that expects
+ * reused. A check marks its use with a compare-and-swap that keeps the generation and
+ * only moves the last use forward (a check whose epoch was read before an export does
+ * not take back a later one's mark), and eviction frees a slot with one that expects
  * the last use it judged by: neither undoes the other.
  * So an id names at most one function ever: a stale id is refused, never resolved to
  * another function. The tag tells dictionaries apart (a recorder's id given to another):
  * no two live dictionaries have the same, and a freed one's comes back only after the
  * 65,535 others were handed out (fdict.c).
  *
- * Use: a push or an intern stores the current epoch (exports so far) in the slot's
- * last use when it differs; ppk__fdict_end_epoch (at each export) evicts the entries
- * whose last use is ttl epochs old.
+ * Use: a check or an intern stores the current epoch (exports so far) in the slot's
+ * last use when it differs; ppk__fdict_end_epoch (at each export, after the windows
+ * are swapped) evicts the entries whose last use is ttl epochs old.
  *
  * Bounds: at most max_entries live entries and max_bytes of entry bytes (strings plus
  * PPK__FD_ENTRY_BYTES each); slots (56 bytes, allocated 1,024 at a time) and the index
@@ -61,7 +64,7 @@ typedef struct ppk__fentry {
 } ppk__fentry;
 
 typedef struct ppk__fchunk {
-    /* PPK__FD_WORD(the live entry's generation, the epoch of its last push or intern),
+    /* PPK__FD_WORD(the live entry's generation, the epoch of its last check or intern),
      * or PPK__FD_FREE */
     _Atomic uint64_t state[PPK__FD_CHUNK];
     ppk__fentry e[PPK__FD_CHUNK];
@@ -69,7 +72,7 @@ typedef struct ppk__fchunk {
 
 #define PPK__FD_WORD(gen, epoch) ((uint64_t)(gen) << 32 | (uint32_t)(epoch))
 #define PPK__FD_GEN(word) ((uint32_t)((word) >> 32))
-/* A free slot's word: generation 0 and a last use no push expects (a push of an id with
+/* A free slot's word: generation 0 and a last use no check expects (a check of an id with
  * generation 0 expects PPK__FD_WORD(0, epoch), and the epoch skips 2^32 - 1). */
 #define PPK__FD_FREE ((uint64_t)UINT32_MAX)
 
@@ -144,20 +147,6 @@ static inline int ppk__fdict_mark(_Atomic uint64_t *state, uint64_t w, uint32_t 
     }
     return PPK_ESTALE;
 }
-
-/* 1 if `id` is live and marked used in the view's epoch already: its slot's word is
- * (the id's generation, the epoch). One load and one compare past finding the slot,
- * and no write (the line is read by every pushing thread). */
-static inline int ppk__fdict_used_now(const ppk__fdict_view *v, ppk_function_id id) {
-    _Atomic uint64_t *st = ppk__fdict_word(v, id);
-    /* The id's generation (bits 24..47) moved to the word's high half. */
-    uint64_t want = (id << 8 & 0x00ffffff00000000u) | v->epoch;
-    return st && atomic_load_explicit(st, memory_order_relaxed) == want;
-}
-
-/* ppk__fdict_check(), out of line: for the first use of an id in an epoch, or a stale
- * id, after ppk__fdict_used_now() said no. */
-int ppk__fdict_check_slow(ppk__fdict *d, ppk_function_id id);
 
 /* 0 if `id` is live, and marks it used in the view's epoch; PPK_ESTALE if not. No
  * lock: an eviction may still come between this and the window's resolution of the

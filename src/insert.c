@@ -168,7 +168,10 @@ static int frame_rec_loc(ppk_profile *p, ppk__degraded *dg, const uint8_t *rec, 
         /* The function's strings are the dictionary's while its lock is held. */
         if (!p->fdict) return PPK_ESTALE;
         ppk__fdict_lock(p->fdict);
-        rc = ppk__fdict_get_locked(p->fdict, fid, &f);
+        /* A window checks an id (and marks its function used in the epoch) when it
+         * first meets the frame: ppk_sample_push_frames_id leaves that to it. */
+        rc = ppk__fdict_check(p->fdict, fid);
+        if (!rc) rc = ppk__fdict_get_locked(p->fdict, fid, &f);
         if (!rc) rc = frame_id(p, dg, &f, loc);
         ppk__fdict_unlock(p->fdict);
     } else {

@@ -104,56 +104,31 @@ int ppk_sample_push_frame_id(ppk_sample *s, ppk_function_id id, int64_t line) {
     return ppk_sample_push_frame_id_addr(s, id, line, 0);
 }
 
-/* Writes the 16-byte records of frames[i..n) and their places (r, from offset `off` of
- * the buffer, at `at`) while their ids were used in the view's epoch already and their
- * lines fit in 32 bits: the index of the first frame that is not so, or n. No call in
- * the loop, so that what it reads stays in registers. */
-static __attribute__((noinline)) size_t push_id16_run(const ppk_id_frame *frames, size_t i,
-                                                      size_t n, ppk__fdict_view v, uint8_t *at,
-                                                      ppk__rec *r, size_t off) {
-    for (; i < n; i++) {
-        ppk_function_id id = frames[i].function;
-        uint64_t line = (uint64_t)frames[i].line; /* negative: past UINT32_MAX */
-        if (line > UINT32_MAX || !ppk__fdict_used_now(&v, id)) break;
-        ppk__idrec rec = {PPK__FREC_ID16, (uint32_t)line, id};
-        memcpy(at + i * sizeof rec, &rec, sizeof rec);
-        r[i].off = off + i * sizeof rec;
-        r[i].len = sizeof rec;
-    }
-    return i;
-}
-
 int ppk_sample_push_frames_id(ppk_sample *s, const ppk_id_frame *frames, size_t n) {
     int rc = check(s, 1);
     if (rc) return rc;
     if (!n) return 0;
     if (!frames) return PPK_ENULL;
-    ppk__fdict *d = &atomic_load(&s->rec)->fdict;
-    ppk__fdict_view v = ppk__fdict_view_of(d);
-    /* The common case: each id checked, its 16-byte record and its place written, in
-     * runs of ids used in this epoch already; an id's first use in the epoch marks it
-     * (a line past 32 bits needs a longer record: the general case, below). */
+    /* The ids are checked at the flush, by the window (see the header). The common
+     * case in one pass: 16-byte records (a line past 32 bits needs a longer record:
+     * the general case) and their places. */
     uint8_t *at = ppk__sbuf_id16_room(&s->sb, n);
-    size_t i = 0;
     if (at) {
         ppk__rec *r = s->sb.frames + s->sb.n_frames;
-        size_t off = (size_t)(at - s->sb.buf);
-        while ((i = push_id16_run(frames, i, n, v, at, r, off)) < n &&
-               (uint64_t)frames[i].line <= UINT32_MAX) {
-            if (ppk__fdict_check_slow(d, frames[i].function)) return PPK_ESTALE;
-            ppk__idrec rec = {PPK__FREC_ID16, (uint32_t)frames[i].line, frames[i].function};
+        size_t off = (size_t)(at - s->sb.buf), i = 0;
+        for (; i < n; i++) {
+            uint64_t line = (uint64_t)frames[i].line; /* negative: past UINT32_MAX */
+            if (line > UINT32_MAX) break;
+            ppk__idrec rec = {PPK__FREC_ID16, (uint32_t)line, frames[i].function};
             memcpy(at + i * sizeof rec, &rec, sizeof rec);
             r[i].off = off + i * sizeof rec;
             r[i].len = sizeof rec;
-            i++;
         }
         if (i == n) {
             ppk__sbuf_id16_commit(&s->sb, n);
             return 0;
         }
     }
-    for (; i < n; i++)
-        if (ppk__fdict_check_in(&v, frames[i].function)) return PPK_ESTALE;
     return ppk__sbuf_push_ids(&s->sb, frames, n);
 }
 

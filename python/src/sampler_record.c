@@ -153,16 +153,16 @@ static inline gframe *frame_at(const rec_in *in, size_t i) {
 }
 
 /* Pushes the sample's frames, leaf first: by id, each run of frames whose ids the frame
- * cache knows in one call (ID_BATCH at most); a frame without an id yet, and a run
- * refused because one of its ids was evicted since, one at a time (push_frame interns
- * it again). */
+ * cache knows in one call (ID_BATCH at most) when `batch`, else one at a time (each id
+ * checked as it is pushed: push_frame interns a stale one again); a frame without an
+ * id yet one at a time. */
 static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in,
-                        int by_id) {
+                        int by_id, int batch) {
     size_t n = in->gt->n_frames;
     for (size_t i = 0; i < n;) {
         ppk_id_frame run[ID_BATCH];
         size_t m = 0;
-        for (; by_id && i + m < n && m < ID_BATCH; m++) {
+        for (; by_id && batch && i + m < n && m < ID_BATCH; m++) {
             const gframe *g = frame_at(in, i + m);
             if (!g->fid) break;
             run[m] = (ppk_id_frame){g->fid, g->line};
@@ -181,10 +181,10 @@ static int push_labels(ppk_sample *s, const gthread *gt, const glabel *labels);
 /* One sample, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused: 1 if
  * a label was refused. */
 static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in, int by_id,
-                  uint64_t *labels_refused) {
+                  int batch, uint64_t *labels_refused) {
     const gthread *gt = in->gt;
     if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
-    push_frames(sp, s, fixups, in, by_id);
+    push_frames(sp, s, fixups, in, by_id, batch);
     *labels_refused = push_labels(s, gt, in->labels);
     if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
     if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, in->cpu);
@@ -223,10 +223,14 @@ void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread 
                    int64_t count, rec_counts *c) {
     rec_in in = {gt, frames, idx, labels, cpu, count};
     uint64_t refused = 0;
-    int rc = record(sp, s, fixups, &in, sp->function_ids, &refused);
-    /* A function evicted between its push and the flush: the sample again, by strings
-     * (the refused flush is counted by the recorder, in samples_dropped_stale). */
-    if (rc == PPK_ESTALE) rc = record(sp, s, fixups, &in, 0, &refused);
+    int rc = record(sp, s, fixups, &in, sp->function_ids, 1, &refused);
+    /* A stale id (a function evicted since the frame cache learnt its id; a batch's ids
+     * are checked at the flush): the sample again with one push a frame, which finds
+     * the stale ones and interns them again; an eviction between those pushes and the
+     * flush: by strings. Each refused flush is counted by the recorder
+     * (samples_dropped_stale). */
+    if (rc == PPK_ESTALE && sp->function_ids) rc = record(sp, s, fixups, &in, 1, 0, &refused);
+    if (rc == PPK_ESTALE) rc = record(sp, s, fixups, &in, 0, 0, &refused);
     c->labels_refused += refused;
     if (rc) {
         c->failed++;
