@@ -28,10 +28,10 @@
  *   - bounds: max_functions and max_function_bytes refuse new functions (PPK_EFULL,
  *     counted) and accept them again once entries are evicted; 1,000 exports of ever
  *     new names keep the dictionary's entries and bytes flat;
- *   - threads: four threads intern (known and new names), push by id and flush while
- *     another exports back to back with a TTL of one export; every sample flushed is in
- *     exactly one export, every refused flush is counted, and each sample's leaf
- *     function is the one its label names;
+ *   - threads: four threads intern (known and new names), push by id (two one frame
+ *     at a time, two in batches) and flush while another exports back to back with a
+ *     TTL of one export; every sample flushed is in exactly one export, every refused
+ *     flush is counted, and each sample's leaf function is the one its label names;
  *   - fork: a child keeps the dictionary: ids interned before fork() work there;
  *   - marks (src/fdict.h directly): a push whose epoch was read before an export (a
  *     batch begun then) does not take back a later push's mark of the same function,
@@ -668,8 +668,12 @@ static void *work(void *arg) {
                 }
                 if (id) *id = use;
             }
+            /* Odd threads push in batches, whose ids only the flush checks. */
+            ppk_id_frame batch[1] = {{use, 1}};
             int rc = ppk_sample_start(s);
-            if (!rc) rc = ppk_sample_push_frame_id(s, use, 1);
+            if (!rc)
+                rc = w->index & 1 ? ppk_sample_push_frames_id(s, batch, 1)
+                                  : ppk_sample_push_frame_id(s, use, 1);
             if (rc == PPK_ESTALE) {
                 w->stale_pushes++;
                 ppk_sample_drop(s);
