@@ -107,16 +107,11 @@ static void gather(const struct w1 *w, const uint16_t *fn, size_t n, ppk_id_fram
 }
 
 /* The whole stack by ppk_sample_push_frames_id (--api ids): the ids and lines gathered
- * into an array first; a stale id makes the call push nothing, and each frame is then
- * pushed on its own. */
+ * into an array first (a stale id is refused by the flush: record_by_id). */
 static int push_ids(ppk_sample *s, const struct w1 *w, const uint16_t *fn, size_t n) {
     static _Thread_local ppk_id_frame fr[W1_MAX_DEPTH];
     gather(w, fn, n, fr);
-    int rc = ppk_sample_push_frames_id(s, fr, n);
-    if (rc != PPK_ESTALE) return rc;
-    rc = 0;
-    for (size_t i = 0; !rc && i < n; i++) rc = push_id(s, w, fn[i]);
-    return rc;
+    return ppk_sample_push_frames_id(s, fr, n);
 }
 
 /* bench_record by function id: the stack's functions from the workload's tables. */

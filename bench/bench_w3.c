@@ -277,16 +277,12 @@ static void gather(const struct w3 *w, const uint16_t *fn, uint32_t depth, ppk_i
 }
 
 /* The whole stack by ppk_sample_push_frames_id (--api ids), its ids and lines gathered
- * into an array first; a stale id makes the call push nothing, and each frame is then
- * pushed on its own. */
+ * into an array first (a stale id is refused by the flush: the sample is recorded
+ * again after its functions are interned again). */
 static int push_ids(ppk_sample *s, const struct w3 *w, const uint16_t *fn, uint32_t depth) {
     static _Thread_local ppk_id_frame fr[W3_MAX_DEPTH];
     gather(w, fn, depth, fr);
-    int rc = ppk_sample_push_frames_id(s, fr, depth);
-    if (rc != PPK_ESTALE) return rc;
-    rc = 0;
-    for (uint32_t f = 0; !rc && f < depth; f++) rc = push_id(s, w, fn[f]);
-    return rc;
+    return ppk_sample_push_frames_id(s, fr, depth);
 }
 
 /* One attempt at sample x: start, pushes, labels, values, timestamp, flush. */
