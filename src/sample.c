@@ -92,6 +92,13 @@ int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename, int64_t
     return rc ? rc : ppk__sbuf_push_simple_frame(&s->sb, name, filename, address, line);
 }
 
+int ppk_sample_omit_frames(ppk_sample *s, uint64_t n) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    ppk__sbuf_omit(&s->sb, n);
+    return 0;
+}
+
 int ppk_sample_push_frame_id_addr(ppk_sample *s, ppk_function_id id, int64_t line,
                                   uint64_t address) {
     int rc = check(s, 1);

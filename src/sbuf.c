@@ -118,6 +118,17 @@ static int over_limit(ppk__sbuf *sb) {
     return 1;
 }
 
+void ppk__sbuf_omit(ppk__sbuf *sb, uint64_t n) {
+    if (!n) return;
+    /* As n frames past the limit (over_limit): at the limit, the last frame pushed
+     * makes room for the "<N frames omitted>" one and is counted in it. */
+    if (!sb->omitted && sb->n_frames == sb->max_frames) {
+        sb->n_frames--;
+        sb->omitted = 1;
+    }
+    sb->omitted = n > SIZE_MAX - sb->omitted ? SIZE_MAX : sb->omitted + (size_t)n;
+}
+
 /* A frame that does not fit in max_bytes is omitted like one past max_frames: it and
  * the ones after it become the "<N frames omitted>" frame. */
 static int scratch_full(ppk__sbuf *sb) {

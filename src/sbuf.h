@@ -182,6 +182,9 @@ static inline void ppk__sbuf_id16_commit(ppk__sbuf *sb, size_t n) {
     sb->n_frames += n;
 }
 
+/* n frames, root side of those pushed, counted as omitted (ppk_sample_omit_frames). */
+void ppk__sbuf_omit(ppk__sbuf *sb, uint64_t n);
+
 /* n frames by function id (checked by the caller), as n ppk__sbuf_push_id() calls: 0,
  * or PPK_ENOMEM with the sample as it was. */
 int ppk__sbuf_push_ids(ppk__sbuf *sb, const ppk_id_frame *frames, size_t n);

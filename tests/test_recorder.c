@@ -23,7 +23,9 @@
  *     refused for memory, sink failures, each counted; a config string cut once is
  *     counted once, whatever the shards;
  *   - start/stop storm: eight threads starting and stopping the background exporter at
- *     random all return (a watchdog fails the test rather than hang it).
+ *     random all return (a watchdog fails the test rather than hang it);
+ *   - omitted frames: a stack's first max_frames frames pushed and the rest counted
+ *     (ppk_sample_omit_frames) export as the whole stack pushed.
  */
 #define _GNU_SOURCE /* syscall() */
 #include <dirent.h>
@@ -1856,6 +1858,69 @@ static void test_config_repairs_counted_once(void) {
     }
 }
 
+/* ppk_sample_omit_frames: a stack of D frames with max_frames 8, its first min(D, 8)
+ * frames pushed and the rest counted, exports as the whole stack pushed (D = 1, 7, 8, 9,
+ * 30: under, at and past the limit); frames pushed after it are counted too; out of
+ * order it is PPK_ESTATE. */
+static void test_omit_frames(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.profile.max_frames = 8;
+    ppk_recorder *all = NULL, *counted = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &all), 0);
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &counted), 0);
+    ppk_sample *a = NULL, *c = NULL;
+    if (all) CHECK_EQ_INT(ppk_sample_create(all, &a), 0);
+    if (counted) CHECK_EQ_INT(ppk_sample_create(counted, &c), 0);
+    if (!a || !c) goto out;
+    CHECK_EQ_INT(ppk_sample_omit_frames(c, 1), PPK_ESTATE);
+    static const int depths[] = {1, 7, 8, 9, 30};
+    for (size_t k = 0; k < sizeof depths / sizeof depths[0]; k++) {
+        int d = depths[k], pushed = d < 8 ? d : 8;
+        CHECK_EQ_INT(ppk_sample_start(a), 0);
+        CHECK_EQ_INT(ppk_sample_start(c), 0);
+        for (int i = 0; i < d; i++) {
+            char fn[32];
+            snprintf(fn, sizeof fn, "f%d_%d", d, i);
+            CHECK_EQ_INT(ppk_sample_push_frame(a, ppk_cstr(fn), PPK_STR("d.py"), i + 1, 0), 0);
+            if (i < pushed)
+                CHECK_EQ_INT(ppk_sample_push_frame(c, ppk_cstr(fn), PPK_STR("d.py"), i + 1, 0), 0);
+        }
+        CHECK_EQ_INT(ppk_sample_omit_frames(c, (uint64_t)(d - pushed)), 0);
+        CHECK_EQ_INT(ppk_sample_set_value(a, 0, d), 0);
+        CHECK_EQ_INT(ppk_sample_set_value(c, 0, d), 0);
+        CHECK_EQ_INT(ppk_sample_flush(a), 0);
+        CHECK_EQ_INT(ppk_sample_flush(c), 0);
+    }
+    char *x = export_describe(all), *y = export_describe(counted);
+    CHECK(x && y && strstr(x, "<23 frames omitted>") && strstr(x, "<2 frames omitted>"));
+    if (x && y && strcmp(x, y) != 0) fprintf(stderr, "pushed:\n%s\ncounted:\n%s\n", x, y);
+    CHECK(x && y && strcmp(x, y) == 0);
+    free(x);
+    free(y);
+    /* 3 pushed, 4 counted, 2 more pushed (root side of the counted ones): 3 frames and
+     * "<6 frames omitted>". */
+    CHECK_EQ_INT(ppk_sample_start(c), 0);
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(ppk_sample_push_frame(c, PPK_STR("g"), PPK_STR("g.py"), i + 1, 0), 0);
+        if (i == 2) CHECK_EQ_INT(ppk_sample_omit_frames(c, 4), 0);
+    }
+    CHECK_EQ_INT(ppk_sample_omit_frames(c, 0), 0);
+    CHECK_EQ_INT(ppk_sample_set_value(c, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(c), 0);
+    pr_profile pp;
+    if (export_parse(counted, &pp) == 0) {
+        CHECK(pp.nsamples == 1 && pp.samples[0].nloc == 4);
+        CHECK(has_string(&pp, "<6 frames omitted>"));
+        pr_free(&pp);
+    }
+out:
+    ppk_sample_free(a);
+    ppk_sample_free(c);
+    ppk_recorder_free(all);
+    ppk_recorder_free(counted);
+}
+
 int main(void) {
     RUN(test_start_stop_storm);
     RUN(test_config_repairs_counted_once);
@@ -1883,5 +1948,6 @@ int main(void) {
     RUN(test_endpoints_across_windows);
     RUN(test_endpoint_fitted_as_profile);
     RUN(test_endpoints_concurrent);
+    RUN(test_omit_frames);
     return check_summary();
 }

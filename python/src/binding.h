@@ -43,6 +43,7 @@ struct RecorderObject {
                             * recording phase (sampler.c) */
     size_t n_values;       /* number of sample types */
     size_t max_string_len; /* the profile's: strings are cut there */
+    size_t max_frames;     /* the profile's: deeper stacks are cut there */
     PyObject *sample_types; /* tuple of (type, unit) tuples */
     ppk_codec codec;
     int has_sinks;         /* a file or upload sink was added: close exports to them */
@@ -229,6 +230,13 @@ int ppk_py_frame_traceable(PyCodeObject *code, int lasti);
 /* The walk's next frames (but C-stack entry frames), up to max of them, into refs: how
  * many (0 at the end). */
 size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max);
+/* Counts the walk's remaining frames (but C-stack entry frames), reading only their
+ * links, and ends it: the frames of a stack past those a sample keeps. Every one is
+ * complete (only a thread's innermost frame can be in its prologue). */
+size_t ppk_py_walk_count(ppk_py_walk *w);
+/* The number of frames a walk of thread t gives (ppk_py_walk_begin), from CPython's own
+ * count, without a walk; -1 where it has none (3.11). */
+long ppk_py_frame_count(PyThreadState *t);
 /* Reads the next frames of n walks at once, up to `depth` of each: walk i's into
  * refs[i * depth ...], how many into counts[i]. Faster than one walk after the other
  * when their frames are not in the caches. */

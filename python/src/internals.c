@@ -279,6 +279,25 @@ size_t ppk_py_walk_read(ppk_py_walk *w, ppk_py_frame_ref *refs, size_t max) {
     return n;
 }
 
+long ppk_py_frame_count(PyThreadState *t) {
+#if PY_VERSION_HEX >= 0x030C0000
+    /* 3.12 and later count the thread's Python frames apart from C recursion: the eval
+     * loop takes one from py_recursion_remaining for each frame it enters, a
+     * generator's included, and gives it back when the frame leaves; the C-stack entry
+     * frames are not counted. (3.11's recursion_remaining counts C calls too.) */
+    return (long)t->py_recursion_limit - t->py_recursion_remaining;
+#else
+    (void)t;
+    return -1;
+#endif
+}
+
+size_t ppk_py_walk_count(ppk_py_walk *w) {
+    size_t n = 0;
+    for (; w->f; n++) w->f = maybe_complete(((_PyInterpreterFrame *)w->f)->previous);
+    return n;
+}
+
 void ppk_py_walk_ahead(ppk_py_walk *ws, size_t n, ppk_py_frame_ref *refs, size_t depth,
                        size_t *counts) {
     /* A walk is a chain of loads, each waiting for the one before when the thread's

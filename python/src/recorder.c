@@ -231,6 +231,7 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     if (!self) goto fail;
     self->n_values = cfg.profile.n_sample_types;
     self->max_string_len = cfg.profile.max_string_len;
+    self->max_frames = cfg.profile.max_frames;
     self->codec = cfg.codec;
     self->has_sinks = cfg.out_dir.len > 0;
     self->sample_types = norm_types;

@@ -45,6 +45,7 @@ typedef struct gthread {
     ppk_str parent_name; /* a waiting task's: the task awaiting it (empty: none known) */
     ppk_str task_state;  /* a waiting task's: "waiting" (on a future) or "ready" (to run) */
     size_t first_frame, n_frames;
+    uint64_t omitted;    /* frames past n_frames (the recorder's max_frames), not read */
     size_t first_label, n_labels;
     int64_t wall_ns;
     int64_t cpu_now; /* its CPU clock at this tick (-1: none; CPU_LATER: see below) */
@@ -131,6 +132,7 @@ typedef struct tslot {
     size_t ran_cap, n_ran;
     uint64_t ran_labels;
     size_t first_frame, n_frames;   /* in SamplerObject.prev */
+    uint64_t omitted;               /* gthread.omitted */
     /* The frame cache's eviction count (SamplerObject.fcache_evictions) at a moment
      * when each of these frames' code was held by its frame cache entry: while the
      * count has not moved, they still are. NOT_HELD: not known. */

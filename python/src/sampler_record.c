@@ -174,6 +174,7 @@ static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec
         for (size_t end = i + (m ? m : 1); i < end; i++)
             push_frame(sp, s, fixups, frame_at(in, i), by_id);
     }
+    ppk_sample_omit_frames(s, in->gt->omitted); /* past max_frames, counted only */
 }
 
 static int push_labels(ppk_sample *s, const gthread *gt, const glabel *labels);
@@ -310,11 +311,12 @@ static uint64_t labels_hash(const SamplerObject *sp, const gthread *gt) {
 
 /* Remembers, in slot `next`, the stack of thread gt's sample that found it running, by
  * function id, and its labels' hash (none if a frame has no id: the dictionary refused
- * it). */
+ * it; or if frames past max_frames were only counted). */
 static void note_running_stack(SamplerObject *sp, tslot *next, const gthread *gt) {
     const uint32_t *idx = &AT(sp->tick.frames, uint32_t, gt->first_frame);
     size_t n = gt->n_frames;
     next->n_ran = 0;
+    if (gt->omitted) return;
     for (size_t i = 0; i < n; i++)
         if (!AT(sp->tick.uniq, gframe, idx[i]).fid) return;
     if (n > next->ran_cap) {
@@ -379,6 +381,7 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                                 .cpu_ns = gt->cpu_now,
                                 .first_frame = gt->first_frame,
                                 .n_frames = gt->n_frames,
+                                .omitted = gt->omitted,
                                 .held_since = gt->held_since,
                                 .name_obj = gt->name_obj,
                                 .name = gt->name,
@@ -422,6 +425,7 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
                         .unread = gt->unread,
                         .first_frame = gt->first_frame,
                         .n_frames = gt->n_frames,
+                        .omitted = gt->omitted,
                         .held_since = gt->held_since,
                         .name_obj = gt->name_obj,
                         .name = gt->name,

@@ -527,6 +527,7 @@ static int reuse_frames(SamplerObject *sp, gbuf *b, gthread *gt, const tslot *pr
     if (check && vec_reserve(&sp->refs, n)) return 0;
     gt->first_frame = prev->pre_first; /* phase 0 copied them there */
     gt->n_frames = n;
+    gt->omitted = prev->omitted;
     gt->held_since = prev->held_since;
     if (!check) return 1;
     const uint32_t *to = &AT(b->frames, uint32_t, gt->first_frame);
@@ -589,21 +590,44 @@ static int add_frames(SamplerObject *sp, gbuf *b, gthread *gt, const ppk_py_fram
 }
 
 /* Gathers thread t's frames, leaf first, into b (internals.c reads them): those read
- * ahead (`ahead`, or NULL), then the rest of the walk. -1: no memory. */
+ * ahead (`ahead`, or NULL), then the rest of the walk, up to the recorder's max_frames;
+ * the frames past those are counted (gt->omitted), not read: the sample would keep
+ * none of them (a deep recursion's tens of thousands of frames would cost the pass
+ * milliseconds with the GIL). -1: no memory. */
 static int walk_frames(SamplerObject *sp, gbuf *b, gthread *gt, PyThreadState *t,
                        const ppk_py_ahead *ahead) {
     uint64_t evictions = sp->fcache_evictions;
+    size_t keep = sp->recorder->max_frames;
     ppk_py_walk w;
-    ppk_py_frame_ref refs[WALK_BATCH];
+    ppk_py_frame_ref buf[WALK_BATCH];
+    const ppk_py_frame_ref *refs = buf;
+    size_t n = 0, taken = 0; /* frames read and not yet taken; frames taken */
     if (ahead) {
         w = ahead->walk;
-        if (add_frames(sp, b, gt, ahead->refs, ahead->n)) return -1;
+        refs = ahead->refs;
+        n = ahead->n;
     } else {
         ppk_py_walk_begin(&w, t);
     }
-    size_t n;
-    while ((n = ppk_py_walk_read(&w, refs, WALK_BATCH)))
-        if (add_frames(sp, b, gt, refs, n)) return -1;
+    for (;;) {
+        while (n && gt->n_frames < keep) {
+            size_t m = n < keep - gt->n_frames ? n : keep - gt->n_frames;
+            if (add_frames(sp, b, gt, refs, m)) return -1;
+            refs += m;
+            n -= m;
+            taken += m;
+        }
+        if (gt->n_frames >= keep || !(n = ppk_py_walk_read(&w, buf, WALK_BATCH))) break;
+        refs = buf;
+    }
+    gt->omitted = 0;
+    if (gt->n_frames >= keep && (n || w.f)) {
+        /* CPython's count of the thread's frames where it has one (no walk at all),
+         * else the rest of the walk, its links only. */
+        long all = ppk_py_frame_count(t);
+        gt->omitted = all > 0 && (size_t)all >= taken + n ? (size_t)all - taken
+                                                          : n + ppk_py_walk_count(&w);
+    }
     /* Every entry still holds its code unless a deeper frame evicted one. */
     gt->held_since = sp->fcache_evictions == evictions ? evictions : NOT_HELD;
     return 0;

@@ -1500,6 +1500,29 @@ class TestCLI(ProfilerTest):
             for f in run.files:
                 support.go_top(f, "samples")  # go tool pprof reads every file
 
+    def test_deep_stacks_counted(self):
+        # A thread's frames past max_frames are counted, not read (CPython's own count
+        # on 3.12+, the frames' links on 3.11): each sample keeps its leaf-most 63 frames
+        # and "<N frames omitted>" with N the rest of the thread's frames, exactly.
+        run = self.cli(["--max-frames", "64", "--rate", "200", "--cpu-budget", "0",
+                        "deepstacks.py", "300", "3000", "0.5"])
+        self.assertEqual(run.rc, 0, run.err)
+        depths = run.json()[-1]
+        self.assertEqual(set(depths), {"MainThread", "deep-thread"}, depths)
+        seen = collections.Counter()
+        for p in load(run.files):
+            for stack, labels, _ in p.samples:
+                if leaf(stack) != "deep_bottom":
+                    continue
+                name = labels["thread name"]
+                seen[name] += 1
+                self.assertEqual(len(stack), 64, (name, stack[:3]))
+                self.assertEqual([f[0] for f in stack[1:63]], ["down"] * 62)
+                self.assertEqual(stack[63][0], "<%d frames omitted>" % (depths[name] - 63))
+        self.assertGreater(seen["MainThread"], 0, seen)
+        self.assertGreater(seen["deep-thread"], 0, seen)
+        self.check_summary(run)
+
     def test_max_frames(self):
         run = self.cli(["--max-frames", "10", "work.py", "--depth", "50"])
         (p,) = load(run.files)

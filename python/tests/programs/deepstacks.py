@@ -1,0 +1,45 @@
+"""Deep recursions in the main thread and in another one, each computing at its bottom
+for a while: `deepstacks.py MAIN_DEPTH THREAD_DEPTH SECONDS`. Prints a JSON line with
+each thread's number of frames at the bottom (its frames through f_back, as the sampler
+sees them), by thread name."""
+
+import json
+import sys
+import threading
+import time
+
+sys.setrecursionlimit(100000)
+depths = {}
+
+
+def deep_bottom(seconds):
+    n, f = 0, sys._getframe()
+    while f is not None:
+        n += 1
+        f = f.f_back
+    depths[threading.current_thread().name] = n
+    end = time.monotonic() + seconds
+    x = 0
+    while time.monotonic() < end:
+        for i in range(500):
+            x += i
+    return x
+
+
+def down(depth, seconds):
+    if depth <= 1:
+        return deep_bottom(seconds)
+    return down(depth - 1, seconds)
+
+
+def main():
+    main_depth, thread_depth, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    t = threading.Thread(target=down, args=(thread_depth, seconds), name="deep-thread")
+    t.start()
+    down(main_depth, seconds)
+    t.join()
+    print(json.dumps(depths), flush=True)
+
+
+if __name__ == "__main__":
+    main()
