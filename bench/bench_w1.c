@@ -56,7 +56,7 @@ static struct {
     ppk_recorder *rec;
     int by_id;
     int batch; /* --api ids: by id, a stack in one call */
-    _Atomic(ppk_function_id) ids[W1_FUNCTIONS]; /* --api id: by function index */
+    ppk_function_id ids[W1_FUNCTIONS]; /* --api id: by function index, before the adds */
     enum w1_variant variant;
     int threads;
     uint64_t samples;
@@ -77,13 +77,17 @@ typedef struct producer {
     pthread_t thread;
 } producer;
 
-/* Interns function `fn` again (its id was refused with PPK_ESTALE) into g.ids. Interning
+/* --api id: each producer's copy of g.ids, as a profiler keeps the ids it learnt
+ * beside its frames (no atomic loads: the compiler can keep the gather tight). */
+static _Thread_local ppk_function_id t_ids[W1_FUNCTIONS];
+
+/* Interns function `fn` again (its id was refused with PPK_ESTALE) into t_ids. Interning
  * a live function returns its id, so two producers doing this at once agree. */
 static int reintern(const struct w1 *w, uint16_t fn) {
     ppk_function f = {w->fn_name[fn], {NULL, 0}, w->fn_file[fn], 0};
     ppk_function_id id;
     int rc = ppk_recorder_intern_function(g.rec, &f, &id);
-    if (!rc) atomic_store_explicit(&g.ids[fn], id, memory_order_relaxed);
+    if (!rc) t_ids[fn] = id;
     atomic_fetch_add(&g.stale_retries, 1);
     return rc;
 }
@@ -92,18 +96,16 @@ static int reintern(const struct w1 *w, uint16_t fn) {
 static inline __attribute__((always_inline)) int push_id(ppk_sample *s, const struct w1 *w,
                                                        uint16_t fn) {
     int rc = ppk_sample_push_frame_id(
-        s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
+        s, t_ids[fn], w->fn_line[fn]);
     if (rc != PPK_ESTALE || (rc = reintern(w, fn))) return rc;
-    return ppk_sample_push_frame_id(
-        s, atomic_load_explicit(&g.ids[fn], memory_order_relaxed), w->fn_line[fn]);
+    return ppk_sample_push_frame_id(s, t_ids[fn], w->fn_line[fn]);
 }
 
 /* The ids and lines of the stack's n functions `fn` into fr, as a profiler that walks
  * its stack gathers them. */
 static void gather(const struct w1 *w, const uint16_t *fn, size_t n, ppk_id_frame *fr) {
     for (size_t i = 0; i < n; i++)
-        fr[i] = (ppk_id_frame){atomic_load_explicit(&g.ids[fn[i]], memory_order_relaxed),
-                               w->fn_line[fn[i]]};
+        fr[i] = (ppk_id_frame){t_ids[fn[i]], w->fn_line[fn[i]]};
 }
 
 /* The whole stack by ppk_sample_push_frames_id (--api ids): the ids and lines gathered
@@ -159,11 +161,11 @@ static int intern_all(double *new_ns, double *known_ns) {
             ppk_function f = {w.fn_name[i], {NULL, 0}, w.fn_file[i], 0};
             ppk_function_id id;
             rc = ppk_recorder_intern_function(g.rec, &f, &id);
-            if (!rc && pass && id != atomic_load(&g.ids[i])) {
+            if (!rc && pass && id != g.ids[i]) {
                 fprintf(stderr, "bench_w1: function %u interned again got another id\n", i);
                 atomic_store(&g.failed, 1);
             }
-            atomic_store(&g.ids[i], id);
+            g.ids[i] = id;
         }
         *(pass ? known_ns : new_ns) = (bench_now_ns() - t0) / W1_FUNCTIONS;
     }
@@ -210,6 +212,7 @@ static void *produce(void *arg) {
         pthread_barrier_wait(&g.start); /* the other producer waits there */
         return NULL;
     }
+    memcpy(t_ids, g.ids, sizeof t_ids); /* interned before the producers start */
     /* The workload alone: the same loop without pprofkit calls (by id: the samples
      * without their frames, the stack's ids gathered as push_ids does). */
     volatile size_t sink = 0;
