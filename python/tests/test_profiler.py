@@ -1512,12 +1512,12 @@ class TestCLI(ProfilerTest):
         seen = collections.Counter()
         for p in load(run.files):
             for stack, labels, _ in p.samples:
-                if leaf(stack) != "deep_bottom":
+                if leaf(stack) != "spin":
                     continue
                 name = labels["thread name"]
                 seen[name] += 1
                 self.assertEqual(len(stack), 64, (name, stack[:3]))
-                self.assertEqual([f[0] for f in stack[1:63]], ["down"] * 62)
+                self.assertEqual([f[0] for f in stack[1:63]], ["deep_bottom"] + ["down"] * 61)
                 self.assertEqual(stack[63][0], "<%d frames omitted>" % (depths[name] - 63))
         self.assertGreater(seen["MainThread"], 0, seen)
         self.assertGreater(seen["deep-thread"], 0, seen)

@@ -1,12 +1,13 @@
 """Deep recursions in the main thread and in another one, each computing at its bottom
 for a while: `deepstacks.py MAIN_DEPTH THREAD_DEPTH SECONDS`. Prints a JSON line with
-each thread's number of frames at the bottom (its frames through f_back, as the sampler
-sees them), by thread name."""
+each thread's number of frames in the loop at the bottom (progutil.spin's frames through
+f_back, as the sampler sees them), by thread name."""
 
 import json
 import sys
 import threading
-import time
+
+import progutil
 
 sys.setrecursionlimit(100000)
 depths = {}
@@ -17,13 +18,8 @@ def deep_bottom(seconds):
     while f is not None:
         n += 1
         f = f.f_back
-    depths[threading.current_thread().name] = n
-    end = time.monotonic() + seconds
-    x = 0
-    while time.monotonic() < end:
-        for i in range(500):
-            x += i
-    return x
+    depths[threading.current_thread().name] = n + 1  # with progutil.spin's
+    return progutil.spin(seconds)
 
 
 def down(depth, seconds):
