@@ -703,11 +703,12 @@ PPK_API int ppk_sample_push_frame(ppk_sample *s, ppk_str name, ppk_str filename,
 /* The same with every field of ppk_frame (system name, start line, mapping). */
 PPK_API int ppk_sample_push_frame_ex(ppk_sample *s, const ppk_frame *f);
 
-/* Counts n more frames, root side of those pushed, that the profiler did not push: the
- * sample ends as if they had been pushed past max_frames (its leaf-most max_frames - 1
- * frames, then one "<N frames omitted>" frame). A profiler that walks a deep stack
- * pushes the first max_frames frames and counts the rest, instead of reading them.
- * Frames pushed after it are omitted too. n 0 changes nothing.
+/* Counts n more frames, root side of those pushed, that the profiler did not push, in
+ * the sample's "<N frames omitted>" frame, as frames pushed past max_frames are (with
+ * max_frames frames pushed, the last of them is counted in it too, to make room). A
+ * profiler that walks a deep stack pushes its first max_frames frames and counts the
+ * rest instead of reading them: the sample is the one all its frames would make. Frames
+ * pushed after it are counted too. n 0 changes nothing.
  * @return 0, PPK_EINVAL, PPK_ESTATE, PPK_ECLOSED. */
 PPK_API int ppk_sample_omit_frames(ppk_sample *s, uint64_t n);
 
