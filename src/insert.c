@@ -234,6 +234,8 @@ static int stack_id(ppk_profile *p, ppk__degraded *dg, const ppk__recs *r, uint3
         memset(&f, 0, sizeof f);
         f.name.ptr = name;
         f.name.len = (size_t)snprintf(name, sizeof name, "<%zu frames omitted>", r->omitted);
+        /* ASCII: cut at any byte, as every string is cut at max_string_len. */
+        if (f.name.len > p->strings.max_len) f.name.len = p->strings.max_len;
         rc = frame_id(p, dg, &f, &p->stack_buf[n++]);
     }
     if (!rc) rc = rec_id(p, &p->stacks, p->stack_buf, n * sizeof(uint32_t), 4, stack);

@@ -5,7 +5,8 @@
  * The first bytes choose the recorder (as test_fuzz_profile.c chooses the profile, plus a
  * builder_max_bytes of 4, 8 or 64 KiB so that a builder runs out of scratch), then each
  * op byte picks a builder and a call: start, push_frame, push_frame_ex, push_label_str,
- * push_label_num, set_value, set_values, set_timestamp, flush, drop; or on the recorder:
+ * push_label_num, set_value, set_values, set_timestamp, flush, drop, omit_frames; or on
+ * the recorder:
  * export(&e), export(NULL) (no sinks: the window is counted as exported and dropped),
  * set_endpoint, add_endpoint_count, many flushes of distinct samples at once.
  *
@@ -25,7 +26,7 @@
 
 enum { OP_START, OP_FRAME, OP_FRAME_EX, OP_LABEL_STR, OP_LABEL_NUM, OP_SET_VALUE,
        OP_SET_VALUES, OP_TIMESTAMP, OP_FLUSH, OP_DROP, OP_EXPORT, OP_EXPORT_NULL,
-       OP_ENDPOINT, OP_BULK, OP_FRAME2, OP_COUNT };
+       OP_ENDPOINT, OP_BULK, OP_FRAME2, OP_OMIT, OP_COUNT };
 
 typedef struct builder {
     ppk_sample *s;
@@ -47,7 +48,7 @@ static const char *op_name(int op) {
     static const char *const names[] = {"start", "push_frame", "push_frame_ex",
                                         "push_label_str", "push_label_num", "set_value",
                                         "set_values", "set_timestamp", "flush", "drop"};
-    return op >= 0 && op < 10 ? names[op] : "?";
+    return op >= 0 && op < 10 ? names[op] : op == OP_OMIT ? "omit_frames" : "?";
 }
 
 /* Checks a builder call's result against the model; updates the model's state. */
@@ -174,6 +175,9 @@ static void builder_op(fz_in *in, bstate *st, builder *b, int op) {
         break;
     case OP_DROP:
         rc = ppk_sample_drop(b->s);
+        break;
+    case OP_OMIT:
+        rc = ppk_sample_omit_frames(b->s, (fz_u8(in) & 1) ? fz_u64(in) : fz_u8(in));
         break;
     }
     fz_release();

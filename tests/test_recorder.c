@@ -1914,6 +1914,26 @@ static void test_omit_frames(void) {
         CHECK(has_string(&pp, "<6 frames omitted>"));
         pr_free(&pp);
     }
+    /* The omitted frame's name is cut at max_string_len like any string. */
+    ppk_recorder_free(counted);
+    cfg.profile.max_string_len = 16;
+    counted = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &counted), 0);
+    ppk_sample_free(c);
+    c = NULL;
+    if (counted) CHECK_EQ_INT(ppk_sample_create(counted, &c), 0);
+    if (!c) goto out;
+    CHECK_EQ_INT(ppk_sample_start(c), 0);
+    CHECK_EQ_INT(ppk_sample_push_frame(c, PPK_STR("g"), PPK_STR("g.py"), 1, 0), 0);
+    CHECK_EQ_INT(ppk_sample_omit_frames(c, UINT64_MAX), 0);
+    CHECK_EQ_INT(ppk_sample_flush(c), 0);
+    if (export_parse(counted, &pp) == 0) {
+        CHECK(pp.nsamples == 1 && pp.samples[0].nloc == 2);
+        CHECK(has_string(&pp, "<184467440737095"));
+        for (size_t i = 0; i < pp.nfns; i++)
+            CHECK(pr_string(&pp, pp.fns[i].name).len <= 16);
+        pr_free(&pp);
+    }
 out:
     ppk_sample_free(a);
     ppk_sample_free(c);
