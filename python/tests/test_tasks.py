@@ -49,10 +49,12 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         lines = run.json()
         (me,) = [j for j in lines if "at_stop" not in j]
         # With "busy", the sampler's longest waits over the whole run (the first line's
-        # are those until the program's end, and the sampler may wait for the GIL then).
+        # are those until the program's end, and the sampler may wait for the GIL then),
+        # and its statistics at stop (for failure messages).
         for j in lines:
-            for key in ("tick_gap_ns_max", "gil_wait_ns_max"):
-                if "at_stop" in j:
+            if "at_stop" in j:
+                me["at_stop"] = j["at_stop"]
+                for key in ("tick_gap_ns_max", "gil_wait_ns_max"):
                     me["sampler"][key] = max(me["sampler"][key], j["at_stop"][key])
         self.check_summary(run)
         return run, me, load(run.files)
@@ -75,15 +77,21 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         tol = slack * 2 * interval
         waiting = self.waiting(profiles)
         lifetime = me["lifetime_ns"]
-        # On a failure, every task's wall time and the sampler's statistics say where the
-        # time went (which ticks, visits and chain reads there were).
-        context = "; walls (ms): %s; sampler: %s" % (
-            {n: round(sum(v["wall-time"] for _, _, v in smp) / MS, 1)
-             for n, smp in sorted(waiting.items()) if not n.startswith("ephemeral")},
-            me["sampler"])
+        # On a failure, every task's wall time (the ephemeral ones' summed) and the
+        # sampler's statistics, when the program printed them and at its stop (with
+        # "busy"), say where the time went (which ticks, visits and chain reads there
+        # were).
+        walls = {n: round(sum(v["wall-time"] for _, _, v in smp) / MS, 1)
+                 for n, smp in sorted(waiting.items()) if not n.startswith("ephemeral-")}
+        eph = [v["wall-time"] for n, smp in waiting.items() if n.startswith("ephemeral-")
+               for _, _, v in smp]
+        context = "; lifetime %.1f ms; walls (ms): %s; %d ephemeral samples, %.1f ms; " \
+            "sampler: %s; at stop: %s" % (lifetime / MS, walls, len(eph), sum(eph) / MS,
+                                          me["sampler"], me.get("at_stop"))
         for name, (chain, parent) in EXPECTED.items():
             smp = waiting.get(name)
-            self.assertTrue(smp, "no sample of %s; tasks sampled: %s" % (name, sorted(waiting)))
+            self.assertTrue(smp, "no sample of %s; tasks sampled: %s%s" % (
+                name, sorted(waiting), context))
             wall = sum(v["wall-time"] for _, _, v in smp)
             self.assert_near(wall, lifetime, tol, "%s's wall time%s" % (name, context))
             on_chain = 0
