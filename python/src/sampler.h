@@ -287,6 +287,10 @@ static inline void gbuf_free(gbuf *b) {
     X(holder_passes)          /* passes whose phase 1 the GIL's holder ran (3.12+) */ \
     X(holder_ns_total)        /* that phase 1, in the holder's thread: part of          \
                                * gil_hold_ns_total, not of cpu_ns */                   \
+    X(handoffs)               /* times the main thread let the GIL go for the sampler  \
+                               * (yield_gil) */                                          \
+    X(handoffs_failed)        /* of which it took the GIL back before the sampler had  \
+                               * it (HANDOFF_WAIT_NS passed, or a fork) */               \
     X(refs_held)              /* references held at the last tick (not a sum) */ \
     X(tasks_seen)             /* waiting asyncio tasks sampled (one per task per tick) */ \
     X(tasks_walked)           /* of which their coroutine chain was read (it had moved) */ \

@@ -16,6 +16,7 @@ sampled.
 """
 
 import collections
+import sys
 import unittest
 
 import test_profiler
@@ -42,10 +43,10 @@ BAD_NAME = "bad\ufffd\ufffd\ufffdname"  # "bad\udcffname": the surrogate's 3 byt
 
 class TestAsyncioTasks(test_profiler.ProfilerTest):
     def run_awaits(self, *options, seconds=1.5, ephemeral=200, idle=False, thread=False,
-                   busy=False):
+                   busy=False, slow_switch=False):
         run = self.cli(list(options) + ["awaits.py", str(seconds), str(ephemeral)] +
                        (["idle"] if idle else []) + (["thread"] if thread else []) +
-                       (["busy"] if busy else []))
+                       (["busy"] if busy else []) + (["slowswitch"] if slow_switch else []))
         lines = run.json()
         (me,) = [j for j in lines if "at_stop" not in j]
         # With "busy", the sampler's longest waits over the whole run (the first line's
@@ -54,6 +55,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         for j in lines:
             if "at_stop" in j:
                 me["at_stop"] = j["at_stop"]
+                me["stop_ns"] = j["now_ns"]
                 for key in ("tick_gap_ns_max", "gil_wait_ns_max"):
                     me["sampler"][key] = max(me["sampler"][key], j["at_stop"][key])
         self.check_summary(run)
@@ -186,6 +188,33 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         wall = sum(v[p.index("wall-time")] for v, p in spin)
         self.assert_near(wall, me["lifetime_ns"], 2 * interval,
                          "the spinner's wall time; sampler: %s" % me["sampler"])
+
+    @unittest.skipIf(sys.version_info >= (3, 12), "the main thread asks a holder to let the "
+                     "GIL go on 3.11 only (ppk_py_ask_drop)")
+    def test_loop_beside_busy_thread_slow_switch(self):
+        # The loop and the busy thread as above, with a switch interval of 0.5 s: a
+        # thread that takes the GIL keeps it that long unless asked to let it go. When
+        # the main thread lets the GIL go for the sampler (yield_gil) and the busy thread
+        # takes it instead, the main thread, waiting for the sampler, asks that holder to
+        # let it go every ms. Without that, the handoff failed (the main thread took the
+        # GIL back after 10 ms: 12-17% of the handoffs here, 16-31% with the default
+        # 5 ms interval) and the sampler then waited up to a switch interval or more, in
+        # a race with both threads (93-103 ticks in 5.3-6.2 s here; with the default
+        # interval, tasks whose whole life fell in one such wait had no sample: the
+        # failure this test was written for). With it: at most 1 failed of 115-174
+        # handoffs, 210-281 ticks in 4.1-5.3 s. At most a twentieth may fail (the sampler
+        # thread not scheduled within 50 ms on a loaded machine), and the ticks over the
+        # whole run, at the full rate (no CPU budget), are at least a quarter of the
+        # rate's. The tasks' wall times as in test_waiting_tasks.
+        run, me, profiles = self.run_awaits("--cpu-budget", "0", busy=True, slow_switch=True,
+                                            seconds=3)
+        self.check_tasks(run, me, profiles, 1)
+        st = me["at_stop"]
+        self.assertGreater(st["handoffs"], 0, st)
+        self.assertLessEqual(st["handoffs_failed"], st["handoffs"] / 20, st)
+        run_s = (me["stop_ns"] - st["started_ns"]) / 1e9
+        self.assertGreaterEqual(st["ticks"], run_s * me["rate"] / 4,
+                                "%.1f s of run; sampler at stop: %s" % (run_s, st))
 
     def test_idle_loop(self):
         # Without the spinner the loop waits all along: most ticks find that its thread

@@ -20,7 +20,10 @@
   between it and the loop, and the sampler's pass comes some time after the main thread
   sampled itself at a tick (it waits for the GIL). The profiler's statistics at its stop
   follow as another JSON line (progutil.report_at_stop): a wait for the GIL as the
-  program ends is not in those of the first.
+  program ends is not in those of the first;
+- with "slowswitch", CPython's switch interval is 0.5 s instead of 5 ms
+  (sys.setswitchinterval): a thread that takes the GIL keeps it that long unless asked
+  to let it go.
 
 Every long task is created at once at the start and cancelled at the end. Prints one
 JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
@@ -41,6 +44,7 @@ EPHEMERAL = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 SPIN = "idle" not in sys.argv[3:]  # "idle": no spinner, the loop waits all along
 THREAD = "thread" in sys.argv[3:]
 BUSY = "busy" in sys.argv[3:]
+SLOW_SWITCH = "slowswitch" in sys.argv[3:]
 HOUR = 3600
 LATE = 0.3
 
@@ -154,6 +158,8 @@ async def main():
     done.clear()
 
 
+if SLOW_SWITCH:
+    sys.setswitchinterval(0.5)
 if THREAD:
     threading.Thread(target=time.sleep, args=(HOUR,), daemon=True, name="idle").start()
 if BUSY:
