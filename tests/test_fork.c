@@ -136,6 +136,10 @@ static void join(thread *th, void **ret) {
     th->stack = NULL;
 }
 
+/* The exit status of a process whose alarm went off. It is none of the statuses a child
+ * returns for a failed check (1 to 4), so the parent tells a hang from a failure. */
+#define EXIT_TIMED_OUT 124
+
 /* A deadlock fails the test with a message instead of hanging it (the child of a fork
  * inherits the handler and sets its own alarm). */
 static void on_alarm(int sig) {
@@ -143,7 +147,7 @@ static void on_alarm(int sig) {
     static const char msg[] = "test_fork: timed out (a deadlock?)\n";
     ssize_t n = write(2, msg, sizeof msg - 1);
     (void)n;
-    _exit(3);
+    _exit(EXIT_TIMED_OUT);
 }
 
 static void sleep_ms(long ms) {
@@ -223,6 +227,8 @@ static void check_child_status(int status) {
     CHECK(status != -1);
     if (status == -1) return;
     if (WIFSIGNALED(status)) fprintf(stderr, "child killed by signal %d\n", WTERMSIG(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_TIMED_OUT)
+        fprintf(stderr, "child timed out: its alarm went off before it ended\n");
     CHECK(WIFEXITED(status));
     CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
 }
@@ -609,7 +615,9 @@ static void *export_loop(void *arg) {
     return NULL;
 }
 
-/* In the child: exports work, and hold exactly what the child flushed. */
+/* In the child: exports work, and hold exactly what the child flushed. Returns 0, or
+ * what failed: 1 the first export, 2 a new builder, 3 the export after the child's
+ * flushes, 4 a sample count. */
 static int child_case3(ppk_recorder *r) {
     alarm(10 * SLOW);
     ppk_export e;
