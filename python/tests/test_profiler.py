@@ -745,11 +745,16 @@ class TestAsyncio(ProfilerTest):
             self.assertEqual(labels.get("thread name"), "MainThread", labels)
         by_leaf = merged_by(profiles, "cpu-time", lambda s, l: (l.get("task name"), leaf(s)))
         for name in measured:
-            self.assertEqual(len(ids[name]), 1, (name, ids[name]))
+            # A task that ran for less than the longest interval between two ticks may
+            # have had no tick at all (a loaded host stretches them: the CPU budget).
+            if not ids[name] and measured[name] < interval:
+                continue
+            self.assertEqual(len(ids[name]), 1, (name, ids[name], report))
             self.assertNotIn(None, ids[name])
             mine = {f: v for (t, f), v in by_leaf.items() if t == name}
             self.assertEqual(max(mine, key=mine.get), "crunch_step", (name, mine))
-        self.assertEqual(len(set.union(*(ids[n] for n in measured))), 3)
+        self.assertEqual(len(set.union(*(ids[n] for n in measured))),
+                         sum(1 for n in measured if ids[n]))
         # Only tasks of this program ran (the nap tasks sleep: they may or may not be
         # caught running their few bytecodes). The default-named ones are asyncio.run's:
         # main() is Task-1, and its shutdown runs tasks of its own (async generators,
