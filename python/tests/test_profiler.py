@@ -905,15 +905,22 @@ class TestFork(ProfilerTest):
         lines = run.json()
         children = {d["pid"]: d for d in lines if "started_ns" in d}
         self.assertEqual(sorted(children), sorted(lines[-1]["children"]), run.out)
+        sampled = 0
         for pid, child in children.items():
             profiles = load(run.pid_files(pid))
-            self.assertTrue(profiles, pid)
+            # A child's 50 ms of work may get no tick on a loaded host (the CPU budget
+            # spaces them out): then no sample and no file.
+            self.assertEqual(bool(profiles), child["samples"] > 0, (pid, child))
+            if not profiles:
+                continue
+            sampled += 1
             frames = {f[0] for _, stack, _, _ in samples_of(profiles) for f in stack}
             self.assertIn("child_work", frames, pid)
             self.assertNotIn("early_child", frames, pid)
             wall = merged_by(profiles, "wall-time", lambda s, l: l.get("thread name"))
             self.assertLessEqual(wall["MainThread"], child["stopped_ns"] - child["started_ns"],
                                  (pid, child))
+        self.assertGreater(sampled, 0, children)
 
     def test_fork_from_another_thread(self):
         # A thread other than the main one forks (programs/fork_thread.py): in the child

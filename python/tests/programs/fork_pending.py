@@ -12,8 +12,9 @@ own: early_child is the child's first Python code.) The child's profile must not
 sample taken there, whose wall time would count from the parent's previous sample.
 
 Usage: fork_pending.py OUT_DIR [FORKS]. Each child prints one JSON line when it stopped
-its profiler: its pid, its sampler's start (started_ns) and its clock after the stop
-(stopped_ns, time.monotonic_ns()); the parent then prints the children's pids.
+its profiler: its pid, its sampler's start (started_ns), its clock after the stop
+(stopped_ns, time.monotonic_ns()) and the samples its profiler recorded; the parent
+then prints the children's pids.
 """
 
 import functools
@@ -57,7 +58,8 @@ def main():
             child_work(0.05)
             summary = pprofkit.stop()
             print(json.dumps({"pid": os.getpid(), "stopped_ns": time.monotonic_ns(),
-                              "started_ns": summary["sampler"]["started_ns"]}), flush=True)
+                              "started_ns": summary["sampler"]["started_ns"],
+                              "samples": summary["samples"]}), flush=True)
             os._exit(0)
         os.waitpid(pid, 0)
         pids.append(pid)
