@@ -133,6 +133,19 @@ static int one_frame(ppk_sample *s, ppk_function_id id, int64_t line, int64_t v)
     return ppk_sample_flush(s);
 }
 
+/* The same with the frame pushed as a batch of one (ppk_sample_push_frames_id). */
+static int one_batch(ppk_sample *s, ppk_function_id id, int64_t line, int64_t v) {
+    ppk_id_frame fr[1] = {{id, line}};
+    int rc = ppk_sample_start(s);
+    if (!rc) rc = ppk_sample_push_frames_id(s, fr, 1);
+    if (!rc) rc = ppk_sample_set_value(s, 0, v);
+    if (rc) {
+        ppk_sample_drop(s);
+        return rc;
+    }
+    return ppk_sample_flush(s);
+}
+
 /* ---------------------------------------------------------------------------------- */
 
 #define N_FNS 6
@@ -498,12 +511,8 @@ static void test_batch_eviction(void) {
     ppk_sample *s = NULL;
     CHECK_EQ_INT(ppk_sample_create(r, &s), 0);
     ppk_function_id a = intern(r, fn("a", "", "a.py", 0));
-    ppk_id_frame fa[1] = {{a, 3}};
     for (int w = 0; w < 6; w++) {
-        CHECK_EQ_INT(ppk_sample_start(s), 0);
-        CHECK_EQ_INT(ppk_sample_push_frames_id(s, fa, 1), 0);
-        CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
-        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+        CHECK_EQ_INT(one_batch(s, a, 3, 1), 0);
         CHECK_EQ_INT(export_drop(r), 0);
     }
     ppk_recorder_stats st;
@@ -518,15 +527,11 @@ static void test_batch_eviction(void) {
     CHECK_EQ_U64(st.functions_evicted, 1);
     ppk_function_id c = intern(r, fn("c", "", "c.py", 0));
     CHECK((c & 0xffffff) == (a & 0xffffff) && c != a); /* the same slot, a new generation */
+    ppk_id_frame fa[1] = {{a, 3}};
     CHECK_EQ_INT(ppk_sample_start(s), 0);
     CHECK_EQ_INT(ppk_sample_push_frames_id(s, fa, 1), 0);
-    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 100), 0);
     CHECK_EQ_INT(ppk_sample_flush(s), PPK_ESTALE);
-    ppk_id_frame fc[1] = {{c, 4}};
-    CHECK_EQ_INT(ppk_sample_start(s), 0);
-    CHECK_EQ_INT(ppk_sample_push_frames_id(s, fc, 1), 0);
-    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 7), 0);
-    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    CHECK_EQ_INT(one_batch(s, c, 4, 7), 0);
     pr_profile pp;
     if (!export_parse(r, &pp)) {
         CHECK_EQ_U64(pp.nsamples, 1);
