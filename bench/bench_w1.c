@@ -35,7 +35,10 @@
  * With two threads the recorder has two shards (one per producer) unless --shards says
  * otherwise. Nothing is asserted about time.
  * Usage: bench_w1 [--storm] [--threads 1|2] [--samples N] [--shards N]
- *                 [--codec zstd|gzip|none] [--api string|id|ids]
+ *                 [--codec zstd|gzip|none] [--api string|id|ids] [--labels strings|prepared]
+ * --labels prepared (with --api id or ids): the thread id, thread name and steady task
+ * name labels pushed as labels prepared before the loop (ppk_label_prepare), the storm's
+ * task names still by their strings; the row's "labels" says which.
  */
 #include <pprofkit.h>
 
@@ -56,6 +59,7 @@ static struct {
     ppk_recorder *rec;
     int by_id;
     int batch; /* --api ids: by id, a stack in one call */
+    int prepared; /* --labels prepared (with --api id or ids) */
     ppk_function_id ids[W1_FUNCTIONS]; /* --api id: by function index, before the adds */
     enum w1_variant variant;
     int threads;
@@ -80,6 +84,38 @@ typedef struct producer {
 /* --api id: each producer's copy of g.ids, as a profiler keeps the ids it learnt
  * beside its frames (no atomic loads: the compiler can keep the gather tight). */
 static _Thread_local ppk_function_id t_ids[W1_FUNCTIONS];
+
+/* --labels prepared: each producer's prepared labels (prepare_labels). */
+static _Thread_local struct {
+    ppk_prepared_label *thread_id[W1_THREADS], *thread_name[W1_THREADS];
+    ppk_prepared_label *task[W1_STEADY_TASKS];
+} t_labels;
+
+/* Prepares the labels of the W1 threads and steady tasks into t_labels (the first
+ * W1_STEADY_TASKS samples of a steady stream have them all), as a profiler prepares a
+ * thread's or a task's labels when it first meets it. */
+static int prepare_labels(ppk_sample *s, struct w1 *w) {
+    struct w1_sample ws;
+    int rc = 0;
+    for (uint64_t k = 0; k < W1_STEADY_TASKS && !rc; k++) {
+        const ppk_label *l = w1_next_labels(w, W1_STEADY, &ws)->labels;
+        if (k < W1_THREADS &&
+            ((rc = ppk_label_prepare(s, &l[0], &t_labels.thread_id[k])) ||
+             (rc = ppk_label_prepare(s, &l[1], &t_labels.thread_name[k]))))
+            break;
+        rc = ppk_label_prepare(s, &l[2], &t_labels.task[k]);
+    }
+    w1_rewind(w);
+    return rc;
+}
+
+static void free_labels(void) {
+    for (size_t i = 0; i < W1_THREADS; i++) {
+        ppk_prepared_label_free(t_labels.thread_id[i]);
+        ppk_prepared_label_free(t_labels.thread_name[i]);
+    }
+    for (size_t i = 0; i < W1_STEADY_TASKS; i++) ppk_prepared_label_free(t_labels.task[i]);
+}
 
 /* Interns function `fn` again (its id was refused with PPK_ESTALE) into t_ids. Interning
  * a live function returns its id, so two producers doing this at once agree. */
@@ -127,9 +163,21 @@ static int record_by_id_once(ppk_sample *s, const struct w1 *w, const struct w1_
         for (size_t i = 0; !rc && i < d->n_frames; i++) rc = push_id(s, w, fn[i]);
     }
     const ppk_label *l = d->labels;
-    if (!rc) rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
-    if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
-    if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
+    if (rc) {
+    } else if (t_labels.thread_id[0]) {
+        /* --labels prepared: the thread's labels, and a steady task name, prepared
+         * before the loop; a storm's task name is new each sample: by its strings. */
+        rc = ppk_sample_push_prepared_label(s, t_labels.thread_id[ws->thread]);
+        if (!rc) rc = ppk_sample_push_prepared_label(s, t_labels.thread_name[ws->thread]);
+        if (!rc)
+            rc = g.variant == W1_STORM
+                     ? ppk_sample_push_label_str(s, l[2].key, l[2].str)
+                     : ppk_sample_push_prepared_label(s, t_labels.task[ws->k % W1_STEADY_TASKS]);
+    } else {
+        rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
+        if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
+        if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
+    }
     if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
     if (rc) {
         ppk_sample_drop(s);
@@ -207,7 +255,8 @@ static void *produce(void *arg) {
     struct w1 w;
     struct w1_sample ws;
     ppk_sample *s = NULL;
-    if (w1_init(&w) || ppk_sample_create(g.rec, &s)) {
+    if (w1_init(&w) || ppk_sample_create(g.rec, &s) ||
+        (g.prepared && prepare_labels(s, &w))) {
         atomic_store(&g.failed, 1);
         pthread_barrier_wait(&g.start); /* the other producer waits there */
         return NULL;
@@ -253,6 +302,7 @@ static void *produce(void *arg) {
         if ((atomic_fetch_add(&g.flushed, 1) + 1) % W1_WINDOW == 0) do_export(p);
     }
     p->loop_s = (bench_now_ns() * 1e-9) - t0;
+    free_labels();
     ppk_sample_free(s);
     w1_free(&w);
     return NULL;
@@ -276,6 +326,8 @@ int main(int argc, char **argv) {
             i++;
             g.batch = !strcmp(argv[i], "ids");
             g.by_id = g.batch || !strcmp(argv[i], "id");
+        } else if (!strcmp(argv[i], "--labels") && i + 1 < argc) {
+            g.prepared = !strcmp(argv[++i], "prepared");
         } else if (!strcmp(argv[i], "--shards") && i + 1 < argc) {
             shards = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
@@ -284,9 +336,14 @@ int main(int argc, char **argv) {
             codec = bench_codec(argv[++i], &codec_name);
         } else {
             fprintf(stderr, "usage: bench_w1 [--storm|--steady] [--threads 1|2] [--samples N] "
-                            "[--codec zstd|gzip|none] [--shards N] [--api string|id|ids]\n");
+                            "[--codec zstd|gzip|none] [--shards N] [--api string|id|ids] "
+                            "[--labels strings|prepared]\n");
             return 2;
         }
+    }
+    if (g.prepared && !g.by_id) {
+        fprintf(stderr, "bench_w1: --labels prepared needs --api id or ids\n");
+        return 2;
     }
     if (g.threads < 1 || g.threads > 2) g.threads = 1;
     if (shards < 1 || shards > 64) shards = g.threads;
@@ -350,14 +407,15 @@ int main(int argc, char **argv) {
     int ok = !atomic_load(&g.failed);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"variant\": \"%s\", \"api\": \"%s\", \"threads\": %d, \"shards\": %d, "
+    printf("{\"variant\": \"%s\", \"api\": \"%s\", \"labels\": \"%s\", \"threads\": %d, \"shards\": %d, "
            "\"samples\": %llu, \"add_ns\": %.0f, \"add_ns_net\": %.0f, "
            "\"frames_per_sample\": %.1f, \"ns_per_frame\": %.2f, \"intern_ns_new\": %.0f, "
            "\"intern_ns_known\": %.0f, \"stale_retries\": %llu, "
            "\"export_ms_encode\": %.1f, \"export_ms_total\": %.1f, \"codec\": \"%s\", "
            "\"bytes\": %.0f, \"exports\": %d, \"rss_kb\": %ld, \"total_s\": %.2f, "
            "\"window_bytes_peak\": %llu, \"checked\": %s}\n",
-           g.variant == W1_STORM ? "storm" : "steady", g.batch ? "ids" : g.by_id ? "id" : "string", g.threads,
+           g.variant == W1_STORM ? "storm" : "steady", g.batch ? "ids" : g.by_id ? "id" : "string",
+           g.prepared ? "prepared" : "strings", g.threads,
            shards, (unsigned long long)g.samples, add_s * 1e9 / n, (add_s - gen_s) * 1e9 / n,
            fps, add_s * 1e9 / n / fps, intern_new, intern_known,
            (unsigned long long)atomic_load(&g.stale_retries),

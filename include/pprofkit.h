@@ -780,6 +780,34 @@ PPK_API int ppk_sample_push_label_str(ppk_sample *s, ppk_str key, ppk_str value)
 PPK_API int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num,
                                       ppk_str unit);
 
+/*
+ * A prepared label: a label validated, fitted (repaired and cut to max_string_len) and
+ * serialized once, for a profiler that pushes the same label sample after sample (a
+ * thread's name, a task's name): pushing it costs a copy of its bytes, whatever its
+ * length, where ppk_sample_push_label_str checks, copies and hashes the strings each
+ * time. The sample is the one the strings would make.
+ *
+ * ppk_label_prepare() makes one for builders of recorders with s's max_string_len (it
+ * reads only that of s, whatever s's state); it holds a copy of the strings and no
+ * reference to s or its recorder, so it may outlive both. Pushing it into several
+ * builders at once, from several threads, is safe: nothing changes it until
+ * ppk_prepared_label_free(), which the caller must not call while a push of it runs.
+ * @return 0, PPK_EINVAL (NULL s, l or out), the checks of ppk_sample_push_label_str
+ *         (PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID), PPK_ENOMEM.
+ *         On error *out is NULL.
+ */
+typedef struct ppk_prepared_label ppk_prepared_label;
+
+PPK_API int ppk_label_prepare(const ppk_sample *s, const ppk_label *l,
+                              ppk_prepared_label **out);
+/* Accepts NULL. */
+PPK_API void ppk_prepared_label_free(ppk_prepared_label *pl);
+
+/* Pushes a prepared label, as pushing its label would.
+ * @return 0, PPK_EINVAL (NULL s or pl, or pl prepared for another max_string_len),
+ *         PPK_ESTATE, PPK_ECLOSED, PPK_EDUPLABEL, PPK_ETOOMANY, PPK_ENOMEM. */
+PPK_API int ppk_sample_push_prepared_label(ppk_sample *s, const ppk_prepared_label *pl);
+
 /* Sets value `idx` (the sample type's index), or the first n values (values not set are
  * 0, as in ppk_sample_data). PPK_EINVAL for an index out of range, PPK_EVALUES for n
  * above the number of sample types. */

@@ -153,6 +153,57 @@ int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num, ppk_str u
     return ppk__sbuf_push_label(&s->sb, &l);
 }
 
+/* A label record made once (see pprofkit.h), with what pushing it needs. */
+struct ppk_prepared_label {
+    ppk_allocator a; /* of the builder it was made with: it frees it */
+    size_t max_string_len;
+    ppk__fit_counts fit;
+    uint64_t hash;
+    size_t len;
+    uint8_t rec[]; /* len bytes */
+};
+
+int ppk_label_prepare(const ppk_sample *s, const ppk_label *l, ppk_prepared_label **out) {
+    if (!out) return PPK_EINVAL;
+    *out = NULL;
+    if (!s || !l) return PPK_EINVAL;
+    /* The record as a builder of s's limits makes it: in a builder of its own, on the
+     * stack, its memory from s's allocator. */
+    ppk__mem mem;
+    ppk__mem_init(&mem, &s->mem.a);
+    ppk__sbuf sb;
+    if (ppk__sbuf_init(&sb, &mem, s->sb.max_string_len, 1, 1, 0)) return PPK_ENOMEM;
+    int rc = ppk__sbuf_push_label(&sb, l);
+    if (!rc) {
+        const ppk__rec *r = &sb.labels[0];
+        ppk_prepared_label *pl = mem.a.alloc(mem.a.opaque, sizeof *pl + r->len);
+        if (pl) {
+            pl->a = mem.a;
+            pl->max_string_len = s->sb.max_string_len;
+            pl->fit = sb.fit;
+            pl->hash = r->hash;
+            pl->len = r->len;
+            memcpy(pl->rec, sb.buf + r->off, r->len);
+            *out = pl;
+        } else {
+            rc = PPK_ENOMEM;
+        }
+    }
+    ppk__sbuf_destroy(&sb);
+    return rc;
+}
+
+void ppk_prepared_label_free(ppk_prepared_label *pl) {
+    if (pl) pl->a.free(pl->a.opaque, pl, sizeof *pl + pl->len);
+}
+
+int ppk_sample_push_prepared_label(ppk_sample *s, const ppk_prepared_label *pl) {
+    int rc = check(s, 1);
+    if (rc) return rc;
+    if (!pl || pl->max_string_len != s->sb.max_string_len) return PPK_EINVAL;
+    return ppk__sbuf_push_label_rec(&s->sb, pl->rec, pl->len, pl->hash, pl->fit);
+}
+
 int ppk_sample_set_value(ppk_sample *s, size_t idx, int64_t value) {
     int rc = check(s, 1);
     if (rc) return rc;

@@ -251,6 +251,30 @@ static int key_is(const uint8_t *k, size_t len, const char *lit, size_t n) {
     return len == n && memcmp(k, lit, n) == 0;
 }
 
+/* Whether a label of the sample has the key `key` (len bytes, as stored). Keys of
+ * equal length are told apart by their last byte before a call compares them ("thread
+ * id" and "task name"). */
+static inline int has_key(const ppk__sbuf *sb, const uint8_t *key, size_t len) {
+    for (size_t i = 0; i < sb->n_labels; i++) {
+        const uint8_t *rec = sb->buf + sb->labels[i].off;
+        ppk__lrec o;
+        memcpy(&o, rec, sizeof o);
+        if (o.key_len == len && (!len || rec[sizeof o + len - 1] == key[len - 1]) &&
+            memcmp(rec + sizeof o, key, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends the label record of `len` bytes written at `off`. */
+static inline void add_label(ppk__sbuf *sb, size_t off, size_t len, uint64_t hash) {
+    ppk__rec *r = &sb->labels[sb->n_labels++];
+    r->off = off;
+    r->len = len;
+    r->hash = hash;
+    sb->len = off + len;
+}
+
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
     if (!l) return PPK_EINVAL;
     ppk_str value = l->is_num ? l->num_unit : l->str;
@@ -297,23 +321,32 @@ int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l) {
         else if (key_is(key, h.key_len, SPAN_KEY, sizeof SPAN_KEY - 1) && (!h.is_num || !h.num))
             rc = PPK_ESPANID;
     }
-    for (size_t i = 0; !rc && i < sb->n_labels; i++) {
-        ppk__lrec o;
-        memcpy(&o, sb->buf + sb->labels[i].off, sizeof o);
-        if (o.key_len == h.key_len &&
-            memcmp(sb->buf + sb->labels[i].off + sizeof o, key, h.key_len) == 0)
-            rc = PPK_EDUPLABEL;
-    }
+    if (!rc && has_key(sb, key, h.key_len)) rc = PPK_EDUPLABEL;
     if (rc) {
         sb->fit = fit;
         return rc;
     }
     memcpy(rec, &h, sizeof h);
-    ppk__rec *r = &sb->labels[sb->n_labels++];
-    r->off = off;
-    r->len = sizeof h + h.key_len + h.value_len;
-    r->hash = ppk__hash(rec, r->len);
-    sb->len = off + r->len;
+    size_t len = sizeof h + h.key_len + h.value_len;
+    add_label(sb, off, len, ppk__hash(rec, len));
+    return 0;
+}
+
+int ppk__sbuf_push_label_rec(ppk__sbuf *sb, const uint8_t *rec, size_t len, uint64_t hash,
+                             ppk__fit_counts fit) {
+    if (sb->n_labels == sb->max_labels) return PPK_ETOOMANY;
+    ppk__lrec h;
+    memcpy(&h, rec, sizeof h);
+    if (has_key(sb, rec + sizeof h, h.key_len)) return PPK_EDUPLABEL;
+    size_t off = (sb->len + 7) & ~(size_t)7;
+    if (sb->buf && off <= sb->cap && len <= sb->cap - off)
+        memset(sb->buf + sb->len, 0, 8); /* padding, as above */
+    else if (reserve(sb, len, &off))
+        return PPK_ENOMEM;
+    memcpy(sb->buf + off, rec, len);
+    add_label(sb, off, len, hash);
+    sb->fit.repaired += fit.repaired;
+    sb->fit.truncated += fit.truncated;
     return 0;
 }
 

@@ -192,6 +192,11 @@ int ppk__sbuf_push_ids(ppk__sbuf *sb, const ppk_id_frame *frames, size_t n);
 /* 0, PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID, PPK_EDUPLABEL, PPK_ETOOMANY,
  * PPK_ENOMEM. */
 int ppk__sbuf_push_label(ppk__sbuf *sb, const ppk_label *l);
+/* A label record that ppk__sbuf_push_label() made (in a builder with the same
+ * max_string_len), `len` bytes with its hash, and the repairs made then: 0,
+ * PPK_EDUPLABEL, PPK_ETOOMANY, PPK_ENOMEM. */
+int ppk__sbuf_push_label_rec(ppk__sbuf *sb, const uint8_t *rec, size_t len, uint64_t hash,
+                             ppk__fit_counts fit);
 
 /* Once the sample is complete: the sample as records, for a window (record.h), its
  * stack_hash computed here, outside any lock. *out is valid until the next change. */

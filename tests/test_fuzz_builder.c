@@ -5,7 +5,8 @@
  * The first bytes choose the recorder (as test_fuzz_profile.c chooses the profile, plus a
  * builder_max_bytes of 4, 8 or 64 KiB so that a builder runs out of scratch), then each
  * op byte picks a builder and a call: start, push_frame, push_frame_ex, push_label_str,
- * push_label_num, set_value, set_values, set_timestamp, flush, drop, omit_frames; or on
+ * push_label_num, set_value, set_values, set_timestamp, flush, drop, omit_frames,
+ * push_prepared_label (a label prepared with the builder, then pushed); or on
  * the recorder:
  * export(&e), export(NULL) (no sinks: the window is counted as exported and dropped),
  * set_endpoint, add_endpoint_count, many flushes of distinct samples at once.
@@ -26,7 +27,7 @@
 
 enum { OP_START, OP_FRAME, OP_FRAME_EX, OP_LABEL_STR, OP_LABEL_NUM, OP_SET_VALUE,
        OP_SET_VALUES, OP_TIMESTAMP, OP_FLUSH, OP_DROP, OP_EXPORT, OP_EXPORT_NULL,
-       OP_ENDPOINT, OP_BULK, OP_FRAME2, OP_OMIT, OP_COUNT };
+       OP_ENDPOINT, OP_BULK, OP_FRAME2, OP_OMIT, OP_PREPARED, OP_COUNT };
 
 typedef struct builder {
     ppk_sample *s;
@@ -48,7 +49,10 @@ static const char *op_name(int op) {
     static const char *const names[] = {"start", "push_frame", "push_frame_ex",
                                         "push_label_str", "push_label_num", "set_value",
                                         "set_values", "set_timestamp", "flush", "drop"};
-    return op >= 0 && op < 10 ? names[op] : op == OP_OMIT ? "omit_frames" : "?";
+    return op >= 0 && op < 10   ? names[op]
+           : op == OP_OMIT     ? "omit_frames"
+           : op == OP_PREPARED ? "push_prepared_label"
+                               : "?";
 }
 
 /* Checks a builder call's result against the model; updates the model's state. */
@@ -179,6 +183,32 @@ static void builder_op(fz_in *in, bstate *st, builder *b, int op) {
     case OP_OMIT:
         rc = ppk_sample_omit_frames(b->s, (fz_u8(in) & 1) ? fz_u64(in) : fz_u8(in));
         break;
+    case OP_PREPARED: {
+        uint8_t f = fz_u8(in);
+        ppk_label l = {.key = fz_str(in, 1, &bad), .is_num = f & 1};
+        if (f & 1) {
+            l.num = (f & 2) ? fz_value(in) : (int64_t)(f >> 2) % 4;
+            l.num_unit = (f & 0x80) ? fz_str(in, 1, &bad) : (ppk_str){NULL, 0};
+        } else {
+            l.str = fz_str(in, 1, &bad);
+        }
+        ppk_prepared_label *pl = NULL;
+        rc = ppk_label_prepare(b->s, &l, &pl);
+        if (rc) {
+            /* Refused as a label push would refuse it; nothing was pushed. */
+            if ((rc != PPK_ENULL && rc != PPK_EEMPTYKEY && rc != PPK_ERESERVED &&
+                 rc != PPK_ESPANID && rc != PPK_ENOMEM) || pl)
+                FZ_FAIL("ppk_label_prepare returned %d", rc);
+            if (rc == PPK_ENULL && !bad) FZ_FAIL("ppk_label_prepare: PPK_ENULL without a NULL string");
+            fz_release();
+            return;
+        }
+        if (bad) FZ_FAIL("ppk_label_prepare accepted NULL with a length");
+        bad = 0;
+        rc = ppk_sample_push_prepared_label(b->s, pl);
+        ppk_prepared_label_free(pl);
+        break;
+    }
     }
     fz_release();
     if (b->begun && bad && rc == 0) FZ_FAIL("%s accepted NULL with a length", op_name(op));

@@ -1941,6 +1941,154 @@ out:
     ppk_recorder_free(counted);
 }
 
+/* The labels of test_prepared_labels: a string, one cut at max_string_len 12, one
+ * with bytes that are not UTF-8, a number with a unit. */
+static const ppk_label prep_labels[] = {
+    {.key = PPK_STR("thread name"), .str = PPK_STR("MainThread")},
+    {.key = PPK_STR("task name"), .str = PPK_STR("request-123456789")},
+    {.key = PPK_STR("odd"), .str = PPK_STR("x\xff\xfey")},
+    {.key = PPK_STR("thread id"), .is_num = 1, .num = 42, .num_unit = PPK_STR("id")},
+};
+#define N_PREP (sizeof prep_labels / sizeof prep_labels[0])
+
+/* Sample i of test_prepared_labels: a stack of its own (i % 3) and the labels whose bit
+ * is set in 1 + i % 15, by their strings or prepared. */
+static int prep_sample(ppk_sample *s, int i, ppk_prepared_label *const *prepared) {
+    int rc = ppk_sample_start(s);
+    if (!rc) rc = ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 3 + i % 3, 0);
+    for (size_t k = 0; k < N_PREP && !rc; k++) {
+        if (!((1 + i % 15) >> k & 1)) continue;
+        const ppk_label *l = &prep_labels[k];
+        rc = prepared ? ppk_sample_push_prepared_label(s, prepared[k])
+             : l->is_num ? ppk_sample_push_label_num(s, l->key, l->num, l->num_unit)
+                         : ppk_sample_push_label_str(s, l->key, l->str);
+    }
+    if (!rc) rc = ppk_sample_set_value(s, 1, 100 + i);
+    return rc ? rc : ppk_sample_flush(s);
+}
+
+/* A pushing thread of test_prepared_labels: its own builder, the shared labels. */
+typedef struct prep_pusher {
+    ppk_recorder *r;
+    ppk_prepared_label *const *prepared;
+    int failed;
+} prep_pusher;
+
+static void *prep_push(void *arg) {
+    prep_pusher *p = arg;
+    ppk_sample *s = NULL;
+    if (ppk_sample_create(p->r, &s)) {
+        p->failed = 1;
+        return NULL;
+    }
+    for (int i = 0; i < 300; i++)
+        if (prep_sample(s, i, p->prepared)) p->failed = 1;
+    ppk_sample_free(s);
+    return NULL;
+}
+
+/* ppk_label_prepare: samples with prepared labels export as the same samples with the
+ * labels pushed by their strings (cut and repaired alike, the repairs counted alike),
+ * from two threads sharing the prepared labels; the checks of a label push are made at
+ * prepare, a push's own at push; a prepared label outlives its builder and recorder. */
+static void test_prepared_labels(void) {
+    ppk_recorder_config cfg;
+    config(&cfg, PPK_CODEC_NONE);
+    cfg.profile.max_string_len = 12;
+    ppk_recorder *by_str = NULL, *by_prep = NULL, *other = NULL;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &by_str), 0);
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &by_prep), 0);
+    cfg.profile.max_string_len = 13;
+    CHECK_EQ_INT(ppk_recorder_create(&cfg, &other), 0);
+    ppk_sample *s = NULL, *o = NULL;
+    if (by_str) CHECK_EQ_INT(ppk_sample_create(by_str, &s), 0);
+    if (other) CHECK_EQ_INT(ppk_sample_create(other, &o), 0);
+    ppk_prepared_label *pl[N_PREP] = {NULL};
+    if (!s || !o || !by_prep) goto out;
+    for (size_t k = 0; k < N_PREP; k++) CHECK_EQ_INT(ppk_label_prepare(s, &prep_labels[k], &pl[k]), 0);
+    for (size_t k = 0; k < N_PREP; k++)
+        if (!pl[k]) goto out;
+
+    /* The same samples both ways: 600 by strings, 2 x 300 prepared from two threads. */
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 300; i++) CHECK_EQ_INT(prep_sample(s, i, NULL), 0);
+    prep_pusher pp[2] = {{by_prep, pl, 0}, {by_prep, pl, 0}};
+    pthread_t t[2];
+    for (int j = 0; j < 2; j++) CHECK_EQ_INT(pthread_create(&t[j], NULL, prep_push, &pp[j]), 0);
+    for (int j = 0; j < 2; j++) {
+        pthread_join(t[j], NULL);
+        CHECK(!pp[j].failed);
+    }
+    ppk_export ea, eb;
+    CHECK_EQ_INT(ppk_recorder_export(by_str, &ea), 0);
+    CHECK_EQ_INT(ppk_recorder_export(by_prep, &eb), 0);
+    CHECK(ea.stats.strings_truncated > 0 && ea.stats.strings_utf8_repaired > 0);
+    CHECK_EQ_U64(eb.stats.strings_truncated, ea.stats.strings_truncated);
+    CHECK_EQ_U64(eb.stats.strings_utf8_repaired, ea.stats.strings_utf8_repaired);
+    pr_profile a, b;
+    CHECK_EQ_INT(pr_parse(ea.data.data, ea.data.len, &a), 0);
+    CHECK_EQ_INT(pr_parse(eb.data.data, eb.data.len, &b), 0);
+    char *x = pr_describe(&a), *y = pr_describe(&b);
+    CHECK(x && y && strcmp(x, y) == 0);
+    CHECK(has_string(&b, "request-1234") && !has_string(&b, "request-12345"));
+    CHECK_EQ_U64(a.nsamples, 15); /* 15 label sets, each with one of the 3 stacks */
+    free(x);
+    free(y);
+    pr_free(&a);
+    pr_free(&b);
+    ppk_export_free(&ea);
+    ppk_export_free(&eb);
+
+    /* A label push's checks, at prepare. */
+    ppk_prepared_label *bad = pl[0];
+    ppk_label l = {.key = PPK_STR(""), .str = PPK_STR("v")};
+    CHECK_EQ_INT(ppk_label_prepare(s, &l, &bad), PPK_EEMPTYKEY);
+    CHECK(bad == NULL);
+    l.key = (ppk_str){NULL, 2};
+    CHECK_EQ_INT(ppk_label_prepare(s, &l, &bad), PPK_ENULL);
+    l = (ppk_label){.key = PPK_STR("end_timestamp_ns"), .is_num = 1, .num = 5};
+    CHECK_EQ_INT(ppk_label_prepare(s, &l, &bad), PPK_ERESERVED);
+    l = (ppk_label){.key = PPK_STR("local root span id"), .is_num = 1, .num = 0};
+    CHECK_EQ_INT(ppk_label_prepare(s, &l, &bad), PPK_ESPANID);
+    CHECK_EQ_INT(ppk_label_prepare(NULL, &l, &bad), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_label_prepare(s, NULL, &bad), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_label_prepare(s, &l, NULL), PPK_EINVAL);
+    /* A push's own: the sample's state, a key pushed already (by its string too), another
+     * max_string_len; the sample is usable after each. */
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pl[0]), PPK_ESTATE);
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("thread name"), PPK_STR("T")), 0);
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pl[0]), PPK_EDUPLABEL);
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pl[1]), 0);
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pl[1]), PPK_EDUPLABEL);
+    CHECK_EQ_INT(ppk_sample_push_label_str(s, PPK_STR("task name"), PPK_STR("x")),
+                 PPK_EDUPLABEL);
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, NULL), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_sample_set_value(s, 0, 1), 0);
+    CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    CHECK_EQ_INT(ppk_sample_start(o), 0);
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(o, pl[0]), PPK_EINVAL);
+    CHECK_EQ_INT(ppk_sample_drop(o), 0);
+    pr_profile c;
+    if (export_parse(by_str, &c) == 0) {
+        CHECK_EQ_U64(c.nsamples, 1);
+        if (c.nsamples == 1) {
+            CHECK(pr_streq(pr_label_str(&c, &c.samples[0], "thread name"), "T"));
+            CHECK(pr_streq(pr_label_str(&c, &c.samples[0], "task name"), "request-1234"));
+        }
+        pr_free(&c);
+    }
+out:
+    /* The prepared labels outlive everything they were made and pushed with. */
+    ppk_sample_free(s);
+    ppk_sample_free(o);
+    ppk_recorder_free(by_str);
+    ppk_recorder_free(by_prep);
+    ppk_recorder_free(other);
+    for (size_t k = 0; k < N_PREP; k++) ppk_prepared_label_free(pl[k]);
+    ppk_prepared_label_free(NULL);
+}
+
 int main(void) {
     RUN(test_start_stop_storm);
     RUN(test_config_repairs_counted_once);
@@ -1969,5 +2117,6 @@ int main(void) {
     RUN(test_endpoint_fitted_as_profile);
     RUN(test_endpoints_concurrent);
     RUN(test_omit_frames);
+    RUN(test_prepared_labels);
     return check_summary();
 }
