@@ -2,9 +2,10 @@
 # bench/run.sh [BUILD_DIR] - runs the benchmarks that `make bench` runs, from built
 # binaries, and writes the results under bench/results/:
 #   bench_w1 for steady and storm, frames by strings, by function id one at a time and
-#     a stack at a time (--api string, --api id, --api ids), one and two threads, each run in its own process (so its peak RSS is
+#     a stack at a time (--api string, --api id, --api ids), and a stack at a time with
+#     the labels prepared (--api ids --labels prepared), one and two threads, each run in its own process (so its peak RSS is
 #     its own): a table on stdout and bench/results/w1.json, the list of the JSON
-#     objects bench_w1 printed (variant, api, threads, add_ns, add_ns_net,
+#     objects bench_w1 printed (variant, api, labels, threads, add_ns, add_ns_net,
 #     frames_per_sample, ns_per_frame, intern_ns_new/_known, export_ms_encode,
 #     export_ms_total, codec, bytes, rss_kb, total_s, checked, and a few more);
 #   bench_w3 (W3, deep stacks: 300,000 samples of 64..256 frames over 16,000 functions,
@@ -54,10 +55,11 @@ echo "== bench_w1 (W1, $samples samples, export every 100,000, zstd-1)"
 lines=$(mktemp)
 trap 'rm -f "$lines"' EXIT
 for variant in steady storm; do
-    for api in string id ids; do
+    for api in string id ids ids/prepared; do
         for threads in 1 2; do
-            "$build/bench_w1" "--$variant" --api "$api" --threads "$threads" \
-                --samples "$samples" | tee -a "$lines"
+            "$build/bench_w1" "--$variant" --api "${api%/*}" --threads "$threads" \
+                --samples "$samples" --labels "$([[ $api == */prepared ]] && echo prepared ||
+                                                 echo strings)" | tee -a "$lines"
         done
     done
 done
@@ -69,22 +71,22 @@ with open(sys.argv[2], "w") as f:
     json.dump(runs, f, indent=1)
     f.write("\n")
 print()
-print(f"{'variant':8} {'api':>6} {'threads':>7} {'add ns':>8} {'net ns':>8} {'ns/frame':>8} "
-      f"{'encode ms':>10} {'export ms':>10} {'codec':>7} {'MB/export':>10} {'peak RSS MB':>12} "
-      f"{'total s':>8} {'checked':>7}")
+print(f"{'variant':8} {'api':>6} {'labels':>8} {'threads':>7} {'add ns':>8} {'net ns':>8} "
+      f"{'ns/frame':>8} {'encode ms':>10} {'export ms':>10} {'codec':>7} {'MB/export':>10} "
+      f"{'peak RSS MB':>12} {'total s':>8} {'checked':>7}")
 for r in runs:
-    print(f"{r['variant']:8} {r['api']:>6} {r['threads']:>7} {r['add_ns']:>8.0f} "
+    print(f"{r['variant']:8} {r['api']:>6} {r['labels']:>8} {r['threads']:>7} {r['add_ns']:>8.0f} "
           f"{r['add_ns_net']:>8.0f} {r['ns_per_frame']:>8.1f} {r['export_ms_encode']:>10.1f} "
           f"{r['export_ms_total']:>10.1f} {r['codec']:>7} {r['bytes'] / 1e6:>10.2f} "
           f"{r['rss_kb'] / 1024:>12.1f} {r['total_s']:>8.2f} {str(r['checked']):>7}")
-one = {(r["variant"], r["api"]): r for r in runs if r["threads"] == 1}
+one = {(r["variant"], r["api"], r["labels"]): r for r in runs if r["threads"] == 1}
 for r in runs:
-    o = one.get((r["variant"], r["api"]))
+    o = one.get((r["variant"], r["api"], r["labels"]))
     if r["threads"] == 2 and o:
-        print(f"{r['variant']} by {r['api']}: two threads take "
+        print(f"{r['variant']} by {r['api']}, labels {r['labels']}: two threads take "
               f"{r['total_s'] / o['total_s']:.2f}x the one-thread time")
 for r in runs:
-    o = one.get((r["variant"], "string"))
+    o = one.get((r["variant"], "string", "strings"))
     if r["api"] == "id" and r["threads"] == 1 and o:
         print(f"{r['variant']}: by id, add_ns is {r['add_ns'] / o['add_ns']:.2f}x the "
               f"string API's (net {r['add_ns_net'] / o['add_ns_net']:.2f}x)")
