@@ -1038,15 +1038,20 @@ typedef struct ppk_pyroscope_config {
                                  starting with a digit */
     ppk_str spy_name;         /* empty: "pprofkit" */
     int64_t sample_rate;      /* samples per second; 0: 100 */
-    ppk_str basic_auth_user;  /* empty: no authentication */
+    ppk_str basic_auth_user;  /* HTTP basic auth (Grafana Cloud: the stack's user id);
+                                 empty: none */
     ppk_str basic_auth_password;
+    ppk_str auth_token;       /* "Authorization: Bearer <token>" when there is no basic
+                                 auth; empty: none */
     ppk_str tenant_id;        /* X-Scope-OrgID; empty: none */
     ppk_upload_config upload;
 } ppk_pyroscope_config;
 
 PPK_API void ppk_pyroscope_config_init(ppk_pyroscope_config *cfg);
 
-/* Reads PYROSCOPE_SERVER_ADDRESS and PYROSCOPE_APPLICATION_NAME like
+/* Reads PYROSCOPE_SERVER_ADDRESS, PYROSCOPE_APPLICATION_NAME,
+ * PYROSCOPE_BASIC_AUTH_USER, PYROSCOPE_BASIC_AUTH_PASSWORD, PYROSCOPE_AUTH_TOKEN and
+ * PYROSCOPE_TENANT_ID (the names Pyroscope's own clients read) like
  * ppk_datadog_config_from_env reads its variables. */
 PPK_API int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err,
                                           size_t err_len);

@@ -5,7 +5,8 @@
  * &until=<unix s>&format=pprof&sampleRate=<Hz>&spyName=<name>. With format=pprof the
  * server reads the body as the profile itself (not a multipart form) and recognizes gzip
  * by its magic bytes; it does not read zstd, so zstd exports are refused by prepare() and
- * counted as invalid. Optional HTTP basic auth and the X-Scope-OrgID tenant header.
+ * counted as invalid. Optional HTTP basic auth (or, without it, a bearer token) and the
+ * X-Scope-OrgID tenant header.
  *
  * The body is the export's bytes as they are, unless Grafana Pyroscope would refuse the
  * profile for its names (a sample type with '-', a string-valued label whose key is not a
@@ -234,6 +235,24 @@ int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t e
         if ((rc = check_app(ppk_cstr(v), "PYROSCOPE_APPLICATION_NAME", err, err_len))) return rc;
         c.application_name = ppk_cstr(v);
     }
+    /* Credentials and the tenant, checked as the sink checks them. */
+    static const struct {
+        const char *var, *forbid;
+        size_t off;
+    } creds[] = {
+        {"PYROSCOPE_BASIC_AUTH_USER", ":", offsetof(ppk_pyroscope_config, basic_auth_user)},
+        {"PYROSCOPE_BASIC_AUTH_PASSWORD", NULL,
+         offsetof(ppk_pyroscope_config, basic_auth_password)},
+        {"PYROSCOPE_AUTH_TOKEN", NULL, offsetof(ppk_pyroscope_config, auth_token)},
+        {"PYROSCOPE_TENANT_ID", NULL, offsetof(ppk_pyroscope_config, tenant_id)},
+    };
+    for (size_t i = 0; i < sizeof creds / sizeof *creds; i++) {
+        if (!(v = ppk__upload_getenv(creds[i].var))) continue;
+        if ((rc = ppk__upload_check_str(ppk_cstr(v), creds[i].var, creds[i].forbid, err,
+                                        err_len)))
+            return rc;
+        memcpy((char *)&c + creds[i].off, &(ppk_str){v, strlen(v)}, sizeof(ppk_str));
+    }
     *cfg = c;
     return 0;
 }
@@ -279,6 +298,7 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
         {"spy_name", offsetof(ppk_pyroscope_config, spy_name)},
         {"basic_auth_user", offsetof(ppk_pyroscope_config, basic_auth_user)},
         {"basic_auth_password", offsetof(ppk_pyroscope_config, basic_auth_password)},
+        {"auth_token", offsetof(ppk_pyroscope_config, auth_token)},
         {"tenant_id", offsetof(ppk_pyroscope_config, tenant_id)},
     };
     int rc = ppk__upload_nulls(cfg, strs, sizeof strs / sizeof *strs, err, err_len);
@@ -297,7 +317,10 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     py_ctx *p = PPK_MEM_NEW(&cfg->upload.allocator, py_ctx, mem);
     if (!p) return PPK_ENOMEM;
     p->sample_rate = cfg->sample_rate ? cfg->sample_rate : 100;
-    char *tenant = NULL, *spy = NULL;
+    char *tenant = NULL, *spy = NULL, *token = NULL, *h_auth = NULL;
+    ppk__mem tmp; /* the Authorization header, until the sink has its copy */
+    ppk__mem_init(&tmp, &cfg->upload.allocator);
+    size_t h_auth_len = 0;
     while (server.len && server.ptr[server.len - 1] == '/') server.len--;
     if ((rc = ppk__upload_str(&p->mem, server, "server_address", NULL, &p->base, err, err_len)) ||
         (rc = ppk__upload_check_url(p->base, "server_address", err, err_len)) ||
@@ -311,6 +334,15 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
          (rc = ppk__upload_str(&p->mem, cfg->basic_auth_password, "basic_auth_password", NULL,
                                &p->password, err, err_len))))
         goto fail;
+    /* A bearer token only without basic auth: one Authorization header. */
+    if (!p->user && cfg->auth_token.len) {
+        if ((rc = ppk__upload_str(&p->mem, cfg->auth_token, "auth_token", NULL, &token, err,
+                                  err_len)))
+            goto fail;
+        h_auth_len = sizeof "Authorization: Bearer " + strlen(token);
+        if (!(h_auth = ppk__mem_alloc(&tmp, h_auth_len))) goto nomem;
+        snprintf(h_auth, h_auth_len, "Authorization: Bearer %s", token);
+    }
 
     if (!(p->name_enc = series_name(&p->mem, cfg->application_name, cfg->tags))) goto nomem;
     const char *spy_name = spy[0] ? spy : "pprofkit";
@@ -320,19 +352,27 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     char h_agent[64], h_tenant[320];
     snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);
     snprintf(h_tenant, sizeof h_tenant, "X-Scope-OrgID: %.300s", tenant);
-    const char *headers[] = {h_agent, h_tenant};
+    const char *headers[3] = {h_agent};
+    size_t n_headers = 1;
+    if (cfg->tenant_id.len) headers[n_headers++] = h_tenant;
+    if (h_auth) headers[n_headers++] = h_auth;
     ppk__upload_str_free(&p->mem, tenant);
     ppk__upload_str_free(&p->mem, spy);
+    ppk__upload_str_free(&p->mem, token);
     static const ppk__upload_ops ops = {.prepare = py_prepare, .build = py_build,
                                         .setopt = py_setopt, .free = py_free};
-    return ppk__upload_create(&cfg->upload, &ops, p, headers, cfg->tenant_id.len ? 2 : 1, out,
-                              err, err_len);
+    /* It copies the headers, and owns p from here on. */
+    rc = ppk__upload_create(&cfg->upload, &ops, p, headers, n_headers, out, err, err_len);
+    if (h_auth) ppk__mem_free(&tmp, h_auth, h_auth_len);
+    return rc;
 
 nomem:
     rc = PPK_ENOMEM;
 fail:
     ppk__upload_str_free(&p->mem, tenant);
     ppk__upload_str_free(&p->mem, spy);
+    ppk__upload_str_free(&p->mem, token);
+    if (h_auth) ppk__mem_free(&tmp, h_auth, h_auth_len);
     py_free(p);
     return rc;
 }

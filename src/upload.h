@@ -130,10 +130,12 @@ typedef struct ppk__upload_field {
 int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, char *err,
                       size_t err_len);
 
-/* A string field of a config: checks it is UTF-8 with no NUL or control character (and
- * no byte of `forbid`), then copies it NUL-terminated into *out (allocated from m with length
- * len + 1, stored in *out_len). 0, PPK_ENULL, PPK_EINVAL (message names `what`),
- * PPK_ENOMEM. */
+/* Whether a string field of a config is UTF-8 with no NUL or control character (and no
+ * byte of `forbid`): 0, PPK_ENULL, PPK_EINVAL (the message names `what`). */
+int ppk__upload_check_str(ppk_str s, const char *what, const char *forbid, char *err,
+                          size_t err_len);
+/* The same check, then a copy NUL-terminated into *out (allocated from m, len + 1 bytes):
+ * 0, PPK_ENULL, PPK_EINVAL, PPK_ENOMEM. */
 int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
                     char *err, size_t err_len);
 void ppk__upload_str_free(ppk__mem *m, char *s);

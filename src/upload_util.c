@@ -120,9 +120,8 @@ int ppk__upload_nulls(const void *cfg, const ppk__upload_field *f, size_t n, cha
     return 0;
 }
 
-int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
-                    char *err, size_t err_len) {
-    *out = NULL;
+int ppk__upload_check_str(ppk_str s, const char *what, const char *forbid, char *err,
+                          size_t err_len) {
     int rc = ppk__upload_null(s, what, err, err_len);
     if (rc) return rc;
     for (size_t i = 0; i < s.len; i++) {
@@ -136,6 +135,14 @@ int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid
     /* They go into JSON (event.json), headers and URLs, which are UTF-8. */
     if (!ppk__utf8_valid((const uint8_t *)s.ptr, s.len))
         return ppk__upload_err(err, err_len, "%s: not valid UTF-8", what);
+    return 0;
+}
+
+int ppk__upload_str(ppk__mem *m, ppk_str s, const char *what, const char *forbid, char **out,
+                    char *err, size_t err_len) {
+    *out = NULL;
+    int rc = ppk__upload_check_str(s, what, forbid, err, err_len);
+    if (rc) return rc;
     char *c = ppk__mem_alloc(m, s.len + 1);
     if (!c) return PPK_ENOMEM;
     if (s.len) memcpy(c, s.ptr, s.len);

@@ -337,6 +337,49 @@ static void test_pyroscope(void) {
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
+/* Credentials from the environment, as Pyroscope's own clients read them: a bearer token
+ * with the tenant; then basic auth beside the token, which wins (one Authorization
+ * header). */
+static void test_pyroscope_env_credentials(void) {
+    for (int basic = 0; basic <= 1; basic++) {
+        rx x;
+        const char *expect =
+            basic ? "{\"name\":\"envapp{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+                    "\"basic_auth\":\"123456:glc_secret\",\"sample_types\":" PY_TYPES
+                    ",\"totals\":[60,3],\"count\":1}"
+                  : "{\"name\":\"envapp{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+                    "\"bearer\":\"tok.en-1\",\"tenant\":\"team-a\",\"sample_types\":" PY_TYPES
+                    ",\"totals\":[60,3],\"count\":1}";
+        CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
+        if (!x.pid) return;
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
+        setenv("PYROSCOPE_SERVER_ADDRESS", url, 1);
+        setenv("PYROSCOPE_APPLICATION_NAME", "envapp", 1);
+        setenv("PYROSCOPE_AUTH_TOKEN", "tok.en-1", 1);
+        if (basic) {
+            setenv("PYROSCOPE_BASIC_AUTH_USER", "123456", 1);
+            setenv("PYROSCOPE_BASIC_AUTH_PASSWORD", "glc_secret", 1);
+            unsetenv("PYROSCOPE_TENANT_ID");
+        } else {
+            setenv("PYROSCOPE_TENANT_ID", "team-a", 1);
+        }
+        ppk_pyroscope_config c;
+        ppk_pyroscope_config_init(&c);
+        char err[256] = "";
+        CHECK_EQ_INT(ppk_pyroscope_config_from_env(&c, err, sizeof err), 0);
+        ppk_sink s;
+        CHECK_EQ_INT(ppk_sink_pyroscope(&c, &s, err, sizeof err), 0);
+        if (err[0]) fprintf(stderr, "%s\n", err);
+        static const char *vars[] = {"PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME",
+                                     "PYROSCOPE_AUTH_TOKEN", "PYROSCOPE_BASIC_AUTH_USER",
+                                     "PYROSCOPE_BASIC_AUTH_PASSWORD", "PYROSCOPE_TENANT_ID"};
+        for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
+        export_once(s, 1);
+        CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
+    }
+}
+
 /* An export whose end is INT64_MAX ns, handed straight to write(): `until` is its ceiling
  * in seconds, 9223372037, computed without overflow (UBSan). */
 static void test_pyroscope_until_far_future(void) {
@@ -460,7 +503,9 @@ static void test_pyroscope_label_names(void) {
 static const char *dd_vars[] = {"DD_TRACE_AGENT_URL", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT",
                                 "DD_SERVICE", "DD_ENV", "DD_VERSION", "DD_TAGS", "DD_API_KEY",
                                 "DD_SITE", "DD_PROFILING_AGENTLESS",
-                                "PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME"};
+                                "PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME",
+                                "PYROSCOPE_BASIC_AUTH_USER", "PYROSCOPE_BASIC_AUTH_PASSWORD",
+                                "PYROSCOPE_AUTH_TOKEN", "PYROSCOPE_TENANT_ID"};
 
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof dd_vars / sizeof *dd_vars; i++) unsetenv(dd_vars[i]);
@@ -501,6 +546,10 @@ static void test_env_config(void) {
     bad_env("DD_SITE", "datadoghq.com/x");
     bad_env("DD_PROFILING_AGENTLESS", "maybe");
     bad_env("PYROSCOPE_SERVER_ADDRESS", "localhost:4040");
+    bad_env("PYROSCOPE_BASIC_AUTH_USER", "user:name");
+    bad_env("PYROSCOPE_BASIC_AUTH_PASSWORD", "pass\r\nX-Injected: 1");
+    bad_env("PYROSCOPE_AUTH_TOKEN", "token\nX-Injected: 1");
+    bad_env("PYROSCOPE_TENANT_ID", "tenant\x7f");
     bad_env("PYROSCOPE_APPLICATION_NAME", "app{x}");
 
     /* Host and port. */
@@ -1434,6 +1483,7 @@ int main(void) {
     RUN(test_datadog_container_id_parse);
     RUN(test_datadog_container_headers);
     RUN(test_pyroscope);
+    RUN(test_pyroscope_env_credentials);
     RUN(test_pyroscope_until_far_future);
     RUN(test_pyroscope_label_names);
     RUN(test_env_config);

@@ -357,6 +357,8 @@ def check_pyroscope(h, path, query, body):
         check_eq(one.get("until"), EXPECT["until"], "until")
     auth = EXPECT.get("basic_auth")
     expected_auth = "Basic " + base64.b64encode(auth.encode()).decode() if auth else None
+    if "bearer" in EXPECT:
+        expected_auth = "Bearer " + EXPECT["bearer"]
     check_eq(h.headers.get("Authorization"), expected_auth, "Authorization")
     check_eq(h.headers.get("X-Scope-OrgID"), EXPECT.get("tenant"), "X-Scope-OrgID")
     check_eq(h.headers.get("Content-Type"), "application/octet-stream", "Content-Type")

@@ -147,7 +147,9 @@ def _parser():
     r.add_argument("--pyroscope", metavar="URL",
                    default=_env("PPROFKIT_PYROSCOPE", "PYROSCOPE_SERVER_ADDRESS"),
                    help="upload to Pyroscope / Grafana (PPROFKIT_PYROSCOPE, "
-                        "PYROSCOPE_SERVER_ADDRESS)")
+                        "PYROSCOPE_SERVER_ADDRESS; credentials from "
+                        "PYROSCOPE_BASIC_AUTH_USER and _PASSWORD or PYROSCOPE_AUTH_TOKEN, "
+                        "the tenant from PYROSCOPE_TENANT_ID)")
     r.add_argument("--otlp", nargs="?", const=True, metavar="URL",
                    help="upload OTLP profiles (experimental) to an OpenTelemetry collector: "
                         "its base URL (the path /v1development/profiles is added), or none "

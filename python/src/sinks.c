@@ -92,7 +92,8 @@ static const cfg_field datadog_fields[] = {
 static const cfg_field pyroscope_fields[] = {
     PY(server_address, 's'), PY(application_name, 's'), PY(tags, 's'),
     PY(spy_name, 's'),       PY(sample_rate, 'l'),      PY(basic_auth_user, 's'),
-    PY(basic_auth_password, 's'), PY(tenant_id, 's'),   UPLOAD_FIELDS(ppk_pyroscope_config)};
+    PY(basic_auth_password, 's'), PY(auth_token, 's'),  PY(tenant_id, 's'),
+    UPLOAD_FIELDS(ppk_pyroscope_config)};
 
 #define OT(f, t) {#f, offsetof(ppk_otlp_config, f), t}
 #define OTR(f, t) {#f, offsetof(ppk_otlp_config, resource.f), t}

@@ -43,7 +43,9 @@ EINVAL = pprofkit._native.PPK_EINVAL
 ENV_VARS = ["DD_TRACE_AGENT_URL", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT", "DD_SERVICE",
             "DD_ENV", "DD_VERSION", "DD_TAGS", "DD_API_KEY", "DD_SITE",
             "DD_PROFILING_AGENTLESS", "PYROSCOPE_SERVER_ADDRESS",
-            "PYROSCOPE_APPLICATION_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "PYROSCOPE_APPLICATION_NAME", "PYROSCOPE_BASIC_AUTH_USER",
+            "PYROSCOPE_BASIC_AUTH_PASSWORD", "PYROSCOPE_AUTH_TOKEN", "PYROSCOPE_TENANT_ID",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
             "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS",
             "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"]
 
@@ -323,9 +325,45 @@ class TestPyroscope(UploadBase):
             r2.add_pyroscope_sink(from_env=False)
         self.assertIn("application_name", str(cm.exception))
 
+    def test_profiler_credentials_from_environment(self):
+        # What `python -m pprofkit run --pyroscope URL` sends to Grafana Cloud: basic auth
+        # and the tenant from Pyroscope's variables; then a bearer token by keyword.
+        rx = Receiver(self, "pyroscope", {
+            "name": "cloud.app{}", "sample_rate": "100", "spy_name": "pprofkit-python",
+            "basic_auth": "123456:glc_token", "tenant": "team-a",
+            "sample_types": [["wall_time", "nanoseconds"], ["cpu_time", "nanoseconds"],
+                             ["samples", "count"]],
+            "period_type": ["wall_time", "nanoseconds"], "count": 1, "limit": GUARD})
+        os.environ.update({"PYROSCOPE_BASIC_AUTH_USER": "123456",
+                           "PYROSCOPE_BASIC_AUTH_PASSWORD": "glc_token",
+                           "PYROSCOPE_TENANT_ID": "team-a"})
+        p = pprofkit.Profiler(out_dir=None, export_period=60, pyroscope=rx.url,
+                              service="cloud.app", cpu_budget=0)
+        p.start()
+        end = time.monotonic() + 0.2
+        while time.monotonic() < end:
+            sum(range(1000))
+        p.stop()
+        self.assertEqual(rx.finish(), 0)
+        self.assertEqual(rx.got, 1)
+        for k in ("PYROSCOPE_BASIC_AUTH_USER", "PYROSCOPE_BASIC_AUTH_PASSWORD",
+                  "PYROSCOPE_TENANT_ID"):
+            del os.environ[k]
+        rx = Receiver(self, "pyroscope", {
+            "name": "tok.app{}", "sample_rate": "100", "spy_name": "pprofkit-python",
+            "bearer": "tok-1", "sample_types": PY_TYPES_JSON, "totals": TOTALS, "count": 1,
+            "limit": GUARD})
+        r = self.recorder()
+        r.add_pyroscope_sink(server_address=rx.url, application_name="tok.app",
+                             auth_token="tok-1")
+        record(r)
+        r.close()
+        self.assertEqual(rx.finish(), 0)
+
     def test_malformed(self):
         r = self.recorder()
         for var, value in [("PYROSCOPE_APPLICATION_NAME", "app{x}"),
+                           ("PYROSCOPE_AUTH_TOKEN", "tok\nX-Injected: 1"),
                            ("PYROSCOPE_SERVER_ADDRESS", "localhost:4040")]:
             with self.subTest(var=var):
                 os.environ[var] = value
