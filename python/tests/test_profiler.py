@@ -504,11 +504,12 @@ class TestThreads(ProfilerTest):
         # give the wait nearly all of it (3.11: all; 3.12: three quarters). The time a
         # thread uses between ticks goes to its stack of its last sample that found it
         # running (cpu_moved counts those samples). Measured by the threads: the bursts
-        # are ~95% of their CPU time; the profile gives them 86-98% here. At least two
-        # thirds of the bursts' measured time in burst() over the four threads (one
-        # thread is found running at a tick at most, ~a quarter of the ticks each: a few
-        # hundred samples, whose spread is a few %), and each thread's total within an
-        # interval of its clock (they block at the end, sampled by the last pass).
+        # are ~95% of their CPU time; the profile gives them 88-99% of it here, 65-84%
+        # in the ASan build (whose sampler is slower; 50-75% with a CPU kept busy
+        # beside it), against 0% (3.11) and 24% (3.12) when the wait got the time. So
+        # at least two fifths of the bursts' measured time in burst() over the four
+        # threads, and each thread's total within an interval of its clock (they block
+        # at the end, sampled by the last pass).
         run = self.cli(["--cpu-budget", "0", "pool.py", "2"])
         (me,) = run.json()
         self.check_summary(run)
@@ -522,7 +523,7 @@ class TestThreads(ProfilerTest):
         report = ({"%s %s" % k: round(v / MS, 1) for k, v in cpu.items()},
                   {n: (round(t["burst_cpu_ns"] / MS, 1), round(t["cpu_ns"] / MS, 1))
                    for n, t in threads.items()})
-        self.assertGreaterEqual(in_burst, 2 * measured / 3, report)
+        self.assertGreaterEqual(in_burst, 2 * measured / 5, report)
         for name, t in threads.items():
             total = sum(v for (n, _), v in cpu.items() if n == name)
             self.assertGreaterEqual(total, t["cpu_ns"] - interval, (name, report))
