@@ -257,6 +257,8 @@ static void *produce(void *arg) {
     ppk_sample *s = NULL;
     if (w1_init(&w) || ppk_sample_create(g.rec, &s) ||
         (g.prepared && prepare_labels(s, &w))) {
+        free_labels();
+        ppk_sample_free(s);
         atomic_store(&g.failed, 1);
         pthread_barrier_wait(&g.start); /* the other producer waits there */
         return NULL;

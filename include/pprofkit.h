@@ -788,10 +788,14 @@ PPK_API int ppk_sample_push_label_num(ppk_sample *s, ppk_str key, int64_t num,
  * time. The sample is the one the strings would make.
  *
  * ppk_label_prepare() makes one for builders of recorders with s's max_string_len (it
- * reads only that of s, whatever s's state); it holds a copy of the strings and no
- * reference to s or its recorder, so it may outlive both. Pushing it into several
- * builders at once, from several threads, is safe: nothing changes it until
+ * reads that and s's allocator, whatever s's state); it holds a copy of the strings and
+ * no reference to s or its recorder, so it may outlive both, but not the recorder's
+ * allocator (profile.allocator), which allocated it and frees it. Pushing it into
+ * several builders at once, from several threads, is safe: nothing changes it until
  * ppk_prepared_label_free(), which the caller must not call while a push of it runs.
+ * A push needs only the record's own bytes in the builder: near builder_max_bytes it
+ * can fit where a push by strings, which reserves room for their longest repair, does
+ * not (PPK_ENOMEM).
  * @return 0, PPK_EINVAL (NULL s, l or out), the checks of ppk_sample_push_label_str
  *         (PPK_ENULL, PPK_EEMPTYKEY, PPK_ERESERVED, PPK_ESPANID), PPK_ENOMEM.
  *         On error *out is NULL.
@@ -803,9 +807,9 @@ PPK_API int ppk_label_prepare(const ppk_sample *s, const ppk_label *l,
 /* Accepts NULL. */
 PPK_API void ppk_prepared_label_free(ppk_prepared_label *pl);
 
-/* Pushes a prepared label, as pushing its label would.
+/* Pushes a prepared label, as pushing its label would (but for room, above).
  * @return 0, PPK_EINVAL (NULL s or pl, or pl prepared for another max_string_len),
- *         PPK_ESTATE, PPK_ECLOSED, PPK_EDUPLABEL, PPK_ETOOMANY, PPK_ENOMEM. */
+ *         PPK_ESTATE, PPK_ECLOSED, PPK_ETOOMANY, PPK_EDUPLABEL, PPK_ENOMEM. */
 PPK_API int ppk_sample_push_prepared_label(ppk_sample *s, const ppk_prepared_label *pl);
 
 /* Sets value `idx` (the sample type's index), or the first n values (values not set are

@@ -183,6 +183,27 @@ static int check_app(ppk_str s, const char *what, char *err, size_t err_len) {
     return 0;
 }
 
+/* A tenant id as the server takes one (Grafana Pyroscope's tenant ids: at most 150
+ * bytes of A-Z a-z 0-9 ! - _ . * ' ( ), not "." or ".."); empty: none. */
+static int check_tenant(ppk_str s, const char *what, char *err, size_t err_len) {
+    if (s.len > 150)
+        return ppk__upload_err(err, err_len, "%s: %zu bytes, more than a tenant id's 150", what,
+                               s.len);
+    if ((s.len == 1 && s.ptr[0] == '.') || (s.len == 2 && !memcmp(s.ptr, "..", 2)))
+        return ppk__upload_err(err, err_len, "%s: \"%.*s\" is not a tenant id", what,
+                               (int)s.len, s.ptr);
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              (c && strchr("!-_.*'()", c))))
+            return ppk__upload_err(err, err_len,
+                                   "%s: character %d at byte %zu is not allowed in a tenant id "
+                                   "(A-Z a-z 0-9 ! - _ . * ' ( ))",
+                                   what, c, i);
+    }
+    return 0;
+}
+
 /* key=value[,key=value...]: keys [A-Za-z0-9_.] not starting with a digit (the server's
  * tag keys, then label names once '.' is '_'), values without {}=,". */
 static int check_tags(ppk_str s, char *err, size_t err_len) {
@@ -249,7 +270,9 @@ int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t e
     for (size_t i = 0; i < sizeof creds / sizeof *creds; i++) {
         if (!(v = ppk__upload_getenv(creds[i].var))) continue;
         if ((rc = ppk__upload_check_str(ppk_cstr(v), creds[i].var, creds[i].forbid, err,
-                                        err_len)))
+                                        err_len)) ||
+            (creds[i].off == offsetof(ppk_pyroscope_config, tenant_id) &&
+             (rc = check_tenant(ppk_cstr(v), creds[i].var, err, err_len))))
             return rc;
         memcpy((char *)&c + creds[i].off, &(ppk_str){v, strlen(v)}, sizeof(ppk_str));
     }
@@ -308,7 +331,8 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     if ((rc = ppk__upload_check_config(&cfg->upload, err, err_len)) ||
         (rc = check_server(server, "server_address", err, err_len)) ||
         (rc = check_app(cfg->application_name, "application_name", err, err_len)) ||
-        (rc = check_tags(cfg->tags, err, err_len)))
+        (rc = check_tags(cfg->tags, err, err_len)) ||
+        (rc = check_tenant(cfg->tenant_id, "tenant_id", err, err_len)))
         return rc;
     if (cfg->sample_rate < 0 || cfg->sample_rate > 1000000000)
         return ppk__upload_err(err, err_len, "sample_rate: %lld is not in 1..1e9",
@@ -349,9 +373,9 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
     p->spy_enc = pct(&p->mem, spy_name, strlen(spy_name));
     if (!p->spy_enc) goto nomem;
 
-    char h_agent[64], h_tenant[320];
+    char h_agent[64], h_tenant[176];
     snprintf(h_agent, sizeof h_agent, "User-Agent: pprofkit/%s", PPK_VERSION_STRING);
-    snprintf(h_tenant, sizeof h_tenant, "X-Scope-OrgID: %.300s", tenant);
+    snprintf(h_tenant, sizeof h_tenant, "X-Scope-OrgID: %.150s", tenant); /* checked: <= 150 */
     const char *headers[3] = {h_agent};
     size_t n_headers = 1;
     if (cfg->tenant_id.len) headers[n_headers++] = h_tenant;

@@ -128,9 +128,11 @@ int ppk__upload_check_str(ppk_str s, const char *what, const char *forbid, char 
         unsigned char c = (unsigned char)s.ptr[i];
         if (c < 0x20 || c == 0x7f)
             return ppk__upload_err(err, err_len, "%s: control character at byte %zu", what, i);
+        /* The value is not shown: it may be a credential ("user:password" given as the
+         * user). */
         if (forbid && strchr(forbid, c))
-            return ppk__upload_err(err, err_len, "%s: character '%c' not allowed in \"%.*s\"",
-                                   what, c, (int)(s.len > 200 ? 200 : s.len), s.ptr);
+            return ppk__upload_err(err, err_len, "%s: character '%c' not allowed (byte %zu)",
+                                   what, c, i);
     }
     /* They go into JSON (event.json), headers and URLs, which are UTF-8. */
     if (!ppk__utf8_valid((const uint8_t *)s.ptr, s.len))

@@ -1990,11 +1990,14 @@ static void *prep_push(void *arg) {
 /* ppk_label_prepare: samples with prepared labels export as the same samples with the
  * labels pushed by their strings (cut and repaired alike, the repairs counted alike),
  * from two threads sharing the prepared labels; the checks of a label push are made at
- * prepare, a push's own at push; a prepared label outlives its builder and recorder. */
+ * prepare, a push's own at push (the state, a key pushed already, max_labels, a recorder
+ * gone); in one window, a label pushed both ways makes one sample; a prepared label
+ * outlives its builder and recorder. */
 static void test_prepared_labels(void) {
     ppk_recorder_config cfg;
     config(&cfg, PPK_CODEC_NONE);
     cfg.profile.max_string_len = 12;
+    cfg.profile.max_labels = N_PREP;
     ppk_recorder *by_str = NULL, *by_prep = NULL, *other = NULL;
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &by_str), 0);
     CHECK_EQ_INT(ppk_recorder_create(&cfg, &by_prep), 0);
@@ -2078,6 +2081,39 @@ static void test_prepared_labels(void) {
         }
         pr_free(&c);
     }
+    /* In one window, the labels by their strings and prepared (in another order) make
+     * one sample: the same records and hashes. */
+    for (int prepared = 0; prepared <= 1; prepared++) {
+        CHECK_EQ_INT(ppk_sample_start(s), 0);
+        CHECK_EQ_INT(ppk_sample_push_frame(s, PPK_STR("leaf"), PPK_STR("a.py"), 3, 0), 0);
+        for (size_t k = 0; k < N_PREP; k++) {
+            size_t j = prepared ? N_PREP - 1 - k : k;
+            const ppk_label *pj = &prep_labels[j];
+            CHECK_EQ_INT(prepared ? ppk_sample_push_prepared_label(s, pl[j])
+                         : pj->is_num ? ppk_sample_push_label_num(s, pj->key, pj->num, pj->num_unit)
+                                     : ppk_sample_push_label_str(s, pj->key, pj->str),
+                         0);
+        }
+        CHECK_EQ_INT(ppk_sample_set_value(s, 1, 10 + prepared), 0);
+        CHECK_EQ_INT(ppk_sample_flush(s), 0);
+    }
+    if (export_parse(by_str, &c) == 0) {
+        CHECK_EQ_U64(c.nsamples, 1);
+        CHECK_EQ_INT((int)total(&c, 1), 21);
+        pr_free(&c);
+    }
+    /* Past max_labels (N_PREP), and once the recorder is gone. */
+    CHECK_EQ_INT(ppk_sample_start(s), 0);
+    for (size_t k = 0; k < N_PREP; k++) CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pl[k]), 0);
+    ppk_label fifth = {.key = PPK_STR("fifth"), .str = PPK_STR("v")};
+    ppk_prepared_label *pf = NULL;
+    CHECK_EQ_INT(ppk_label_prepare(s, &fifth, &pf), 0);
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pf), PPK_ETOOMANY);
+    CHECK_EQ_INT(ppk_sample_drop(s), 0);
+    ppk_recorder_free(by_str);
+    by_str = NULL;
+    CHECK_EQ_INT(ppk_sample_push_prepared_label(s, pf), PPK_ECLOSED);
+    ppk_prepared_label_free(pf);
 out:
     /* The prepared labels outlive everything they were made and pushed with. */
     ppk_sample_free(s);

@@ -550,6 +550,27 @@ static void test_env_config(void) {
     bad_env("PYROSCOPE_BASIC_AUTH_PASSWORD", "pass\r\nX-Injected: 1");
     bad_env("PYROSCOPE_AUTH_TOKEN", "token\nX-Injected: 1");
     bad_env("PYROSCOPE_TENANT_ID", "tenant\x7f");
+    bad_env("PYROSCOPE_TENANT_ID", "team/a");
+    bad_env("PYROSCOPE_TENANT_ID", "..");
+    char long_tenant[152];
+    memset(long_tenant, 'a', sizeof long_tenant - 1);
+    long_tenant[sizeof long_tenant - 1] = 0;
+    bad_env("PYROSCOPE_TENANT_ID", long_tenant); /* 151 bytes */
+    /* A credential in the wrong field is not shown in the message. */
+    clear_env();
+    setenv("PYROSCOPE_BASIC_AUTH_USER", "123:glc_secret", 1);
+    {
+        ppk_pyroscope_config pc;
+        ppk_pyroscope_config_init(&pc);
+        char msg[256] = "";
+        CHECK_EQ_INT(ppk_pyroscope_config_from_env(&pc, msg, sizeof msg), PPK_EINVAL);
+        CHECK(strstr(msg, "PYROSCOPE_BASIC_AUTH_USER") && !strstr(msg, "glc_secret"));
+        long_tenant[150] = 0; /* 150 bytes: taken */
+        clear_env();
+        setenv("PYROSCOPE_TENANT_ID", long_tenant, 1);
+        CHECK_EQ_INT(ppk_pyroscope_config_from_env(&pc, msg, sizeof msg), 0);
+        CHECK_EQ_U64(pc.tenant_id.len, 150);
+    }
     bad_env("PYROSCOPE_APPLICATION_NAME", "app{x}");
 
     /* Host and port. */
@@ -601,6 +622,13 @@ static void test_env_config(void) {
     CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), 0);
     s.destroy(s.opaque);
     pc.tags = PPK_STR("");
+    pc.tenant_id = PPK_STR("team a");
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), PPK_EINVAL);
+    CHECK(strstr(err, "tenant_id") != NULL);
+    pc.tenant_id = PPK_STR("team-a_(1)");
+    CHECK_EQ_INT(ppk_sink_pyroscope(&pc, &s, err, sizeof err), 0);
+    s.destroy(s.opaque);
+    pc.tenant_id = PPK_STR("");
     ppk_datadog_config_init(&c);
     c.upload.queue_len = 0;
     CHECK_EQ_INT(ppk_sink_datadog(&c, &s, err, sizeof err), PPK_EINVAL);
