@@ -907,6 +907,7 @@ static int sampler_start(SamplerObject *sp) {
     sp->fstamps = calloc(FCACHE_SIZE, sizeof *sp->fstamps);
     sp->fcounts = calloc(FCOUNT_SIZE, sizeof *sp->fcounts);
     sp->fsweep = 0;
+    memset(sp->fheld, 0, sizeof sp->fheld);
     sp->fcache_misses = 0;
     sp->repairs = PyDict_New(); /* without it, no repairs (code_str) */
     PyErr_Clear();

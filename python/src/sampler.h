@@ -397,6 +397,10 @@ typedef struct SamplerObject {
     ppk_py_frame_ref ahead[AHEAD_THREADS * AHEAD_DEPTH]; /* walks read ahead */
     fcount *fcounts; /* FCOUNT_SIZE: the entries holding each code (FCACHE_SIZE) */
     uint32_t fsweep; /* the next entry ppk_py_fcache_sweep looks at */
+    /* Entries holding a code in each run of FCACHE_SWEEP entries that a sweep looks at:
+     * a run with none is not read (a run's lines are cold by its turn, ~128 passes
+     * later: 36 of them, 2-6 us of a pass with the GIL). */
+    uint16_t fheld[FCACHE_SIZE / FCACHE_SWEEP];
     uint64_t fcache_evictions; /* entries whose code was replaced or swept, ever */
     uint64_t fcache_misses;    /* frames not found in it, since start */
     /* The UTF-8 form of code names and filenames that have none (lone surrogates):

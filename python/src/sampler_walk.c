@@ -403,6 +403,7 @@ static void fcount_sub(SamplerObject *sp, PyCodeObject *code) {
  * made in sp->refs). */
 static void entry_evict(SamplerObject *sp, gframe *e) {
     fcount_sub(sp, e->code);
+    sp->fheld[(size_t)(e - sp->fcache) / FCACHE_SWEEP]--;
     ppk_py_keep_ref(sp, (PyObject *)e->code); /* cannot fail now */
     sp->fcache_evictions++;
     /* A stamped copy is one whose code its entry holds: held_since relies on it.
@@ -433,6 +434,7 @@ static int entry_frame(SamplerObject *sp, gframe *e, PyCodeObject *code, int las
                   line > 0 ? line : 0, 0, (PyCodeObject *)Py_NewRef(code), lasti,
                   (uint16_t)(e - sp->fcache), (uint8_t)ppk_py_frame_traceable(code, lasti)};
     fcount_add(sp, code);
+    sp->fheld[(size_t)(e - sp->fcache) / FCACHE_SWEEP]++;
     *out = *e;
     return 0;
 }
@@ -465,6 +467,7 @@ static void sweep_repairs(SamplerObject *sp) {
 void ppk_py_fcache_sweep(SamplerObject *sp) {
     if (!sp->fcache || vec_reserve(&sp->refs, FCACHE_SWEEP)) return;
     gframe *e = &sp->fcache[sp->fsweep];
+    if (!sp->fheld[sp->fsweep / FCACHE_SWEEP]) goto next; /* nothing to look at */
     /* The codes' counts and the counts' slots are cold lines: asked for together. */
     for (size_t i = 0; i < FCACHE_SWEEP; i++)
         if (e[i].code) {
@@ -478,6 +481,7 @@ void ppk_py_fcache_sweep(SamplerObject *sp) {
         if (e[i].code && Py_REFCNT(e[i].code) == fcount_find(sp, e[i].code)->n)
             entry_evict(sp, &e[i]);
     }
+next:
     sp->fsweep = (sp->fsweep + FCACHE_SWEEP) % FCACHE_SIZE;
     if (!sp->fsweep && sp->repairs && PyDict_GET_SIZE(sp->repairs)) sweep_repairs(sp);
 }
