@@ -152,6 +152,24 @@ static int push_ids(ppk_sample *s, const struct w1 *w, const uint16_t *fn, size_
     return ppk_sample_push_frames_id(s, fr, n);
 }
 
+/* The sample's three labels: by their strings, or (--labels prepared) the thread's and a
+ * steady task name's prepared before the loop; a storm's task name is new each sample:
+ * by its strings. */
+static int push_labels(ppk_sample *s, const struct w1_sample *ws) {
+    const ppk_label *l = ws->data.labels;
+    if (!t_labels.thread_id[0]) {
+        int rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
+        if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
+        return rc ? rc : ppk_sample_push_label_str(s, l[2].key, l[2].str);
+    }
+    int rc = ppk_sample_push_prepared_label(s, t_labels.thread_id[ws->thread]);
+    if (!rc) rc = ppk_sample_push_prepared_label(s, t_labels.thread_name[ws->thread]);
+    if (rc) return rc;
+    return g.variant == W1_STORM
+               ? ppk_sample_push_label_str(s, l[2].key, l[2].str)
+               : ppk_sample_push_prepared_label(s, t_labels.task[ws->k % W1_STEADY_TASKS]);
+}
+
 /* bench_record by function id: the stack's functions from the workload's tables. */
 static int record_by_id_once(ppk_sample *s, const struct w1 *w, const struct w1_sample *ws) {
     const ppk_sample_data *d = &ws->data;
@@ -162,22 +180,7 @@ static int record_by_id_once(ppk_sample *s, const struct w1 *w, const struct w1_
     } else {
         for (size_t i = 0; !rc && i < d->n_frames; i++) rc = push_id(s, w, fn[i]);
     }
-    const ppk_label *l = d->labels;
-    if (rc) {
-    } else if (t_labels.thread_id[0]) {
-        /* --labels prepared: the thread's labels, and a steady task name, prepared
-         * before the loop; a storm's task name is new each sample: by its strings. */
-        rc = ppk_sample_push_prepared_label(s, t_labels.thread_id[ws->thread]);
-        if (!rc) rc = ppk_sample_push_prepared_label(s, t_labels.thread_name[ws->thread]);
-        if (!rc)
-            rc = g.variant == W1_STORM
-                     ? ppk_sample_push_label_str(s, l[2].key, l[2].str)
-                     : ppk_sample_push_prepared_label(s, t_labels.task[ws->k % W1_STEADY_TASKS]);
-    } else {
-        rc = ppk_sample_push_label_num(s, l[0].key, l[0].num, l[0].num_unit);
-        if (!rc) rc = ppk_sample_push_label_str(s, l[1].key, l[1].str);
-        if (!rc) rc = ppk_sample_push_label_str(s, l[2].key, l[2].str);
-    }
+    if (!rc) rc = push_labels(s, ws);
     if (!rc) rc = ppk_sample_set_values(s, d->values, d->n_values);
     if (rc) {
         ppk_sample_drop(s);
