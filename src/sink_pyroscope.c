@@ -240,6 +240,17 @@ void ppk_pyroscope_config_init(ppk_pyroscope_config *cfg) {
     ppk_upload_config_init(&cfg->upload);
 }
 
+/* Environment variable `var`, if set, into *out once it passes the check of a config
+ * string (no byte of `forbid`). */
+static int env_str(const char *var, const char *forbid, ppk_str *out, char *err,
+                   size_t err_len) {
+    const char *v = ppk__upload_getenv(var);
+    if (!v) return 0;
+    int rc = ppk__upload_check_str(ppk_cstr(v), var, forbid, err, err_len);
+    if (!rc) *out = ppk_cstr(v);
+    return rc;
+}
+
 int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t err_len) {
     if (err && err_len) err[0] = 0;
     if (!cfg) return PPK_EINVAL;
@@ -257,25 +268,14 @@ int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t e
         c.application_name = ppk_cstr(v);
     }
     /* Credentials and the tenant, checked as the sink checks them. */
-    static const struct {
-        const char *var, *forbid;
-        size_t off;
-    } creds[] = {
-        {"PYROSCOPE_BASIC_AUTH_USER", ":", offsetof(ppk_pyroscope_config, basic_auth_user)},
-        {"PYROSCOPE_BASIC_AUTH_PASSWORD", NULL,
-         offsetof(ppk_pyroscope_config, basic_auth_password)},
-        {"PYROSCOPE_AUTH_TOKEN", NULL, offsetof(ppk_pyroscope_config, auth_token)},
-        {"PYROSCOPE_TENANT_ID", NULL, offsetof(ppk_pyroscope_config, tenant_id)},
-    };
-    for (size_t i = 0; i < sizeof creds / sizeof *creds; i++) {
-        if (!(v = ppk__upload_getenv(creds[i].var))) continue;
-        if ((rc = ppk__upload_check_str(ppk_cstr(v), creds[i].var, creds[i].forbid, err,
-                                        err_len)) ||
-            (creds[i].off == offsetof(ppk_pyroscope_config, tenant_id) &&
-             (rc = check_tenant(ppk_cstr(v), creds[i].var, err, err_len))))
-            return rc;
-        memcpy((char *)&c + creds[i].off, &(ppk_str){v, strlen(v)}, sizeof(ppk_str));
-    }
+    if ((rc = env_str("PYROSCOPE_BASIC_AUTH_USER", ":", &c.basic_auth_user, err, err_len)) ||
+        (rc = env_str("PYROSCOPE_BASIC_AUTH_PASSWORD", NULL, &c.basic_auth_password, err,
+                      err_len)) ||
+        (rc = env_str("PYROSCOPE_AUTH_TOKEN", NULL, &c.auth_token, err, err_len)) ||
+        (rc = env_str("PYROSCOPE_TENANT_ID", NULL, &c.tenant_id, err, err_len)) ||
+        (ppk__upload_getenv("PYROSCOPE_TENANT_ID") &&
+         (rc = check_tenant(c.tenant_id, "PYROSCOPE_TENANT_ID", err, err_len))))
+        return rc;
     *cfg = c;
     return 0;
 }
