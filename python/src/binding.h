@@ -175,6 +175,9 @@ const PyThreadState *ppk_py_gil_last_holder(PyInterpreterState *interp, int *loc
  * native_thread_id are 0 or, on 3.11, those of the thread that starts it); with the
  * GIL. */
 int ppk_py_tstate_bound(const PyThreadState *t);
+/* internals.c: asks for the lines of thread state t that a pass reads (its links, its
+ * frame, its ids, whether it is bound) without reading them: t may be gone. */
+void ppk_py_tstate_prefetch(const PyThreadState *t);
 /* internals.c: makes ts, a thread state that another thread made (PyThreadState_New)
  * and that the calling thread holds the GIL with, this thread's own for the GIL-state
  * API, as PyThreadState_New does for the thread that calls it: PyGILState_Check() then

@@ -74,6 +74,21 @@ int ppk_py_tstate_bound(const PyThreadState *t) {
 #endif
 }
 
+void ppk_py_tstate_prefetch(const PyThreadState *t) {
+    __builtin_prefetch(t);
+    __builtin_prefetch(&t->thread_id);
+#if PY_VERSION_HEX >= 0x030D0000
+    __builtin_prefetch(&t->current_frame);
+    __builtin_prefetch(&t->_status);
+#elif PY_VERSION_HEX >= 0x030C0000
+    __builtin_prefetch(&t->cframe);
+    __builtin_prefetch(&t->_status);
+#else
+    __builtin_prefetch(&t->cframe);
+    __builtin_prefetch(&t->gilstate_counter);
+#endif
+}
+
 void ppk_py_note_thread_state(PyThreadState *ts) {
 #if PY_VERSION_HEX >= 0x030C0000
     /* (3.12 and later note it as they activate it: PyEval_RestoreThread.) */

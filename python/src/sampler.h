@@ -87,6 +87,8 @@ typedef struct fcount {
 /* Phase 1 reads the walks of up to AHEAD_THREADS threads together, AHEAD_DEPTH frames
  * of each (ppk_py_walk_ahead), then goes on with each deeper walk alone. */
 #define AHEAD_THREADS 16
+/* Thread states whose lines phase 1 asks for before it reads the thread list. */
+#define TS_AHEAD 64
 #define AHEAD_DEPTH 64
 
 /* asyncio's objects that a pass reads, with the GIL: asyncio.tasks._current_tasks (the
@@ -388,6 +390,12 @@ typedef struct SamplerObject {
     tslot *slots, *next_slots; /* every thread but the main one; power-of-two capacity */
     size_t slot_cap;
     int64_t prev_tick_ns; /* CLOCK_MONOTONIC of the previous phase 1 */
+    /* The thread states of the previous pass's threads, listed by phase 0 (at most
+     * TS_AHEAD): phase 1 asks for their lines first, together. After a long wait for
+     * the GIL every line a pass reads is cold, and one after another each costs up to
+     * a microsecond here. */
+    const PyThreadState *ts_ahead[TS_AHEAD];
+    size_t n_ts_ahead;
 
     /* Under the GIL (phase 1 and main_callback): the frame cache, and the references
      * that keep what the gathered frames point to alive until the next phase 1. */

@@ -49,6 +49,7 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
  * previous pass. */
 static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
     s->pre_first = NO_COPY;
+    if (sp->n_ts_ahead < TS_AHEAD) sp->ts_ahead[sp->n_ts_ahead++] = s->ts;
     size_t n = s->n_frames;
     /* A thread found idle at the previous pass, when nothing ran Python code since:
      * its stack cannot have changed, and its CPU time since, if any (a C call that
@@ -98,6 +99,7 @@ void ppk_py_prepare(SamplerObject *sp) {
         memset(sp->remap.items, 0xff, sp->prev.uniq.n * sizeof(uint32_t));
         sp->remap.n = sp->prev.uniq.n;
     }
+    sp->n_ts_ahead = 0;
     for (size_t i = 0; i < sp->slot_cap; i++)
         if (sp->slots[i].native_id) prepare_slot(sp, &sp->slots[i], quiet);
     if (sp->main_prev.native_id) prepare_slot(sp, &sp->main_prev, quiet);

@@ -682,6 +682,12 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
          * began: it may have taken it back uncounted, or never let it go; or it runs
          * this pass, as the holder.) */
         gt->cpu_now = prev->pre_cpu;
+    } else if (prev && !other && prev->pre_cpu >= 0 && t != PyThreadState_Get()) {
+        /* The main thread, found blocking (its callback did not answer): phase 0's
+         * reading, taken before its frames as well. Its CPU time since (a C call
+         * without the GIL) goes to its next sample; reading the clock here, after a
+         * long wait for the GIL, costs up to 4 us of the GIL. */
+        gt->cpu_now = prev->pre_cpu;
     } else {
         gt->cpu_now = thread_cpu_ns(gt->native_id);
     }
@@ -796,6 +802,9 @@ void ppk_py_forget_frames(SamplerObject *sp) {
  * the sampler's, and the main thread only when it is blocked (its callback has not run
  * since it was asked for) or runs this. -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
+    /* Asked for first, while the lines below come in. */
+    for (size_t i = 0; i < sp->n_ts_ahead; i++) ppk_py_tstate_prefetch(sp->ts_ahead[i]);
+    if (aio_missing(sp)) __builtin_prefetch(PyImport_GetModuleDict()); /* its size */
     ppk_py_apply_fixups(sp, &sp->prev); /* before the codes they name may go */
     if (++sp->fgen == 0) { /* stamps of 2^32 passes ago would match again */
         memset(sp->fstamps, 0, FCACHE_SIZE * sizeof *sp->fstamps);
