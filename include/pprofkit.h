@@ -1045,8 +1045,9 @@ typedef struct ppk_pyroscope_config {
     ppk_str basic_auth_user;  /* HTTP basic auth (Grafana Cloud: the stack's user id);
                                  empty: none */
     ppk_str basic_auth_password;
-    ppk_str auth_token;       /* "Authorization: Bearer <token>" when there is no basic
-                                 auth; empty: none */
+    ppk_str auth_token;       /* "Authorization: Bearer <token>"; empty: none. Basic auth
+                                 instead when there is a user and a password, or a user
+                                 and no token */
     ppk_str tenant_id;        /* X-Scope-OrgID; empty: none */
     ppk_upload_config upload;
 } ppk_pyroscope_config;

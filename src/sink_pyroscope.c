@@ -352,14 +352,18 @@ int ppk_sink_pyroscope(const ppk_pyroscope_config *cfg, ppk_sink *out, char *err
         (rc = ppk__upload_str(&p->mem, cfg->tenant_id, "tenant_id", NULL, &tenant, err,
                               err_len)))
         goto fail;
-    if (cfg->basic_auth_user.len &&
+    /* Basic auth with a user and a password; else a bearer token if there is one (a
+     * user without a password beside a token is left out, as Pyroscope's Go client
+     * does); a user alone: basic auth with an empty password. One Authorization
+     * header either way. */
+    int basic = cfg->basic_auth_user.len && (cfg->basic_auth_password.len || !cfg->auth_token.len);
+    if (basic &&
         ((rc = ppk__upload_str(&p->mem, cfg->basic_auth_user, "basic_auth_user", ":", &p->user,
                                err, err_len)) ||
          (rc = ppk__upload_str(&p->mem, cfg->basic_auth_password, "basic_auth_password", NULL,
                                &p->password, err, err_len))))
         goto fail;
-    /* A bearer token only without basic auth: one Authorization header. */
-    if (!p->user && cfg->auth_token.len) {
+    if (!basic && cfg->auth_token.len) {
         if ((rc = ppk__upload_str(&p->mem, cfg->auth_token, "auth_token", NULL, &token, err,
                                   err_len)))
             goto fail;

@@ -341,29 +341,28 @@ static void test_pyroscope(void) {
  * with the tenant; then basic auth beside the token, which wins (one Authorization
  * header). */
 static void test_pyroscope_env_credentials(void) {
-    for (int basic = 0; basic <= 1; basic++) {
+    /* 0: a token and a tenant; 1: a user and a password beside a token (basic wins); 2:
+     * a user without a password beside a token (the token); 3: a user alone. */
+    static const char *auth[] = {"\"bearer\":\"tok.en-1\",\"tenant\":\"team-a\"",
+                                 "\"basic_auth\":\"123456:glc_secret\"",
+                                 "\"bearer\":\"tok.en-1\"", "\"basic_auth\":\"123456:\""};
+    for (int k = 0; k < 4; k++) {
         rx x;
-        const char *expect =
-            basic ? "{\"name\":\"envapp{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
-                    "\"basic_auth\":\"123456:glc_secret\",\"sample_types\":" PY_TYPES
-                    ",\"totals\":[60,3],\"count\":1}"
-                  : "{\"name\":\"envapp{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
-                    "\"bearer\":\"tok.en-1\",\"tenant\":\"team-a\",\"sample_types\":" PY_TYPES
-                    ",\"totals\":[60,3],\"count\":1}";
+        char expect[512];
+        snprintf(expect, sizeof expect,
+                 "{\"name\":\"envapp{}\",\"sample_rate\":\"100\",\"spy_name\":\"pprofkit\","
+                 "%s,\"sample_types\":" PY_TYPES ",\"totals\":[60,3],\"count\":1}",
+                 auth[k]);
         CHECK_EQ_INT(rx_start(&x, "pyroscope", expect, NULL), 0);
         if (!x.pid) return;
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", x.port);
         setenv("PYROSCOPE_SERVER_ADDRESS", url, 1);
         setenv("PYROSCOPE_APPLICATION_NAME", "envapp", 1);
-        setenv("PYROSCOPE_AUTH_TOKEN", "tok.en-1", 1);
-        if (basic) {
-            setenv("PYROSCOPE_BASIC_AUTH_USER", "123456", 1);
-            setenv("PYROSCOPE_BASIC_AUTH_PASSWORD", "glc_secret", 1);
-            unsetenv("PYROSCOPE_TENANT_ID");
-        } else {
-            setenv("PYROSCOPE_TENANT_ID", "team-a", 1);
-        }
+        if (k < 3) setenv("PYROSCOPE_AUTH_TOKEN", "tok.en-1", 1);
+        if (k == 0) setenv("PYROSCOPE_TENANT_ID", "team-a", 1);
+        if (k) setenv("PYROSCOPE_BASIC_AUTH_USER", "123456", 1);
+        if (k == 1) setenv("PYROSCOPE_BASIC_AUTH_PASSWORD", "glc_secret", 1);
         ppk_pyroscope_config c;
         ppk_pyroscope_config_init(&c);
         char err[256] = "";
