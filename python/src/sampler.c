@@ -25,10 +25,8 @@
  *      unnamed task on 3.12 and 3.13 checks for signals: internals.c,
  *      ppk_py_checks_begin).
  *      A thread whose CPU clock (read here again) still has not moved takes its copy
- *      from phase 0 instead of being walked (sampler_walk.c); the main thread, found
- *      blocking, keeps phase 0's reading (a clock read with the GIL after a long wait
- *      for it costs up to 4 us). A thread's name is read again every NAME_REFRESH
- *      passes.
+ *      from phase 0 instead of being walked (sampler_walk.c). A thread's name is read
+ *      again every NAME_REFRESH passes.
  *   2. Without the GIL: per thread, one sample pushed into the recorder (the library
  *      copies the strings; CPU time from the clock read in phase 0 or 1, or here for a
  *      thread phase 0 found running when the GIL came late), and flushed.

@@ -682,12 +682,6 @@ int ppk_py_gather_thread(SamplerObject *sp, gbuf *b, PyThreadState *t, const tsl
          * began: it may have taken it back uncounted, or never let it go; or it runs
          * this pass, as the holder.) */
         gt->cpu_now = prev->pre_cpu;
-    } else if (prev && !other && prev->pre_cpu >= 0 && t != PyThreadState_Get()) {
-        /* The main thread, found blocking (its callback did not answer): phase 0's
-         * reading, taken before its frames as well. Its CPU time since (a C call
-         * without the GIL) goes to its next sample; reading the clock here, after a
-         * long wait for the GIL, costs up to 4 us of the GIL. */
-        gt->cpu_now = prev->pre_cpu;
     } else {
         gt->cpu_now = thread_cpu_ns(gt->native_id);
     }
