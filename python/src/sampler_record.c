@@ -369,6 +369,25 @@ void ppk_py_slots_release(tslot *slots, size_t cap) {
     }
 }
 
+/* The slot of thread gt gathered by this pass, its CPU clock `cpu_ns`: what the next
+ * pass compares with and copies from. */
+static tslot slot_of(const gthread *gt, int64_t cpu_ns) {
+    return (tslot){.ident = gt->ident,
+                   .native_id = gt->native_id ? gt->native_id : 1,
+                   .tid = gt->native_id,
+                   .cpu_ns = cpu_ns,
+                   .reused = gt->reused,
+                   .unread = gt->unread,
+                   .first_frame = gt->first_frame,
+                   .n_frames = gt->n_frames,
+                   .omitted = gt->omitted,
+                   .held_since = gt->held_since,
+                   .name_obj = gt->name_obj,
+                   .name = gt->name,
+                   .name_ref = gt->name_ref,
+                   .ts = gt->ts};
+}
+
 /* Phase 2 for every thread gathered at `now`; swaps the slot tables. */
 void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     ppk_py_record_tasks(sp, now, c); /* first: it counts from the previous tick */
@@ -377,18 +396,7 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     for (size_t i = 0; i < sp->tick.threads.n; i++) {
         gthread *gt = &AT(sp->tick.threads, gthread, i);
         if (gt->ident == sp->main_ident) {
-            main_prev = (tslot){.ident = gt->ident,
-                                .native_id = gt->native_id ? gt->native_id : 1,
-                                .tid = gt->native_id,
-                                .cpu_ns = gt->cpu_now,
-                                .first_frame = gt->first_frame,
-                                .n_frames = gt->n_frames,
-                                .omitted = gt->omitted,
-                                .held_since = gt->held_since,
-                                .name_obj = gt->name_obj,
-                                .name = gt->name,
-                                .name_ref = gt->name_ref,
-                                .ts = gt->ts};
+            main_prev = slot_of(gt, gt->cpu_now);
             int64_t cpu = ppk_py_main_deltas(sp, gt, now);
             if (gt->n_frames) ppk_py_record_thread(sp, sp->builder, &sp->tick, gt, cpu, c);
             continue;
@@ -413,27 +421,16 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
         if (cpu < 0) cpu = 0;
         if (gt->wall_ns < 0) gt->wall_ns = 0;
         tslot *next = ppk_py_slot_find(sp->next_slots, sp->slot_cap, gt->ident, native);
-        *next = (tslot){.ident = gt->ident,
-                        .native_id = native,
-                        .tid = gt->native_id,
-                        .wall_ns = now,
-                        .cpu_ns = cpu_now,
-                        .ran = prev->native_id ? prev->ran : NULL,
-                        .ran_cap = prev->native_id ? prev->ran_cap : 0,
-                        .n_ran = prev->native_id ? prev->n_ran : 0,
-                        .ran_labels = prev->native_id ? prev->ran_labels : 0,
-                        .cpu_late = late,
-                        .reused = gt->reused,
-                        .unread = gt->unread,
-                        .first_frame = gt->first_frame,
-                        .n_frames = gt->n_frames,
-                        .omitted = gt->omitted,
-                        .held_since = gt->held_since,
-                        .name_obj = gt->name_obj,
-                        .name = gt->name,
-                        .name_ref = gt->name_ref,
-                        .ts = gt->ts};
-        if (prev->native_id) prev->ran = NULL; /* moved to `next` */
+        *next = slot_of(gt, cpu_now);
+        next->wall_ns = now;
+        next->cpu_late = late;
+        if (prev->native_id) {
+            next->ran = prev->ran;
+            next->ran_cap = prev->ran_cap;
+            next->n_ran = prev->n_ran;
+            next->ran_labels = prev->ran_labels;
+            prev->ran = NULL; /* moved to `next` */
+        }
         if (!gt->n_frames) continue; /* in C code only: its figures go on, no sample */
         /* The time a thread used between two ticks goes to a sample that found it
          * running: a thread that computes in bursts and blocks in between (a pool's
