@@ -337,12 +337,11 @@ static void test_pyroscope(void) {
     CHECK_EQ_INT(rx_finish(&x, 0, 20000), 0);
 }
 
-/* Credentials from the environment, as Pyroscope's own clients read them: a bearer token
- * with the tenant; then basic auth beside the token, which wins (one Authorization
- * header). */
+/* Credentials from the environment, as Pyroscope's own clients read them, one
+ * Authorization header each time: 0, a bearer token with the tenant; 1, a user and a
+ * password beside the token (basic auth wins); 2, a user without a password beside the
+ * token (the token); 3, a user alone (basic auth, an empty password). */
 static void test_pyroscope_env_credentials(void) {
-    /* 0: a token and a tenant; 1: a user and a password beside a token (basic wins); 2:
-     * a user without a password beside a token (the token); 3: a user alone. */
     static const char *auth[] = {"\"bearer\":\"tok.en-1\",\"tenant\":\"team-a\"",
                                  "\"basic_auth\":\"123456:glc_secret\"",
                                  "\"bearer\":\"tok.en-1\"", "\"basic_auth\":\"123456:\""};

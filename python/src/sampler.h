@@ -87,9 +87,9 @@ typedef struct fcount {
 /* Phase 1 reads the walks of up to AHEAD_THREADS threads together, AHEAD_DEPTH frames
  * of each (ppk_py_walk_ahead), then goes on with each deeper walk alone. */
 #define AHEAD_THREADS 16
+#define AHEAD_DEPTH 64
 /* Thread states whose lines phase 1 asks for before it reads the thread list. */
 #define TS_AHEAD 64
-#define AHEAD_DEPTH 64
 
 /* asyncio's objects that a pass reads, with the GIL: asyncio.tasks._current_tasks (the
  * task each running loop is stepping) and the set under asyncio's task WeakSet

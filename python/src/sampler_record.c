@@ -49,7 +49,7 @@ int ppk_py_slots_reserve(SamplerObject *sp, size_t n) {
  * previous pass. */
 static void prepare_slot(SamplerObject *sp, tslot *s, int quiet) {
     s->pre_first = NO_COPY;
-    if (sp->n_ts_ahead < TS_AHEAD) sp->ts_ahead[sp->n_ts_ahead++] = s->ts;
+    if (s->ts && sp->n_ts_ahead < TS_AHEAD) sp->ts_ahead[sp->n_ts_ahead++] = s->ts;
     size_t n = s->n_frames;
     /* A thread found idle at the previous pass, when nothing ran Python code since:
      * its stack cannot have changed, and its CPU time since, if any (a C call that

@@ -796,7 +796,7 @@ void ppk_py_forget_frames(SamplerObject *sp) {
  * the sampler's, and the main thread only when it is blocked (its callback has not run
  * since it was asked for) or runs this. -1: no memory (tick skipped). */
 int ppk_py_gather(SamplerObject *sp) {
-    /* Asked for first, while the lines below come in. */
+    /* Asked for first: their misses overlap the work below. */
     for (size_t i = 0; i < sp->n_ts_ahead; i++) ppk_py_tstate_prefetch(sp->ts_ahead[i]);
     if (aio_missing(sp)) __builtin_prefetch(PyImport_GetModuleDict()); /* its size */
     ppk_py_apply_fixups(sp, &sp->prev); /* before the codes they name may go */
