@@ -267,14 +267,15 @@ int ppk_pyroscope_config_from_env(ppk_pyroscope_config *cfg, char *err, size_t e
         if ((rc = check_app(ppk_cstr(v), "PYROSCOPE_APPLICATION_NAME", err, err_len))) return rc;
         c.application_name = ppk_cstr(v);
     }
-    /* Credentials and the tenant, checked as the sink checks them. */
+    if ((v = ppk__upload_getenv("PYROSCOPE_TENANT_ID"))) {
+        if ((rc = check_tenant(ppk_cstr(v), "PYROSCOPE_TENANT_ID", err, err_len))) return rc;
+        c.tenant_id = ppk_cstr(v);
+    }
+    /* Credentials, checked as the sink checks them. */
     if ((rc = env_str("PYROSCOPE_BASIC_AUTH_USER", ":", &c.basic_auth_user, err, err_len)) ||
         (rc = env_str("PYROSCOPE_BASIC_AUTH_PASSWORD", NULL, &c.basic_auth_password, err,
                       err_len)) ||
-        (rc = env_str("PYROSCOPE_AUTH_TOKEN", NULL, &c.auth_token, err, err_len)) ||
-        (rc = env_str("PYROSCOPE_TENANT_ID", NULL, &c.tenant_id, err, err_len)) ||
-        (ppk__upload_getenv("PYROSCOPE_TENANT_ID") &&
-         (rc = check_tenant(c.tenant_id, "PYROSCOPE_TENANT_ID", err, err_len))))
+        (rc = env_str("PYROSCOPE_AUTH_TOKEN", NULL, &c.auth_token, err, err_len)))
         return rc;
     *cfg = c;
     return 0;
