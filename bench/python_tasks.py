@@ -11,7 +11,11 @@ so that wake-ups are spread from the start). After a 1 s warm-up it starts the v
 and after 5 s more (the sampler reads each task once first) measures --seconds:
   off        no profiler;
   threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
-  tasks      the profiler with task sampling, max_tasks_per_tick --cap (default 1000).
+  scan       the profiler with task sampling, max_tasks_per_tick --cap (default 1000),
+             without the call_soon hook (asyncio_task_hook=False): each tick visits
+             the tasks;
+  tasks      the same with the hook (the default): a tick visits the tasks whose steps
+             the loop scheduled since the last, and a 32nd of the cap others.
 The profiler's cpu_budget is --cpu-budget (default 1.0, the profiler's own; 0: none).
 The variants alternate round by round (the order rotates). Per run: the wake-ups done,
 the event loop thread's CPU time, as % of the run and per wake-up (the service's cost:
@@ -47,7 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SELF = os.path.abspath(__file__)
-VARIANTS = ("off", "threads", "tasks")
+VARIANTS = ("off", "threads", "scan", "tasks")
 
 
 MODES = {"busy": (0.05, 1.0), "idle": (10.0, 60.0)}
@@ -76,8 +80,9 @@ def child(n, seconds, variant, cap, mode, budget):
         p = None
         if variant != "off":
             p = pprofkit.Profiler(rate=100, out_dir=None, export_period=60,
-                                  asyncio_tasks=variant == "tasks", max_tasks_per_tick=cap,
-                                  cpu_budget=budget)
+                                  asyncio_tasks=variant in ("scan", "tasks"),
+                                  asyncio_task_hook=variant == "tasks",
+                                  max_tasks_per_tick=cap, cpu_budget=budget)
             p.start()
         # The sampler reads every task once first (a 40th of the cap a tick: 4 s for
         # 10,000 tasks); the figures are those of the steady state after it.
@@ -131,6 +136,7 @@ def figures(r):
             "tasks_skipped_tick": st["tasks_skipped"] / ticks,
             "task_samples_s": st["task_samples"] / r["seconds"],
             "quiet_pct": 100 * st["task_ticks_quiet"] / ticks,
+            "hooked_pct": 100 * st["task_ticks_hooked"] / ticks,
         })
     return f
 
@@ -155,7 +161,8 @@ def main():
     for mode in a.modes.split(","):
         for n in [int(x) for x in a.tasks.split(",")]:
             for rnd in range(a.rounds):
-                order = VARIANTS[rnd % 3:] + VARIANTS[:rnd % 3]
+                k = rnd % len(VARIANTS)
+                order = VARIANTS[k:] + VARIANTS[:k]
                 for v in order:
                     r = run_child(n, a.seconds, v, a.cap, mode, a.cpu_budget)
                     rows.append({"mode": mode, "tasks": n, "round": rnd, "variant": v,
@@ -168,7 +175,7 @@ def main():
                 summary["%s/%d/%s" % (mode, n, v)] = {
                     k: statistics.median(f[k] for f in fs) for k in fs[0]}
             # The service's CPU per wake-up against the same round's run without profiler.
-            for v in ("threads", "tasks"):
+            for v in VARIANTS[1:]:
                 ratios = []
                 for rnd in range(a.rounds):
                     by = {row["variant"]: row["figures"] for row in cell if row["round"] == rnd}
@@ -182,7 +189,7 @@ def main():
             ("callback_us_tick", "%.1f"), ("phase2_us_tick", "%.1f"),
             ("sampler_cpu_pct", "%.2f"), ("tasks_seen_tick", "%.0f"),
             ("tasks_walked_tick", "%.1f"), ("read_us", "%.2f"), ("task_samples_s", "%.0f"),
-            ("quiet_pct", "%.0f")]
+            ("quiet_pct", "%.0f"), ("hooked_pct", "%.0f")]
     print(" ".join("%14s" % c for c, _ in cols))
     for key, f in summary.items():
         vals = key.split("/") + [(fmt % f[c]) if c in f else "-" for c, fmt in cols[3:]]

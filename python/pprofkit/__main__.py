@@ -82,7 +82,7 @@ _FROM_ENV = (
     ("datadog", ("DD_PROFILING_ENABLED",), _boolean, "a boolean", None),
     ("otlp", ("PPROFKIT_OTLP",), _url_or_boolean, "a URL or a boolean", None),
 ) + tuple((flag, ("PPROFKIT_" + flag.upper(),), _boolean, "a boolean", False) for flag in (
-    "no_wall", "no_cpu", "no_asyncio_tasks", "quiet", "subprocesses"))
+    "no_wall", "no_cpu", "no_asyncio_tasks", "no_asyncio_task_hook", "quiet", "subprocesses"))
 
 
 def _options_from_env(ns):
@@ -161,6 +161,10 @@ def _parser():
     r.add_argument("--no-asyncio-tasks", action="store_true", default=None,
                    help="do not sample the asyncio tasks that wait, only what each thread "
                         "runs (PPROFKIT_NO_ASYNCIO_TASKS)")
+    r.add_argument("--no-asyncio-task-hook", action="store_true", default=None,
+                   help="do not wrap BaseEventLoop.call_soon to learn which asyncio tasks "
+                        "moved: every tick visits the tasks instead "
+                        "(PPROFKIT_NO_ASYNCIO_TASK_HOOK)")
     r.add_argument("--max-tasks-per-tick", type=int,
                    help="asyncio tasks sampled per tick at most; more are sampled in turn "
                         "(PPROFKIT_MAX_TASKS_PER_TICK; default 1000)")
@@ -292,6 +296,7 @@ def _start(ns):
             wall=not ns.no_wall, cpu=not ns.no_cpu, service=ns.service, env=ns.env,
             version=ns.version, tags=ns.tags, datadog=ns.datadog, pyroscope=ns.pyroscope,
             otlp=ns.otlp, asyncio_tasks=not ns.no_asyncio_tasks,
+            asyncio_task_hook=not ns.no_asyncio_task_hook,
             max_tasks_per_tick=ns.max_tasks_per_tick, cpu_budget=ns.cpu_budget)
     except (ValueError, TypeError, OverflowError, OSError) as e:  # an option's value
         sys.exit("python -m pprofkit run: %s" % e)
@@ -328,6 +333,7 @@ def _export_to_children(ns):
            "PPROFKIT_NO_WALL": "1" if ns.no_wall else "",
            "PPROFKIT_NO_CPU": "1" if ns.no_cpu else "", "PPROFKIT_QUIET": "1" if ns.quiet else "",
            "PPROFKIT_NO_ASYNCIO_TASKS": "1" if ns.no_asyncio_tasks else "",
+           "PPROFKIT_NO_ASYNCIO_TASK_HOOK": "1" if ns.no_asyncio_task_hook else "",
            "PPROFKIT_MAX_TASKS_PER_TICK": str(ns.max_tasks_per_tick),
            "PPROFKIT_CPU_BUDGET": repr(ns.cpu_budget),
            "PPROFKIT_FLAME": None,  # the page is this process's

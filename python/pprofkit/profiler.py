@@ -111,7 +111,10 @@ class Profiler:
     turn, their wall time covering the ticks between, but for a task's time before its
     first sample and after its last, up to the ticks of one turn each); a task that has
     not moved for a while is recorded as one sample a second (a tenth of export_period
-    if shorter).
+    if shorter). asyncio_task_hook: while tasks are sampled, BaseEventLoop.call_soon
+    is a wrapper that notes the tasks whose steps a loop schedules, so that a tick
+    reads those and not every task (restored at stop; False: every tick visits the
+    tasks, up to max_tasks_per_tick).
     cpu_budget: the percentage of one core that sampling may take (the sampler's thread
     and the passes other threads run for it); when a tick costs more than that at the
     rate, ticks come later (fewer samples, each weighing the time it covers). 0: no
@@ -122,7 +125,8 @@ class Profiler:
                  codec="gzip", memory_limit=None, max_frames=None, wall=True, cpu=True,
                  service=None, env=None, version=None, tags=None, datadog=None,
                  pyroscope=None, otlp=None, name="python", function_ids=True,
-                 asyncio_tasks=True, max_tasks_per_tick=1000, cpu_budget=1.0):
+                 asyncio_tasks=True, max_tasks_per_tick=1000, cpu_budget=1.0,
+                 asyncio_task_hook=True):
         _refuse_after_exit()
         if not wall and not cpu:
             raise ValueError("at least one of wall and cpu time must be recorded")
@@ -204,7 +208,8 @@ class Profiler:
                 cpu_index=index.get(CPU_TIME), count_index=index[SAMPLES],
                 tags_thread=_tags_thread, tags_task=_tags_task, function_ids=function_ids,
                 asyncio_tasks=bool(asyncio_tasks), max_tasks_per_tick=int(max_tasks_per_tick),
-                coalesce_ticks=_coalesce_ticks(rate, export_period), cpu_budget=cpu_budget)
+                coalesce_ticks=_coalesce_ticks(rate, export_period), cpu_budget=cpu_budget,
+                task_hook=bool(asyncio_task_hook))
         except BaseException:
             self.recorder.close()
             raise

@@ -1062,14 +1062,16 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"recorder",     "rate_hz",       "wall_index",
                              "cpu_index",    "count_index",   "tags_thread",
                              "tags_task",    "function_ids",  "asyncio_tasks",
-                             "max_tasks_per_tick", "coalesce_ticks", "cpu_budget", NULL};
+                             "max_tasks_per_tick", "coalesce_ticks", "cpu_budget",
+                             "task_hook",  NULL};
     PyObject *rec_obj, *wall = NULL, *cpu = NULL, *count = NULL, *tt = NULL, *tk = NULL;
     double rate = 100.0, budget = 0.0;
-    int ids = 1, tasks = 0;
+    int ids = 1, tasks = 0, hook = 1;
     long long max_tasks = 1000, coalesce = 10;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOppLLd", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|$dOOOOOppLLdp", kwlist,
                                      &ppk_py_RecorderType, &rec_obj, &rate, &wall, &cpu, &count,
-                                     &tt, &tk, &ids, &tasks, &max_tasks, &coalesce, &budget))
+                                     &tt, &tk, &ids, &tasks, &max_tasks, &coalesce, &budget,
+                                     &hook))
         return NULL;
     if (!(budget >= 0.0 && budget <= 100.0)) {
         PyErr_SetString(PyExc_ValueError, "cpu_budget must be between 0 (no limit) and 100");
@@ -1110,6 +1112,7 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sp->count_idx = ki;
     sp->function_ids = ids;
     sp->tasks_on = tasks;
+    sp->task_hook = hook;
     sp->max_tasks = (size_t)max_tasks;
     sp->coalesce = (uint64_t)coalesce;
     sp->budget = budget / 100.0;
@@ -1221,7 +1224,7 @@ PyTypeObject ppk_py_SamplerType = {
     .tp_doc = "Sampler(recorder, *, rate_hz=100.0, wall_index=None, cpu_index=None, "
               "count_index=None, tags_thread=None, tags_task=None, function_ids=True, "
               "asyncio_tasks=False, max_tasks_per_tick=1000, coalesce_ticks=10, "
-              "cpu_budget=0.0)\n\n"
+              "cpu_budget=0.0, task_hook=True)\n\n"
               "A native thread that samples every Python thread rate_hz times a second into "
               "the recorder: frames, thread and asyncio task labels, wall and CPU time "
               "(ns) and a count at the given sample type indices (None: not recorded). "
@@ -1231,7 +1234,9 @@ PyTypeObject ppk_py_SamplerType = {
               "visiting at most max_tasks_per_tick tasks a tick, and reading the chain "
               "of at most a 40th of that, 16 at least (the others at the next ticks), "
               "a task that has not moved recorded as one sample every coalesce_ticks "
-              "periods. cpu_budget: the percentage of one core that sampling may take (its "
+              "periods. task_hook: while it samples tasks, BaseEventLoop.call_soon notes "
+              "the tasks whose steps a loop schedules, so that a tick visits those only "
+              "(and a 32nd of max_tasks_per_tick others); restored at stop. cpu_budget: the percentage of one core that sampling may take (its "
               "thread, and the passes the main thread and the GIL's holder run for it); "
               "ticks come later when needed to keep within it (0: no limit).",
     .tp_methods = Sampler_methods,

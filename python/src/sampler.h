@@ -301,6 +301,8 @@ static inline void gbuf_free(gbuf *b) {
     X(task_ns_total)          /* reading them, with the GIL (part of gil_hold_ns_total) */ \
     X(task_read_ns_total)     /* of which reading the chains of tasks_walked */ \
     X(task_ticks_quiet)       /* ticks that found no loop's thread had run: none read */ \
+    X(task_ticks_hooked)      /* ticks that visited only the tasks their loop had       \
+                               * scheduled (sampler_task_hook.c) */                     \
     X(started_ns)             /* CLOCK_MONOTONIC (time.monotonic_ns()) at the last start: \
                                * the first samples' wall time counts from it */
 
@@ -319,6 +321,7 @@ typedef struct SamplerObject {
     int wall_idx, cpu_idx, count_idx; /* -1: not recorded */
     int function_ids; /* frames pushed by function id (else by their strings) */
     int tasks_on;         /* sample asyncio tasks that wait (sampler_tasks.c) */
+    int task_hook;        /* learn which tasks moved from their loop's call_soon */
     size_t max_tasks;     /* tasks visited per tick at most */
     uint64_t coalesce;    /* ticks of an unchanged waiting task recorded as one sample */
     /* The share of one core sampling may take (cpu_budget / 100; 0: no limit), and the

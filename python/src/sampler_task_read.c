@@ -97,6 +97,11 @@ void ppk_py_asyncio_find(void) {
     descr_ready = 1;
 }
 
+int ppk_py_is_task(PyObject *o) {
+    return (c_task_type && PyObject_TypeCheck(o, c_task_type)) ||
+           (py_task_type && PyObject_TypeCheck(o, py_task_type));
+}
+
 /* The last type whose attribute `which` was found to be one of those descriptors, at a
  * version of the type (a change to the type changes it), and the descriptor's getter. */
 static struct {
@@ -224,7 +229,7 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, thre
     if (loops_reserve(tt)) return NULL; /* its tasks are not sampled this pass */
     *loop_slot(tt, loop) = (uint32_t)tt->n_loops + 1;
     loopinfo *li = loop_at(tt, tt->n_loops++);
-    *li = (loopinfo){loop, 0, 0, NULL};
+    *li = (loopinfo){loop, 0, 0, NULL, ppk_py_hook_covers(loop), 0};
     PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
     if (tid && PyLong_Check(tid)) {
         li->ident = PyLong_AsUnsignedLong(tid);
@@ -320,8 +325,7 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
 
 /* Whether o is an asyncio task (C or pure Python), or a future. */
 static int is_task(PyObject *o) {
-    return o && ((c_task_type && PyObject_TypeCheck(o, c_task_type)) ||
-                 (py_task_type && PyObject_TypeCheck(o, py_task_type)));
+    return o && ppk_py_is_task(o);
 }
 
 static int is_future(PyObject *o) {
@@ -489,7 +493,7 @@ void ppk_py_find_parent_again(task_table *tt, tentry *e) {
     if (vec_reserve(&tt->frames, old->gt.n_frames)) return;
     memcpy(tt->frames.items, old->frames, old->gt.n_frames * sizeof(gframe));
     tt->frames.n = old->gt.n_frames;
-    loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name};
+    loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name, 0, 0};
     tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, old->gt.task_state);
     if (!st) return;
     int64_t last = e->last_ns;
@@ -540,7 +544,6 @@ void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
         Py_XDECREF(name); /* the stack holds it */
     }
     note_future(sp, e);
-    size_t *p = vec_push(&tt->seen);
-    if (p) *p = i;
+    ppk_py_task_seen(tt, i);
 }
 

@@ -68,7 +68,14 @@ int ppk_py_tasks_init(SamplerObject *sp) {
     tt->unheld = VEC(PyObject *);
     tt->frames = VEC(gframe);
     tt->labels = VEC(glabel);
+    tt->pending = VEC(PyObject *);
+    tt->steady = VEC(size_t);
+    tt->hook_loops = VEC(hook_loop);
+    tt->clean_from = UINT64_MAX; /* no hook: no hook pass */
     sp->tasks = tt;
+    if (sp->task_hook && !ppk_py_hook_claim(sp) &&
+        !(tt->taken = malloc(MARKS_CAP * sizeof *tt->taken)))
+        ppk_py_hook_release(sp);
     return 0;
 }
 
@@ -83,15 +90,35 @@ static size_t entry_get(task_table *tt, PyObject *task) {
         if (e->task == TOMB) {
             if (tomb == SIZE_MAX) tomb = i;
         } else if (!e->task) {
+            uint8_t listed = 0;
             if (tomb != SIZE_MAX) {
                 i = tomb;
                 tt->tombs--;
+                listed = tt->e[i].in_steady; /* the index stays in tt->steady */
             }
-            tt->e[i] = (tentry){.task = task};
+            tt->e[i] = (tentry){.task = task, .in_steady = listed};
             tt->used++;
             return i;
         }
     }
+}
+
+/* The entry of `task`, or SIZE_MAX: none. */
+static size_t entry_find(const task_table *tt, PyObject *task) {
+    size_t mask = tt->cap - 1;
+    for (size_t i = tt->cap ? ppk_py_ptr_hash(task, mask) : 0; tt->cap && tt->e[i].task;
+         i = (i + 1) & mask)
+        if (tt->e[i].task == task) return i;
+    return SIZE_MAX;
+}
+
+void ppk_py_task_seen(task_table *tt, size_t i) {
+    size_t *p = vec_push(&tt->seen);
+    if (p) *p = i;
+    tentry *e = &tt->e[i];
+    if (e->in_steady || !(p = vec_push(&tt->steady))) return;
+    *p = i;
+    e->in_steady = 1;
 }
 
 /* Room for `n` more entries (rehashing away the tombs). -1: no memory. */
@@ -102,12 +129,17 @@ static int table_reserve(task_table *tt, size_t n) {
     tentry *e = aligned_alloc(64, cap * sizeof *e);
     if (!e) return -1;
     memset(e, 0, cap * sizeof *e);
+    tt->steady.n = 0; /* the indices change */
+    tt->steady_cursor = 0;
     for (size_t i = 0; i < tt->cap; i++) {
         tentry *o = &tt->e[i];
         if (!o->task || o->task == TOMB) continue;
         size_t j = ppk_py_ptr_hash(o->task, cap - 1);
         while (e[j].task) j = (j + 1) & (cap - 1);
         e[j] = *o;
+        size_t *p = o->stack ? vec_push(&tt->steady) : NULL;
+        if (p) *p = j;
+        e[j].in_steady = p != NULL;
     }
     free(tt->e);
     tt->e = e;
@@ -175,12 +207,71 @@ static void sweep(SamplerObject *sp, task_table *tt) {
     }
 }
 
-/* Visits the task the task set's element `key` refers to. */
+/* Hook passes cannot trust what was visited before the next scan cycle. */
+static void dirty(task_table *tt) {
+    if (tt->clean_from != UINT64_MAX) tt->clean_from = tt->cycle + 1;
+}
+
+/* A running loop met at a visit: hook passes rely on its marks while it runs in that
+ * thread (check_hook_loops); a loop the hook does not cover makes them wait. */
+static void note_loop(task_table *tt, loopinfo *li) {
+    if (li->listed || tt->clean_from == UINT64_MAX) return;
+    li->listed = 1;
+    if (!li->hooked) {
+        dirty(tt);
+        return;
+    }
+    for (size_t k = 0; k < tt->hook_loops.n; k++) {
+        hook_loop *h = &AT(tt->hook_loops, hook_loop, k);
+        if (h->loop == li->loop && h->ident == li->ident) return;
+    }
+    hook_loop *h = vec_push(&tt->hook_loops);
+    if (!h) {
+        dirty(tt);
+        li->listed = 0;
+        return;
+    }
+    *h = (hook_loop){Py_NewRef(li->loop), li->ident};
+}
+
+/* Whether every loop hook passes rely on still runs in its thread: one that stopped
+ * (its tasks are no longer waiting) or moved is forgotten, and the scans take over. */
+static int check_hook_loops(SamplerObject *sp, task_table *tt) {
+    static PyObject *s_thread_id;
+    if (!s_thread_id && !(s_thread_id = PyUnicode_InternFromString("_thread_id"))) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = 1;
+    for (size_t k = 0; k < tt->hook_loops.n;) {
+        hook_loop *h = &AT(tt->hook_loops, hook_loop, k);
+        PyObject *tid = ppk_py_safe_getattr(h->loop, s_thread_id);
+        unsigned long ident = tid && PyLong_Check(tid) ? PyLong_AsUnsignedLong(tid) : 0;
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            ident = 0;
+        }
+        Py_XDECREF(tid);
+        if (ident == h->ident) {
+            k++;
+            continue;
+        }
+        ok = 0;
+        ppk_py_keep_ref(sp, h->loop);
+        *h = AT(tt->hook_loops, hook_loop, --tt->hook_loops.n);
+    }
+    if (!ok) dirty(tt);
+    return ok;
+}
+
+/* Visits the task the task set's element `key` refers to (once a pass). */
 static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *task,
                   const running_task *running, size_t n_running, threads_dict *active) {
     if (!task || (tt->used + tt->tombs + 1) * 4 > tt->cap * 3) return;
     size_t i = entry_get(tt, task);
     tentry *e = &tt->e[i];
+    if (e->pass == tt->pass) return;
+    e->pass = tt->pass;
     /* The same weak reference as at its last visit: the same task (the reference is
      * alive and points to it). */
     if (e->wr && e->wr != key && ppk_py_weak_target(e->wr) != task) {
@@ -204,11 +295,12 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
             return;
         }
     }
-    const loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
+    loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
     if (!li) {
         ppk_py_retire(tt, e); /* its loop is not running: it is not waiting */
         return;
     }
+    note_loop(tt, li);
     PyObject *fut = ppk_py_task_attr(task, A_FUT_WAITER);
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
@@ -228,12 +320,17 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         tstack *st = e->stack;
         if (!st->gt.parent_id && (++st->visits <= 8 || st->visits % 64 == 0))
             ppk_py_find_parent_again(tt, e);
-        size_t *p = vec_push(&tt->seen);
-        if (p) *p = i;
+        ppk_py_task_seen(tt, i);
         return;
     }
     twalk *w = vec_push(&tt->walk);
     if (w) *w = (twalk){i, li};
+}
+
+/* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
+ * no fewer than 16 (~30 us: fewer would only slow finding new tasks). */
+static size_t max_walks_of(const SamplerObject *sp) {
+    return sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
 }
 
 /* How many elements ahead of the one visited each stage of scan() works: enough cache
@@ -275,17 +372,17 @@ static void prefetch_entry(const task_table *tt, tslotv *v, size_t mask) {
  * the next one reads: its weak reference; the task and the task's entry; what the entry
  * points to. Their cache misses overlap instead of following each other. */
 static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const running_task *running,
-                 size_t n_running, threads_dict *active) {
+                 size_t n_running, threads_dict *active, size_t quota) {
     size_t slots = (size_t)so->mask + 1, pos = tt->cursor, wrap = SIZE_MAX;
     if (pos >= slots) {
         end_cycle(sp, tt); /* the set shrank under the cursor */
         pos = 0;
     }
     tt->slots.n = 0;
-    if (vec_reserve(&tt->slots, sp->max_tasks < tt->live ? sp->max_tasks : tt->live)) return;
+    if (vec_reserve(&tt->slots, quota < tt->live ? quota : tt->live)) return;
     /* A set keeps its size after a burst of tasks: at most 8 slots a task are read. */
-    size_t max_slots = sp->max_tasks * 8 < slots ? sp->max_tasks * 8 : slots;
-    for (size_t scanned = 0; scanned < max_slots && tt->slots.n < sp->max_tasks; scanned++) {
+    size_t max_slots = quota * 8 < slots ? quota * 8 : slots;
+    for (size_t scanned = 0; scanned < max_slots && tt->slots.n < quota; scanned++) {
         setentry *se = &so->table[pos];
         if (se->key && se->hash != -1) {
             tslotv *v = vec_push(&tt->slots); /* cannot fail: room was made */
@@ -301,10 +398,9 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     tt->visits = tt->slots.n;
     tslotv *v = tt->slots.items;
     size_t n = tt->slots.n, mask = tt->cap - 1;
-    /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
-     * no fewer than 16 (~30 us: fewer would only slow finding new tasks); the tasks
-     * after the one that reached it are visited at the next tick. */
-    size_t max_walks = sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
+    /* The tasks after the one that reached the bound of reads are visited at the next
+     * tick. */
+    size_t max_walks = max_walks_of(sp);
     /* Element k is visited after element k + SCAN_AHEAD's third stage, k + 2 *
      * SCAN_AHEAD's second and k + 3 * SCAN_AHEAD's first (its weak reference). */
     for (size_t j = 0; j < n && j < 3 * SCAN_AHEAD; j++) __builtin_prefetch(v[j].key);
@@ -400,12 +496,102 @@ static void release_recorded(SamplerObject *sp, task_table *tt) {
     tt->recorded.n = 0;
 }
 
+/* Releases the marked tasks held (with the pass's references). */
+static void drop_pending(SamplerObject *sp, task_table *tt) {
+    for (size_t k = 0; k < tt->pending.n; k++) ppk_py_keep_ref(sp, AT(tt->pending, PyObject *, k));
+    tt->pending.n = 0;
+}
+
+/* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
+ * those held from it (tt->pending). -1: none can be visited (they are released, and
+ * the hook passes wait for a clean scan cycle). */
+static int take_marks(SamplerObject *sp, task_table *tt) {
+    if (!tt->taken) return 0;
+    int overflow;
+    size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
+    if (!vec_reserve(&tt->pending, n) && !overflow) {
+        memcpy(&AT(tt->pending, PyObject *, tt->pending.n), tt->taken, n * sizeof(PyObject *));
+        tt->pending.n += n;
+        return 0;
+    }
+    for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
+    drop_pending(sp, tt);
+    dirty(tt);
+    return -1;
+}
+
+/* Visits the marked tasks, as many as the bound of reads lets; their number. */
+static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task *running,
+                           size_t n_running, threads_dict *active) {
+    size_t max_walks = max_walks_of(sp), k = 0;
+    for (; k < tt->pending.n && tt->walk.n < max_walks; k++) {
+        PyObject *task = AT(tt->pending, PyObject *, k), *key;
+        size_t i = entry_find(tt, task);
+        if (i != SIZE_MAX && tt->e[i].wr && ppk_py_weak_target(tt->e[i].wr) == task) {
+            key = Py_NewRef(tt->e[i].wr);
+        } else if (!(key = PyWeakref_NewRef(task, NULL))) {
+            PyErr_Clear();
+            continue;
+        }
+        visit(sp, tt, key, task, running, n_running, active);
+        ppk_py_keep_ref(sp, key);
+    }
+    return k;
+}
+
+/* Whether a marked task is still to visit at the next pass: it has not settled yet
+ * into a wait that only a new mark can end (on a future not done: one that is done
+ * has scheduled the task's wakeup, which has not run yet), or it is running, or its
+ * loop is not. */
+static int unsettled(task_table *tt, PyObject *task) {
+    size_t i = entry_find(tt, task);
+    if (i == SIZE_MAX) return 0;
+    const tentry *e = &tt->e[i];
+    return !e->done && (!e->fut || ppk_py_task_done(e->fut));
+}
+
+/* After the reads: keeps the marked tasks still to visit (the first `visited` were
+ * visited at this pass), each once; releases the others. */
+static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
+    PyObject **p = tt->pending.items;
+    size_t n = tt->pending.n, kept = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = entry_find(tt, p[k]);
+        if (i != SIZE_MAX) tt->e[i].pending = 0;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t i = entry_find(tt, p[k]);
+        int keep = k >= visited || unsettled(tt, p[k]);
+        if (keep && i != SIZE_MAX) {
+            keep = !tt->e[i].pending;
+            tt->e[i].pending = 1;
+        }
+        if (keep)
+            p[kept++] = p[k];
+        else
+            ppk_py_keep_ref(sp, p[k]);
+    }
+    tt->pending.n = kept;
+    if (kept > MARKS_CAP) { /* not keeping up: the scans take over */
+        drop_pending(sp, tt);
+        dirty(tt);
+    }
+}
+
+/* A hook pass visits this many tasks of the set (with the marks), so that tasks that
+ * were never marked (made by an eager task factory: their first step runs at once)
+ * are found, within a scan cycle. */
+static size_t hook_quota(const SamplerObject *sp) {
+    return sp->max_tasks / 32 > 16 ? sp->max_tasks / 32 : 16;
+}
+
 void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,
                          const running_task *running, size_t n_running, int64_t main_at) {
     task_table *tt = sp->tasks;
     if (!tt) return;
     int64_t t0 = mono_ns();
     tt->main_at = main_at;
+    tt->pass++;
     release_recorded(sp, tt);
     tt->seen.n = tt->walk.n = 0;
     ppk_py_loops_clear(tt);
@@ -414,18 +600,27 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     PySetObject *so = (PySetObject *)set;
     tt->live = so ? (size_t)so->used : 0;
     size_t want = tt->live < sp->max_tasks ? tt->live : sp->max_tasks;
-    int quiet = so && is_quiet(tt, so);
+    /* Tasks met before the hook was there were not marked: its first clean cycle is the
+     * next one. */
+    if (so && tt->taken && ppk_py_hook_install(sp)) tt->clean_from = tt->cycle + 1;
+    int marked = take_marks(sp, tt) == 0 && tt->pending.n;
+    tt->hook_pass = so && tt->cycle > tt->clean_from && check_hook_loops(sp, tt);
+    int quiet = !tt->hook_pass && !marked && so && is_quiet(tt, so);
     int64_t t_read = 0;
     if (quiet) {
         /* Nothing has run: the tasks sampled at the last pass, as they were. */
         memcpy(tt->seen.items, tt->quiet.items, tt->quiet.n * sizeof(size_t));
         tt->seen.n = tt->quiet.n;
         tt->visits = tt->live;
-    } else if (!so || table_reserve(tt, want + 1)) {
+    } else if (!so || table_reserve(tt, want + 1 + tt->pending.n)) {
         if (tt->used) end_cycle(sp, tt); /* no task set: every task has ended */
         tt->quiet.n = 0;
+        tt->hook_pass = 0;
+        drop_pending(sp, tt);
+        dirty(tt);
     } else {
-        scan(sp, tt, so, running, n_running, active);
+        size_t visited = visit_marked(sp, tt, running, n_running, active);
+        scan(sp, tt, so, running, n_running, active, tt->hook_pass ? hook_quota(sp) : sp->max_tasks);
         /* Their stacks are compared with what is read (cold too). */
         for (size_t k = 0; k < tt->walk.n; k++) {
             const tentry *e = &tt->e[AT(tt->walk, twalk, k).entry];
@@ -435,16 +630,28 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
         t_read = mono_ns();
         for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, &AT(tt->walk, twalk, k));
         t_read = mono_ns() - t_read;
+        keep_pending(sp, tt, visited);
         sweep(sp, tt);
-        note_quiet(sp, tt, so, pass);
+        if (tt->hook_pass)
+            tt->quiet.n = 0; /* (a scan pass after it reads) */
+        else
+            note_quiet(sp, tt, so, pass);
     }
     Py_XDECREF(set);
     int64_t t1 = mono_ns();
+    /* A hook pass samples the steady tasks (phase 2, up to max_tasks), a scan pass
+     * those it visited (and skips the rest of the set). */
+    size_t sampled = tt->seen.n, skipped = tt->live > tt->visits ? tt->live - tt->visits : 0;
+    if (tt->hook_pass) {
+        sampled = tt->steady.n < sp->max_tasks ? tt->steady.n : sp->max_tasks;
+        skipped = tt->steady.n - sampled;
+    }
     pthread_mutex_lock(&sp->lock);
-    sp->st.task_ticks_quiet += quiet;
-    sp->st.tasks_seen += tt->seen.n;
+    sp->st.task_ticks_quiet += quiet || (tt->hook_pass && !marked && !tt->walk.n);
+    sp->st.task_ticks_hooked += tt->hook_pass;
+    sp->st.tasks_seen += sampled;
     sp->st.tasks_walked += tt->walk.n;
-    sp->st.tasks_skipped += tt->live > tt->visits ? tt->live - tt->visits : 0;
+    sp->st.tasks_skipped += skipped;
     sp->st.task_ns_total += (uint64_t)(t1 - t0);
     sp->st.task_read_ns_total += (uint64_t)t_read;
     pthread_mutex_unlock(&sp->lock);
@@ -484,6 +691,47 @@ static void record_retired(SamplerObject *sp, task_table *tt, rec_counts *c) {
 
 #define RECORDS_PER_S 2000
 
+typedef struct tick_times {
+    int64_t now, main_at, step, coalesce;
+} tick_times;
+
+/* A tick of entry e's stack: its wall time since its previous sample, recorded once it
+ * holds `coalesce` of it. */
+static void account(SamplerObject *sp, tentry *e, const tick_times *tm, rec_counts *c) {
+    tstack *st = e->stack;
+    int64_t at = st->gt.ident == sp->main_ident ? tm->main_at : tm->now;
+    int64_t wall = e->last_ns ? at - e->last_ns : tm->step;
+    e->last_ns = at;
+    st->acc_wall += wall > 0 ? wall : 0;
+    st->acc_count++;
+    if (st->acc_wall < tm->coalesce) return;
+    record_stack(sp, st, st->acc_wall, st->acc_count, c);
+    st->acc_wall = 0;
+    st->acc_count = 0;
+}
+
+/* After a hook pass: a tick of each steady entry, max_tasks of them a tick at most (a
+ * tick then rotates through them, and each counts the time since its previous one).
+ * An entry visited last before the clean cycle waits for its next visit. Entries that
+ * lost their stack or task leave the list. */
+static void account_steady(SamplerObject *sp, task_table *tt, const tick_times *tm,
+                           rec_counts *c) {
+    size_t *list = tt->steady.items;
+    size_t k = tt->steady_cursor < tt->steady.n ? tt->steady_cursor : 0, done = 0;
+    while (k < tt->steady.n && done < sp->max_tasks) {
+        tentry *e = &tt->e[list[k]];
+        if (!e->task || e->task == TOMB || !e->stack) {
+            e->in_steady = 0;
+            list[k] = list[--tt->steady.n]; /* one not reached yet */
+            continue;
+        }
+        if (e->cycle >= tt->clean_from) account(sp, e, tm, c);
+        done++;
+        k++;
+    }
+    tt->steady_cursor = k < tt->steady.n ? k : 0;
+}
+
 void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     task_table *tt = sp->tasks;
     if (!tt) return;
@@ -507,19 +755,14 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
      * thread: a tenth of a spinning task's time), and the main thread's next sample
      * counted it twice the other way. */
     int64_t main_at = tt->main_at ? tt->main_at : now;
-    for (size_t k = 0; k < tt->seen.n; k++) {
-        tentry *e = &tt->e[AT(tt->seen, size_t, k)];
-        tstack *st = e->stack;
-        if (!st) continue; /* removed since (a task freed before the sweep) */
-        int64_t at = st->gt.ident == sp->main_ident ? main_at : now;
-        int64_t wall = e->last_ns ? at - e->last_ns : step;
-        e->last_ns = at;
-        st->acc_wall += wall > 0 ? wall : 0;
-        st->acc_count++;
-        if (st->acc_wall < coalesce) continue;
-        record_stack(sp, st, st->acc_wall, st->acc_count, c);
-        st->acc_wall = 0;
-        st->acc_count = 0;
+    tick_times tm = {now, main_at, step, coalesce};
+    if (tt->hook_pass) {
+        account_steady(sp, tt, &tm, c);
+    } else {
+        for (size_t k = 0; k < tt->seen.n; k++) {
+            tentry *e = &tt->e[AT(tt->seen, size_t, k)];
+            if (e->stack) account(sp, e, &tm, c); /* (else removed since: freed) */
+        }
     }
     tt->seen.n = 0;
 }
@@ -549,6 +792,13 @@ void ppk_py_free_tasks(SamplerObject *sp) {
     task_table *tt = sp->tasks;
     if (!tt) return;
     sp->tasks = NULL; /* first: a finalizer run by a release finds nothing */
+    ppk_py_hook_release(sp);
+    for (size_t k = 0; k < tt->pending.n; k++) Py_DECREF(AT(tt->pending, PyObject *, k));
+    for (size_t k = 0; k < tt->hook_loops.n; k++) Py_DECREF(AT(tt->hook_loops, hook_loop, k).loop);
+    vec_free(&tt->pending);
+    vec_free(&tt->hook_loops);
+    vec_free(&tt->steady);
+    free(tt->taken);
     for (size_t i = 0; i < tt->cap; i++) {
         tentry *e = &tt->e[i];
         if (!e->task || e->task == TOMB) continue;

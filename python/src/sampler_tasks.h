@@ -56,7 +56,10 @@ typedef struct tentry {
     tstack *stack;    /* NULL: not read, running, done, or its loop not running */
     int64_t last_ns;  /* its previous sample (0: none; its first counts one interval) */
     uint64_t cycle;   /* the scan of the task set it was last visited in */
-    int done;         /* the task is done: skipped from now on */
+    uint32_t pass;    /* the pass it was last visited at (one visit a pass) */
+    uint8_t done;     /* the task is done: skipped from now on */
+    uint8_t in_steady; /* its index is in task_table.steady (once) */
+    uint8_t pending;  /* its task is in task_table.pending (once) */
 } tentry;
 
 /* A visit reads one cache line of the table (which is aligned to them). */
@@ -80,7 +83,15 @@ typedef struct loopinfo {
     PyObject *loop; /* only compared */
     unsigned long ident, native_id;
     PyObject *name; /* the thread's name (a reference kept until the next pass), or NULL */
+    int hooked;     /* its call_soon is the hook (sampler_task_hook.c) */
+    int listed;     /* in task_table.hook_loops (checked at this pass) */
 } loopinfo;
+
+/* A running loop whose tasks hook passes rely on the marks for, and its thread then. */
+typedef struct hook_loop {
+    PyObject *loop; /* held */
+    unsigned long ident;
+} hook_loop;
 
 /* A task whose chain is to be read: its entry, and its loop as its visit found it. */
 typedef struct twalk {
@@ -121,6 +132,19 @@ typedef struct task_table {
     size_t loop_index_cap;
     size_t live, visits; /* tasks in the set, and visited, at this pass */
     int64_t main_at;     /* ppk_py_gather_tasks's main_at of this pass */
+    uint32_t pass;       /* passes so far (tentry.pass) */
+    /* Hook passes (sampler_tasks.c): the marks taken at this pass (MARKS_CAP), the
+     * marked tasks to visit again at the next one (held: not settled yet), the
+     * entries with a stack that they account, the running loops they rely on, and the
+     * first scan cycle whose visits they trust (an entry visited before it may have
+     * moved unmarked: the marks were lost, or its loop was not covered). */
+    PyObject **taken;
+    vec pending;      /* PyObject * */
+    vec steady;       /* size_t, each entry once (in_steady) */
+    size_t steady_cursor;
+    vec hook_loops;   /* hook_loop */
+    uint64_t clean_from;
+    int hook_pass;    /* this pass is one (phase 2 accounts the steady entries) */
 } task_table;
 
 /* ---- sampler_task_read.c: reading asyncio's objects, with the GIL ------------------ */
@@ -145,14 +169,38 @@ loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task,
 /* Forgets the loops of the previous pass; frees what the loops' table holds. */
 void ppk_py_loops_clear(task_table *tt);
 void ppk_py_loops_free(task_table *tt);
+/* Whether o is an asyncio task (C or pure-Python). */
+int ppk_py_is_task(PyObject *o);
 /* Reads the chain of a task that moved (or is new); adds it to tt->seen. */
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */
 void ppk_py_find_parent_again(task_table *tt, tentry *e);
 
+/* ---- sampler_task_hook.c: tasks that may have moved, told by their loop ------------ */
+
+/* Marks a batch holds at most (more: an overflow). */
+#define MARKS_CAP 4096
+
+/* Makes sp the sampler that takes the marks, if none is. 0: it is. */
+int ppk_py_hook_claim(SamplerObject *sp);
+/* Replaces BaseEventLoop.call_soon by the hook if sp has claimed the marks and it is
+ * not done yet. 1: done now (the tasks met before were not marked); 0: already, or
+ * not possible. */
+int ppk_py_hook_install(SamplerObject *sp);
+/* Whether calls to loop.call_soon reach the hook. */
+int ppk_py_hook_covers(PyObject *loop);
+/* Moves the batch of marks (strong references) into `into` (MARKS_CAP); their number.
+ * *overflow: marks were lost since the last batch. */
+size_t ppk_py_hook_take(SamplerObject *sp, PyObject **into, int *overflow);
+/* Gives up the marks (sp's, if it claimed them): BaseEventLoop.call_soon restored, the
+ * batch released (with the GIL; may run finalizers). */
+void ppk_py_hook_release(SamplerObject *sp);
+
 /* ---- sampler_tasks.c -------------------------------------------------------------- */
 
 /* The entry's stack, with what it accumulated, to be recorded in phase 2. */
 void ppk_py_retire(task_table *tt, tentry *e);
+/* Entry i's task is sampled at this pass: tt->seen, and tt->steady once. */
+void ppk_py_task_seen(task_table *tt, size_t i);
 
 #endif

@@ -43,10 +43,11 @@ BAD_NAME = "bad\ufffd\ufffd\ufffdname"  # "bad\udcffname": the surrogate's 3 byt
 
 class TestAsyncioTasks(test_profiler.ProfilerTest):
     def run_awaits(self, *options, seconds=1.5, ephemeral=200, idle=False, thread=False,
-                   busy=False, slow_switch=False):
+                   busy=False, slow_switch=False, program=()):
         run = self.cli(list(options) + ["awaits.py", str(seconds), str(ephemeral)] +
                        (["idle"] if idle else []) + (["thread"] if thread else []) +
-                       (["busy"] if busy else []) + (["slowswitch"] if slow_switch else []))
+                       (["busy"] if busy else []) + (["slowswitch"] if slow_switch else []) +
+                       list(program))
         lines = run.json()
         (me,) = [j for j in lines if "at_stop" not in j]
         # With "busy", the sampler's longest waits over the whole run (the first line's
@@ -116,7 +117,35 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         return waiting, interval
 
     def test_waiting_tasks(self):
-        run, me, profiles = self.run_awaits()
+        # The loop's call_soon is the hook: after the first scan cycle (one tick: 230
+        # tasks, fewer than the cap), a tick visits the tasks the loop scheduled and a
+        # 32nd of the cap others.
+        st = self.check_waiting_tasks()
+        self.assertGreater(st["task_ticks_hooked"], st["ticks"] // 2, st)
+
+    def test_waiting_tasks_without_hook(self):
+        # Every tick visits the tasks (up to the cap), as with a loop the hook does not
+        # cover.
+        st = self.check_waiting_tasks("--no-asyncio-task-hook")
+        self.assertEqual(st["task_ticks_hooked"], 0, st)
+
+    def test_loop_not_covered(self):
+        # A loop class with its own call_soon: its tasks are found by scanning.
+        st = self.check_waiting_tasks(program=["ownloop"])
+        self.assertEqual(st["task_ticks_hooked"], 0, st)
+
+    @unittest.skipIf(sys.version_info < (3, 12), "asyncio.eager_task_factory is 3.12's")
+    def test_eager_tasks(self):
+        # Tasks whose first step runs as they are made (not scheduled by call_soon, so
+        # never marked before they first wait) are found by the hook passes' part of
+        # the scan.
+        st = self.check_waiting_tasks(program=["eager"])
+        self.assertGreater(st["task_ticks_hooked"], st["ticks"] // 2, st)
+
+    def check_waiting_tasks(self, *options, program=()):
+        """awaits.py's tasks with their stacks, names, parents and wall times; its
+        sampler's statistics."""
+        run, me, profiles = self.run_awaits(*options, program=program)
         waiting, interval = self.check_tasks(run, me, profiles, 1)
         # A task that waits half as long: half the wall time.
         half = sum(v["wall-time"] for _, _, v in waiting["half-sleeper"])
@@ -152,6 +181,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         st = me["sampler"]
         self.assertGreater(st["tasks_seen"], 0, st)
         self.assertEqual(st["tasks_skipped"], 0, st)
+        return st
 
     def test_cap_rotates(self):
         # 5 tasks a tick out of 28 in the task set (18 live ones with asyncio.run's,

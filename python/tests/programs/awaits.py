@@ -23,7 +23,12 @@
   program ends is not in those of the first;
 - with "slowswitch", CPython's switch interval is 0.5 s instead of 5 ms
   (sys.setswitchinterval): a thread that takes the GIL keeps it that long unless asked
-  to let it go.
+  to let it go;
+- with "ownloop", the loop is of a class with a call_soon of its own (calling
+  BaseEventLoop's), which the profiler's hook does not cover: its tasks are found by
+  scanning;
+- with "eager" (3.12 and later), the loop's task factory is asyncio.eager_task_factory:
+  a task runs its first step as it is made, not scheduled by call_soon.
 
 Every long task is created at once at the start and cancelled at the end. Prints one
 JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
@@ -45,6 +50,8 @@ SPIN = "idle" not in sys.argv[3:]  # "idle": no spinner, the loop waits all alon
 THREAD = "thread" in sys.argv[3:]
 BUSY = "busy" in sys.argv[3:]
 SLOW_SWITCH = "slowswitch" in sys.argv[3:]
+OWN_LOOP = "ownloop" in sys.argv[3:]
+EAGER = "eager" in sys.argv[3:]
 HOUR = 3600
 LATE = 0.3
 
@@ -112,7 +119,14 @@ async def ephemeral(i):
     return i
 
 
+class OwnLoop(asyncio.SelectorEventLoop):
+    def call_soon(self, callback, *args, context=None):
+        return super().call_soon(callback, *args, context=context)
+
+
 async def main():
+    if EAGER:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
     ephemeral_ns = 0
     done = []
     for i in range(EPHEMERAL):
@@ -165,4 +179,5 @@ if THREAD:
 if BUSY:
     progutil.report_at_stop()
     threading.Thread(target=progutil.spin, args=(HOUR,), daemon=True, name="busy").start()
-asyncio.run(main())
+with asyncio.Runner(loop_factory=OwnLoop if OWN_LOOP else None) as runner:
+    runner.run(main())
