@@ -404,5 +404,59 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertEqual(me["sampler"]["tasks_seen"], 0)
 
 
+class TestCallSoonHook(unittest.TestCase):
+    """BaseEventLoop.call_soon while a Profiler samples asyncio tasks: the hook, which
+    behaves as the function it wraps, and the function again after stop()."""
+
+    def run_loop(self, **options):
+        import asyncio
+        import contextvars
+        import inspect
+        import pprofkit
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            # The sampler's pass installs the hook once it finds asyncio's task set.
+            for _ in range(200):
+                if asyncio.BaseEventLoop.call_soon is not orig:
+                    break
+                await asyncio.sleep(0.01)
+            during = asyncio.BaseEventLoop.call_soon
+            var = contextvars.ContextVar("var")
+            ctx = contextvars.copy_context()
+            ctx.run(var.set, "in ctx")
+            got = []
+            handle = loop.call_soon(lambda x: got.append((x, var.get("none"))), 1, context=ctx)
+            loop.call_soon(got.append, 2)
+            await asyncio.sleep(0.2)  # ticks after the first scan cycle: hook passes
+            return during, handle, got, inspect.signature(loop.call_soon)
+
+        orig = asyncio.BaseEventLoop.call_soon
+        p = pprofkit.Profiler(out_dir=None, cpu_budget=0, **options)
+        p.start()
+        try:
+            during, handle, got, sig = asyncio.run(main())
+            stats = p.sampler.stats()
+        finally:
+            p.stop()
+        self.assertIs(asyncio.BaseEventLoop.call_soon, orig)
+        self.assertIsInstance(handle, asyncio.Handle)
+        self.assertEqual(got, [(1, "in ctx"), 2])
+        self.assertEqual(sig, inspect.signature(orig.__get__(object())))
+        return orig, during, stats
+
+    def test_installed_while_sampling(self):
+        orig, during, stats = self.run_loop()
+        self.assertIsNot(during, orig)
+        self.assertIs(during.__wrapped__, orig)
+        self.assertGreater(stats["task_ticks_hooked"], 0, stats)
+
+    def test_not_installed_when_off(self):
+        for options in ({"asyncio_task_hook": False}, {"asyncio_tasks": False}):
+            orig, during, stats = self.run_loop(**options)
+            self.assertIs(during, orig, options)
+            self.assertEqual(stats["task_ticks_hooked"], 0, stats)
+
+
 if __name__ == "__main__":
     unittest.main()
