@@ -51,6 +51,14 @@ static PyObject *s_call_soon, *s_base_events, *s_BaseEventLoop;
 
 #define SET_MASK (2 * MARKS_CAP - 1)
 
+/* _asyncio's TaskStepMethWrapper: a static type on 3.11, a heap type of the module
+ * ("_asyncio.TaskStepMethWrapper") on 3.12 and 3.13. */
+static int is_step_type(PyTypeObject *t) {
+    const char *dot = strrchr(t->tp_name, '.');
+    return !strcmp(dot ? dot + 1 : t->tp_name, "TaskStepMethWrapper") &&
+           t->tp_basicsize == sizeof(stepwrap);
+}
+
 static void note(PyObject *cb) {
     PyTypeObject *t = Py_TYPE(cb);
     PyObject *task;
@@ -60,8 +68,7 @@ static void note(PyObject *cb) {
         task = PyCFunction_GET_SELF(cb);
     } else if (PyMethod_Check(cb)) {
         task = PyMethod_GET_SELF(cb);
-    } else if (!marks.step_type && !PyFunction_Check(cb) &&
-               !strcmp(t->tp_name, "TaskStepMethWrapper") && t->tp_basicsize == sizeof(stepwrap)) {
+    } else if (!marks.step_type && !PyFunction_Check(cb) && is_step_type(t)) {
         marks.step_type = t;
         task = ((stepwrap *)cb)->task;
     } else {

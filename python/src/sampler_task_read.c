@@ -495,11 +495,7 @@ void ppk_py_find_parent_again(task_table *tt, tentry *e) {
     tt->frames.n = old->gt.n_frames;
     loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name, 0, 0};
     tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, old->gt.task_state);
-    if (!st) return;
-    int64_t last = e->last_ns;
-    ppk_py_retire(tt, e); /* what it accumulated goes with the old stack */
-    e->last_ns = last;
-    e->stack = st;
+    if (st) ppk_py_replace_stack(tt, e, st);
 }
 
 /* Takes a weak reference to the future entry e waits on, for the next passes' check. */
@@ -534,12 +530,7 @@ void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
         tstack *st = new_stack(tt, task, name, tags, li, parent, state);
         Py_XDECREF(name);
         if (!st) return;
-        /* Its next sample counts from its previous one, which showed it waiting (as it
-         * was then) or running (its thread's sample): only the stack is new. */
-        int64_t last = e->last_ns;
-        ppk_py_retire(tt, e);
-        e->last_ns = last;
-        e->stack = st;
+        ppk_py_replace_stack(tt, e, st);
     } else {
         Py_XDECREF(name); /* the stack holds it */
     }

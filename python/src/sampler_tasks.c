@@ -148,7 +148,21 @@ static int table_reserve(task_table *tt, size_t n) {
     return 0;
 }
 
-void ppk_py_retire(task_table *tt, tentry *e) {
+int64_t ppk_py_retire(task_table *tt, tentry *e) {
+    /* After a hook pass, a task that was not marked was where its stack shows until
+     * the previous pass took the marks: the stack gets the time up to the previous
+     * tick's samples (phase 2 accounts max_tasks steady entries a tick, so it may not
+     * have yet). From there the time is its next stack's, or its thread's. */
+    int64_t last = e->last_ns;
+    if (tt->catch_up && e->stack) {
+        int64_t at = e->stack->gt.ident == tt->main_ident ? tt->acc_main : tt->acc_now;
+        if (at > last) {
+            /* (Its first sample counts one interval.) */
+            e->stack->acc_wall += last ? at - last : tt->acc_step;
+            e->stack->acc_count++;
+            last = at;
+        }
+    }
     if (e->stack) {
         retired *r = vec_push(&tt->retired);
         if (r) {
@@ -160,6 +174,18 @@ void ppk_py_retire(task_table *tt, tentry *e) {
         e->stack = NULL;
     }
     e->last_ns = 0;
+    return last;
+}
+
+void ppk_py_replace_stack(task_table *tt, tentry *e, tstack *st) {
+    /* Its next sample counts from its previous one, which showed it waiting (as it was
+     * then) or running (its thread's sample): only the stack is new. A first one counts
+     * one interval: in a hook pass, from the previous tick's samples, as phase 2 may
+     * account it ticks later. */
+    int64_t last = ppk_py_retire(tt, e);
+    if (!last && tt->catch_up) last = st->gt.ident == tt->main_ident ? tt->acc_main : tt->acc_now;
+    e->last_ns = last;
+    e->stack = st;
 }
 
 /* Releases an entry's own references with the pass's (with the GIL). */
@@ -264,6 +290,26 @@ static int check_hook_loops(SamplerObject *sp, task_table *tt) {
     return ok;
 }
 
+/* Entry e's task is running: its thread's sample shows it. Its next sample as a
+ * waiting task counts from that sample's time: the callback's, when the main thread
+ * sampled itself (the tick's, as the first sample of a task counts, otherwise). */
+static void running_now(SamplerObject *sp, task_table *tt, tentry *e, unsigned long ident) {
+    ppk_py_retire(tt, e);
+    if (ident == sp->main_ident) e->last_ns = tt->main_at;
+}
+
+/* The running tasks that this pass did not visit (the bound of reads left them marked
+ * for the next): their time since is their thread's, not that of the stack they
+ * showed before. */
+static void note_running(SamplerObject *sp, task_table *tt, const running_task *running,
+                         size_t n_running) {
+    for (size_t k = 0; k < n_running; k++) {
+        size_t i = entry_find(tt, running[k].task);
+        if (i != SIZE_MAX && tt->e[i].pass != tt->pass)
+            running_now(sp, tt, &tt->e[i], running[k].ident);
+    }
+}
+
 /* Visits the task the task set's element `key` refers to (once a pass). */
 static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *task,
                   const running_task *running, size_t n_running, threads_dict *active) {
@@ -287,11 +333,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     if (e->done) return;
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
-            ppk_py_retire(tt, e); /* its thread's sample shows it */
-            /* Its next sample as a waiting task counts from that sample's time: the
-             * callback's, when the main thread sampled itself (the tick's, as the
-             * first sample of a task counts, otherwise). */
-            if (running[k].ident == sp->main_ident) e->last_ns = tt->main_at;
+            running_now(sp, tt, e, running[k].ident);
             return;
         }
     }
@@ -509,6 +551,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
     size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
+    if (!n && !overflow) return 0;
     if (!vec_reserve(&tt->pending, n) && !overflow) {
         memcpy(&AT(tt->pending, PyObject *, tt->pending.n), tt->taken, n * sizeof(PyObject *));
         tt->pending.n += n;
@@ -591,6 +634,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     if (!tt) return;
     int64_t t0 = mono_ns();
     tt->main_at = main_at;
+    tt->main_ident = sp->main_ident;
     tt->pass++;
     release_recorded(sp, tt);
     tt->seen.n = tt->walk.n = 0;
@@ -603,7 +647,10 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     /* Tasks met before the hook was there were not marked: its first clean cycle is the
      * next one. */
     if (so && tt->taken && ppk_py_hook_install(sp)) tt->clean_from = tt->cycle + 1;
-    int marked = take_marks(sp, tt) == 0 && tt->pending.n;
+    int lost = take_marks(sp, tt), marked = !lost && tt->pending.n;
+    /* The previous pass was a hook pass, and no mark was lost since: the entries are
+     * what they were at the previous tick (ppk_py_retire). */
+    tt->catch_up = !lost && tt->hook_pass;
     tt->hook_pass = so && tt->cycle > tt->clean_from && check_hook_loops(sp, tt);
     int quiet = !tt->hook_pass && !marked && so && is_quiet(tt, so);
     int64_t t_read = 0;
@@ -615,12 +662,13 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     } else if (!so || table_reserve(tt, want + 1 + tt->pending.n)) {
         if (tt->used) end_cycle(sp, tt); /* no task set: every task has ended */
         tt->quiet.n = 0;
-        tt->hook_pass = 0;
+        tt->hook_pass = tt->catch_up = 0;
         drop_pending(sp, tt);
         dirty(tt);
     } else {
         size_t visited = visit_marked(sp, tt, running, n_running, active);
         scan(sp, tt, so, running, n_running, active, tt->hook_pass ? hook_quota(sp) : sp->max_tasks);
+        note_running(sp, tt, running, n_running);
         /* Their stacks are compared with what is read (cold too). */
         for (size_t k = 0; k < tt->walk.n; k++) {
             const tentry *e = &tt->e[AT(tt->walk, twalk, k).entry];
@@ -765,6 +813,9 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
         }
     }
     tt->seen.n = 0;
+    tt->acc_now = now;
+    tt->acc_main = main_at;
+    tt->acc_step = step;
 }
 
 void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c) {

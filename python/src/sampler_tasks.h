@@ -132,6 +132,10 @@ typedef struct task_table {
     size_t loop_index_cap;
     size_t live, visits; /* tasks in the set, and visited, at this pass */
     int64_t main_at;     /* ppk_py_gather_tasks's main_at of this pass */
+    unsigned long main_ident; /* the main thread's (SamplerObject.main_ident) */
+    /* The last tick's samples (record_tasks): their times, and the interval a task's
+     * first sample counts. */
+    int64_t acc_now, acc_main, acc_step;
     uint32_t pass;       /* passes so far (tentry.pass) */
     /* Hook passes (sampler_tasks.c): the marks taken at this pass (MARKS_CAP), the
      * marked tasks to visit again at the next one (held: not settled yet), the
@@ -145,6 +149,7 @@ typedef struct task_table {
     vec hook_loops;   /* hook_loop */
     uint64_t clean_from;
     int hook_pass;    /* this pass is one (phase 2 accounts the steady entries) */
+    int catch_up;     /* the entries were trusted at the previous tick (ppk_py_retire) */
 } task_table;
 
 /* ---- sampler_task_read.c: reading asyncio's objects, with the GIL ------------------ */
@@ -198,8 +203,11 @@ void ppk_py_hook_release(SamplerObject *sp);
 
 /* ---- sampler_tasks.c -------------------------------------------------------------- */
 
-/* The entry's stack, with what it accumulated, to be recorded in phase 2. */
-void ppk_py_retire(task_table *tt, tentry *e);
+/* The entry's stack, with what it accumulated, to be recorded in phase 2. Returns the
+ * time its samples reach (0: none). */
+int64_t ppk_py_retire(task_table *tt, tentry *e);
+/* Gives entry e stack st instead of the one it had (retired). */
+void ppk_py_replace_stack(task_table *tt, tentry *e, tstack *st);
 /* Entry i's task is sampled at this pass: tt->seen, and tt->steady once. */
 void ppk_py_task_seen(task_table *tt, size_t i);
 

@@ -129,6 +129,32 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         st = self.check_waiting_tasks("--no-asyncio-task-hook")
         self.assertEqual(st["task_ticks_hooked"], 0, st)
 
+    def test_movers_among_many(self):
+        # 2,000 tasks that wait and, once the ticks are hook passes (the sampler has read
+        # them all, 16 a tick, then scanned them all), 20 that wait 0.4 s in first() then 0.8 s in
+        # second(), with a cap of 50: a tick visits the tasks the loop scheduled (the
+        # movers as they wake) and 16 others, so a mover's move is read at the next
+        # tick. The movers' time in each: the measured sum within 3 intervals a mover
+        # (its first sample's interval, the tick that reads its move, its end). Scanning
+        # instead (50 tasks a tick of 2,020: each task every ~40 ticks), a move would be
+        # read up to that late; so with hook passes that missed the marks (16 others a
+        # tick: every ~126 ticks).
+        run = self.cli(["--max-tasks-per-tick", "50", "--cpu-budget", "0", "movers.py",
+                        "2000", "20"])
+        (me,) = run.json()
+        self.check_summary(run)
+        interval = longest_interval(me["rate"], me["sampler"])
+        st = me["sampler"]
+        self.assertGreater(st["task_ticks_hooked"], 100, st)  # the movers' 1.2 s
+        walls = collections.Counter()
+        for names, labels, values in (x for n, smp in self.waiting(load(run.files)).items()
+                                      if n.startswith("mover-") for x in smp):
+            walls[names[-2] if len(names) > 1 else names[0]] += values["wall-time"]
+        self.assert_near(walls["first"], me["first_ns"], 20 * 3 * interval,
+                         "the movers in first(): %s" % walls)
+        self.assert_near(walls["second"], me["second_ns"], 20 * 3 * interval,
+                         "the movers in second(): %s" % walls)
+
     def test_loop_not_covered(self):
         # A loop class with its own call_soon: its tasks are found by scanning.
         st = self.check_waiting_tasks(program=["ownloop"])
