@@ -34,6 +34,22 @@
  * the stack stays valid until it is recorded; they are released at the pass after it
  * was (with the GIL, like the pass's own).
  *
+ * Hook passes (sampler_task_hook.c): while BaseEventLoop.call_soon is the hook, the
+ * tasks whose step or wakeup a loop scheduled since the last pass are marked, and a
+ * task that was not has not moved. A pass then visits the marked tasks (those it
+ * could not read for the bound of reads, and those not settled yet, running or ready
+ * or woken up, are kept for the next), and a 32nd of max_tasks elements of the set (a
+ * task made by an eager task factory is never marked before it first waits); phase 2
+ * accounts a tick of each entry that has a stack (tt->steady, max_tasks of them a tick,
+ * in turn). It can do so once every task has been visited since the hook was there:
+ * hook passes begin after a whole scan cycle that followed it (tt->clean_from), and
+ * wait for another whenever marks may have been missed or cannot be followed (more
+ * than MARKS_CAP between two passes, more to read than four times the bound of reads,
+ * a running loop that the hook does not cover, a loop that stopped; only entries
+ * visited since are accounted). A stack that a pass after a
+ * hook pass retires (the task moved, ended, runs) gets the time up to the previous
+ * tick: as phase 2 accounts the entries in turn, it may not have had it yet.
+ *
  * The parent task is found from the task's done callbacks: another task's wakeup (a C
  * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
  * _parent_task), or a closure or a functools.partial over a future whose own callbacks
@@ -148,21 +164,23 @@ static int table_reserve(task_table *tt, size_t n) {
     return 0;
 }
 
-int64_t ppk_py_retire(task_table *tt, tentry *e) {
-    /* After a hook pass, a task that was not marked was where its stack shows until
-     * the previous pass took the marks: the stack gets the time up to the previous
-     * tick's samples (phase 2 accounts max_tasks steady entries a tick, so it may not
-     * have yet). From there the time is its next stack's, or its thread's. */
+/* A task was where its stack shows at the last tick that followed a hook pass (had it
+ * moved before, a hook pass would have read it): the stack gets the time up to that
+ * tick's samples (phase 2 accounts max_tasks steady entries a tick, so it may not have
+ * yet), when its stack goes or at stop. Returns the time its samples reach. */
+static int64_t catch_up(task_table *tt, tentry *e) {
     int64_t last = e->last_ns;
-    if (tt->catch_up && e->stack) {
-        int64_t at = e->stack->gt.ident == tt->main_ident ? tt->acc_main : tt->acc_now;
-        if (at > last) {
-            /* (Its first sample counts one interval.) */
-            e->stack->acc_wall += last ? at - last : tt->acc_step;
-            e->stack->acc_count++;
-            last = at;
-        }
-    }
+    if (!e->stack) return last;
+    int64_t at = e->stack->gt.ident == tt->main_ident ? tt->trust_main : tt->trust_now;
+    if (at <= last) return last;
+    e->stack->acc_wall += last ? at - last : tt->acc_step; /* (a first counts one interval) */
+    e->stack->acc_count++;
+    return at;
+}
+
+int64_t ppk_py_retire(task_table *tt, tentry *e) {
+    /* From the time its samples reach, the time is its next stack's, or its thread's. */
+    int64_t last = catch_up(tt, e);
     if (e->stack) {
         retired *r = vec_push(&tt->retired);
         if (r) {
@@ -183,7 +201,7 @@ void ppk_py_replace_stack(task_table *tt, tentry *e, tstack *st) {
      * one interval: in a hook pass, from the previous tick's samples, as phase 2 may
      * account it ticks later. */
     int64_t last = ppk_py_retire(tt, e);
-    if (!last && tt->catch_up) last = st->gt.ident == tt->main_ident ? tt->acc_main : tt->acc_now;
+    if (!last && tt->hook_pass) last = st->gt.ident == tt->main_ident ? tt->acc_main : tt->acc_now;
     e->last_ns = last;
     e->stack = st;
 }
@@ -540,27 +558,44 @@ static void release_recorded(SamplerObject *sp, task_table *tt) {
 
 /* Releases the marked tasks held (with the pass's references). */
 static void drop_pending(SamplerObject *sp, task_table *tt) {
-    for (size_t k = 0; k < tt->pending.n; k++) ppk_py_keep_ref(sp, AT(tt->pending, PyObject *, k));
+    for (size_t k = 0; k < tt->pending.n; k++) {
+        PyObject *t = AT(tt->pending, PyObject *, k);
+        size_t i = entry_find(tt, t);
+        if (i != SIZE_MAX) tt->e[i].pending = 0;
+        ppk_py_keep_ref(sp, t);
+    }
     tt->pending.n = 0;
 }
 
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
- * those held from it (tt->pending). -1: none can be visited (they are released, and
- * the hook passes wait for a clean scan cycle). */
+ * those held from it (tt->pending; a task already there is not added again). Before
+ * the clean cycle they are of no use: released. -1: they could not be kept (lost,
+ * or more to read than four times the bound of reads: the hook passes wait for
+ * another clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
     size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
     if (!n && !overflow) return 0;
-    if (!vec_reserve(&tt->pending, n) && !overflow) {
-        memcpy(&AT(tt->pending, PyObject *, tt->pending.n), tt->taken, n * sizeof(PyObject *));
-        tt->pending.n += n;
-        return 0;
+    int lost = overflow || tt->pending.n + n > 4 * max_walks_of(sp) ||
+               vec_reserve(&tt->pending, n);
+    if (lost || tt->cycle < tt->clean_from) {
+        for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
+        drop_pending(sp, tt);
+        if (lost) dirty(tt);
+        return lost ? -1 : 0;
     }
-    for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
-    drop_pending(sp, tt);
-    dirty(tt);
-    return -1;
+    for (size_t k = 0; k < n; k++) {
+        PyObject *t = tt->taken[k];
+        size_t i = entry_find(tt, t);
+        if (i != SIZE_MAX && tt->e[i].pending) {
+            ppk_py_keep_ref(sp, t);
+            continue;
+        }
+        if (i != SIZE_MAX) tt->e[i].pending = 1;
+        AT(tt->pending, PyObject *, tt->pending.n++) = t;
+    }
+    return 0;
 }
 
 /* Visits the marked tasks, as many as the bound of reads lets; their number. */
@@ -586,39 +621,32 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
  * into a wait that only a new mark can end (on a future not done: one that is done
  * has scheduled the task's wakeup, which has not run yet), or it is running, or its
  * loop is not. */
-static int unsettled(task_table *tt, PyObject *task) {
-    size_t i = entry_find(tt, task);
-    if (i == SIZE_MAX) return 0;
-    const tentry *e = &tt->e[i];
+static int unsettled(const tentry *e) {
     return !e->done && (!e->fut || ppk_py_task_done(e->fut));
 }
 
-/* After the reads: keeps the marked tasks still to visit (the first `visited` were
- * visited at this pass), each once; releases the others. */
+/* After the reads: of the first `visited` marked tasks (visited at this pass), keeps
+ * those still to visit, each once, and releases the others; keeps the rest. */
 static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
     PyObject **p = tt->pending.items;
-    size_t n = tt->pending.n, kept = 0;
-    for (size_t k = 0; k < n; k++) {
+    size_t kept = 0;
+    for (size_t k = 0; k < visited; k++) { /* (a new task had no entry when taken) */
         size_t i = entry_find(tt, p[k]);
         if (i != SIZE_MAX) tt->e[i].pending = 0;
     }
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < visited; k++) {
         size_t i = entry_find(tt, p[k]);
-        int keep = k >= visited || unsettled(tt, p[k]);
-        if (keep && i != SIZE_MAX) {
-            keep = !tt->e[i].pending;
+        int keep = i != SIZE_MAX && unsettled(&tt->e[i]) && !tt->e[i].pending;
+        if (keep) {
             tt->e[i].pending = 1;
-        }
-        if (keep)
             p[kept++] = p[k];
-        else
+        } else {
             ppk_py_keep_ref(sp, p[k]);
+        }
     }
-    tt->pending.n = kept;
-    if (kept > MARKS_CAP) { /* not keeping up: the scans take over */
-        drop_pending(sp, tt);
-        dirty(tt);
-    }
+    if (visited < tt->pending.n)
+        memmove(p + kept, p + visited, (tt->pending.n - visited) * sizeof *p);
+    tt->pending.n -= visited - kept;
 }
 
 /* A hook pass visits this many tasks of the set (with the marks), so that tasks that
@@ -647,10 +675,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     /* Tasks met before the hook was there were not marked: its first clean cycle is the
      * next one. */
     if (so && tt->taken && ppk_py_hook_install(sp)) tt->clean_from = tt->cycle + 1;
-    int lost = take_marks(sp, tt), marked = !lost && tt->pending.n;
-    /* The previous pass was a hook pass, and no mark was lost since: the entries are
-     * what they were at the previous tick (ppk_py_retire). */
-    tt->catch_up = !lost && tt->hook_pass;
+    int marked = take_marks(sp, tt) == 0 && tt->pending.n;
     tt->hook_pass = so && tt->cycle > tt->clean_from && check_hook_loops(sp, tt);
     int quiet = !tt->hook_pass && !marked && so && is_quiet(tt, so);
     int64_t t_read = 0;
@@ -662,7 +687,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     } else if (!so || table_reserve(tt, want + 1 + tt->pending.n)) {
         if (tt->used) end_cycle(sp, tt); /* no task set: every task has ended */
         tt->quiet.n = 0;
-        tt->hook_pass = tt->catch_up = 0;
+        tt->hook_pass = 0;
         drop_pending(sp, tt);
         dirty(tt);
     } else {
@@ -816,6 +841,10 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     tt->acc_now = now;
     tt->acc_main = main_at;
     tt->acc_step = step;
+    if (tt->hook_pass) {
+        tt->trust_now = now;
+        tt->trust_main = main_at;
+    }
 }
 
 void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c) {
@@ -825,6 +854,7 @@ void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c) {
     for (size_t i = 0; i < tt->cap; i++) {
         tentry *e = &tt->e[i];
         tstack *st = e->task && e->task != TOMB ? e->stack : NULL;
+        if (st) e->last_ns = catch_up(tt, e);
         if (!st || !st->acc_count) continue;
         record_stack(sp, st, st->acc_wall, st->acc_count, c);
         st->acc_wall = 0;

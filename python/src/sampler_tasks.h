@@ -136,6 +136,7 @@ typedef struct task_table {
     /* The last tick's samples (record_tasks): their times, and the interval a task's
      * first sample counts. */
     int64_t acc_now, acc_main, acc_step;
+    int64_t trust_now, trust_main; /* those of the last one that followed a hook pass */
     uint32_t pass;       /* passes so far (tentry.pass) */
     /* Hook passes (sampler_tasks.c): the marks taken at this pass (MARKS_CAP), the
      * marked tasks to visit again at the next one (held: not settled yet), the
@@ -149,7 +150,6 @@ typedef struct task_table {
     vec hook_loops;   /* hook_loop */
     uint64_t clean_from;
     int hook_pass;    /* this pass is one (phase 2 accounts the steady entries) */
-    int catch_up;     /* the entries were trusted at the previous tick (ppk_py_retire) */
 } task_table;
 
 /* ---- sampler_task_read.c: reading asyncio's objects, with the GIL ------------------ */
