@@ -15,7 +15,7 @@ and after 5 s more (the sampler reads each task once first) measures --seconds:
              without the call_soon hook (asyncio_task_hook=False): each tick visits
              the tasks;
   tasks      the same with the hook (the default): a tick visits the tasks whose steps
-             the loop scheduled since the last, and a 32nd of the cap others.
+             the loop scheduled since the last, and a 64th of the cap others.
 The profiler's cpu_budget is --cpu-budget (default 1.0, the profiler's own; 0: none).
 The variants alternate round by round (the order rotates). Per run: the wake-ups done,
 the event loop thread's CPU time, as % of the run and per wake-up (the service's cost:

@@ -1236,7 +1236,8 @@ PyTypeObject ppk_py_SamplerType = {
               "a task that has not moved recorded as one sample every coalesce_ticks "
               "periods. task_hook: while it samples tasks, BaseEventLoop.call_soon notes "
               "the tasks whose steps a loop schedules, so that a tick visits those only "
-              "(and a 32nd of max_tasks_per_tick others); restored at stop. cpu_budget: the percentage of one core that sampling may take (its "
+              "(and a 64th of max_tasks_per_tick others); restored at stop. cpu_budget: "
+              "the percentage of one core that sampling may take (its "
               "thread, and the passes the main thread and the GIL's holder run for it); "
               "ticks come later when needed to keep within it (0: no limit).",
     .tp_methods = Sampler_methods,

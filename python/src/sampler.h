@@ -573,7 +573,7 @@ size_t ppk_py_tag_labels(PyObject *t, vec *labels);
 int ppk_py_tasks_init(SamplerObject *sp);
 /* Phase 1 for tasks (with the GIL: in the pass after the threads, or in main_callback):
  * visits the tasks their loop marked, and up to max_tasks live tasks of asyncio's task
- * set (a 32nd of that in a hook pass), reading the coroutine chain of those that
+ * set (a 64th of that in a hook pass), reading the coroutine chain of those that
  * moved. `pass`: the threads gathered before (their clocks). main_at: when
  * the main thread sampled itself at this tick (its callback's time), or 0 when phase 2
  * samples it (at the tick's time): the time of this tick's samples of the tasks of its

@@ -443,7 +443,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     st->name = name;
     st->tags = tags;
     st->thread_name = li->name;
-    st->visits = 0;
+    st->visits = st->acc_tick = 0;
     st->acc_wall = 0;
     st->acc_count = 0;
     memcpy(st->frames, tt->frames.items, nf * sizeof(gframe));
@@ -536,5 +536,6 @@ void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
     }
     note_future(sp, e);
     ppk_py_task_seen(tt, i);
+    if (e->fut && is_task(e->fut)) ppk_py_task_awaited(tt, e->fut); /* (`await task`) */
 }
 

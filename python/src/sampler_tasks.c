@@ -38,7 +38,7 @@
  * tasks whose step or wakeup a loop scheduled since the last pass are marked, and a
  * task that was not has not moved. A pass then visits the marked tasks (those it
  * could not read for the bound of reads, and those not settled yet, running or ready
- * or woken up, are kept for the next), and a 32nd of max_tasks elements of the set (a
+ * or woken up, are kept for the next), and a 64th of max_tasks elements of the set (a
  * task made by an eager task factory is never marked before it first waits); phase 2
  * accounts a tick of each entry that has a stack (tt->steady, max_tasks of them a tick,
  * in turn). It can do so once every task has been visited since the hook was there:
@@ -128,6 +128,19 @@ static size_t entry_find(const task_table *tt, PyObject *task) {
     return SIZE_MAX;
 }
 
+/* Counts the ticks of stack st up to tick `tick` (one at least: its first). */
+static void add_ticks(tstack *st, uint32_t tick) {
+    uint32_t n = st->acc_tick ? tick - st->acc_tick : 1;
+    st->acc_count += n ? n : 1;
+    st->acc_tick = tick;
+}
+
+void ppk_py_task_awaited(task_table *tt, PyObject *task) {
+    size_t i = entry_find(tt, task);
+    tentry *e = i == SIZE_MAX ? NULL : &tt->e[i];
+    if (e && e->stack && !e->stack->gt.parent_id) ppk_py_find_parent_again(tt, e);
+}
+
 void ppk_py_task_seen(task_table *tt, size_t i) {
     size_t *p = vec_push(&tt->seen);
     if (p) *p = i;
@@ -174,7 +187,7 @@ static int64_t catch_up(task_table *tt, tentry *e) {
     int64_t at = e->stack->gt.ident == tt->main_ident ? tt->trust_main : tt->trust_now;
     if (at <= last) return last;
     e->stack->acc_wall += last ? at - last : tt->acc_step; /* (a first counts one interval) */
-    e->stack->acc_count++;
+    add_ticks(e->stack, tt->trust_tick);
     return at;
 }
 
@@ -388,9 +401,11 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
 }
 
 /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
- * no fewer than 16 (~30 us: fewer would only slow finding new tasks). */
-static size_t max_walks_of(const SamplerObject *sp) {
-    return sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
+ * no fewer than 16 (~30 us: fewer would only slow finding new tasks). A hook pass,
+ * which visits few tasks, may read twice that: the tasks that moved come in bursts. */
+static size_t max_walks_of(const SamplerObject *sp, int hook_pass) {
+    size_t n = sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
+    return hook_pass ? 2 * n : n;
 }
 
 /* How many elements ahead of the one visited each stage of scan() works: enough cache
@@ -460,7 +475,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     size_t n = tt->slots.n, mask = tt->cap - 1;
     /* The tasks after the one that reached the bound of reads are visited at the next
      * tick. */
-    size_t max_walks = max_walks_of(sp);
+    size_t max_walks = max_walks_of(sp, tt->hook_pass);
     /* Element k is visited after element k + SCAN_AHEAD's third stage, k + 2 *
      * SCAN_AHEAD's second and k + 3 * SCAN_AHEAD's first (its weak reference). */
     for (size_t j = 0; j < n && j < 3 * SCAN_AHEAD; j++) __builtin_prefetch(v[j].key);
@@ -570,14 +585,14 @@ static void drop_pending(SamplerObject *sp, task_table *tt) {
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
  * the clean cycle they are of no use: released. -1: they could not be kept (lost,
- * or more to read than four times the bound of reads: the hook passes wait for
- * another clean cycle). */
+ * or more to read than four times a hook pass's bound of reads: the hook passes wait
+ * for another clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
     size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
     if (!n && !overflow) return 0;
-    int lost = overflow || tt->pending.n + n > 4 * max_walks_of(sp) ||
+    int lost = overflow || tt->pending.n + n > 4 * max_walks_of(sp, 1) ||
                vec_reserve(&tt->pending, n);
     if (lost || tt->cycle < tt->clean_from) {
         for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
@@ -601,7 +616,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
 /* Visits the marked tasks, as many as the bound of reads lets; their number. */
 static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task *running,
                            size_t n_running, threads_dict *active) {
-    size_t max_walks = max_walks_of(sp), k = 0;
+    size_t max_walks = max_walks_of(sp, tt->hook_pass), k = 0;
     for (; k < tt->pending.n && tt->walk.n < max_walks; k++) {
         PyObject *task = AT(tt->pending, PyObject *, k), *key;
         size_t i = entry_find(tt, task);
@@ -653,7 +668,7 @@ static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
  * were never marked (made by an eager task factory: their first step runs at once)
  * are found, within a scan cycle. */
 static size_t hook_quota(const SamplerObject *sp) {
-    return sp->max_tasks / 32 > 16 ? sp->max_tasks / 32 : 16;
+    return sp->max_tasks / 64 > 16 ? sp->max_tasks / 64 : 16;
 }
 
 void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,
@@ -770,35 +785,41 @@ typedef struct tick_times {
 
 /* A tick of entry e's stack: its wall time since its previous sample, recorded once it
  * holds `coalesce` of it. */
-static void account(SamplerObject *sp, tentry *e, const tick_times *tm, rec_counts *c) {
+static void account(SamplerObject *sp, task_table *tt, tentry *e, const tick_times *tm,
+                    rec_counts *c) {
     tstack *st = e->stack;
     int64_t at = st->gt.ident == sp->main_ident ? tm->main_at : tm->now;
     int64_t wall = e->last_ns ? at - e->last_ns : tm->step;
     e->last_ns = at;
     st->acc_wall += wall > 0 ? wall : 0;
-    st->acc_count++;
+    add_ticks(st, tt->ticks);
     if (st->acc_wall < tm->coalesce) return;
     record_stack(sp, st, st->acc_wall, st->acc_count, c);
     st->acc_wall = 0;
     st->acc_count = 0;
 }
 
-/* After a hook pass: a tick of each steady entry, max_tasks of them a tick at most (a
- * tick then rotates through them, and each counts the time since its previous one).
+/* After a hook pass: the ticks of the steady entries, each once a `coalesce` at least
+ * (in turn, max_tasks of them a tick at most), each counting the time since its
+ * previous sample. An entry of an unchanged task need not be accounted more often: its
+ * time is the same then, and a stack that goes gets its time up to the last tick
+ * (catch_up).
  * An entry visited last before the clean cycle waits for its next visit. Entries that
  * lost their stack or task leave the list. */
 static void account_steady(SamplerObject *sp, task_table *tt, const tick_times *tm,
                            rec_counts *c) {
     size_t *list = tt->steady.items;
     size_t k = tt->steady_cursor < tt->steady.n ? tt->steady_cursor : 0, done = 0;
-    while (k < tt->steady.n && done < sp->max_tasks) {
+    size_t due = (size_t)((double)tt->steady.n * (double)sp->period_ns / (double)tm->coalesce) + 1;
+    if (due > sp->max_tasks) due = sp->max_tasks;
+    while (k < tt->steady.n && done < due) {
         tentry *e = &tt->e[list[k]];
         if (!e->task || e->task == TOMB || !e->stack) {
             e->in_steady = 0;
             list[k] = list[--tt->steady.n]; /* one not reached yet */
             continue;
         }
-        if (e->cycle >= tt->clean_from) account(sp, e, tm, c);
+        if (e->cycle >= tt->clean_from) account(sp, tt, e, tm, c);
         done++;
         k++;
     }
@@ -808,6 +829,7 @@ static void account_steady(SamplerObject *sp, task_table *tt, const tick_times *
 void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     task_table *tt = sp->tasks;
     if (!tt) return;
+    tt->ticks++;
     record_retired(sp, tt, c);
     /* A task sampled for the first time (or again after it ran) gets the interval since
      * the previous tick, as a new thread does: when the ticks rotate through more tasks
@@ -834,7 +856,7 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     } else {
         for (size_t k = 0; k < tt->seen.n; k++) {
             tentry *e = &tt->e[AT(tt->seen, size_t, k)];
-            if (e->stack) account(sp, e, &tm, c); /* (else removed since: freed) */
+            if (e->stack) account(sp, tt, e, &tm, c); /* (else removed since: freed) */
         }
     }
     tt->seen.n = 0;
@@ -844,6 +866,7 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
     if (tt->hook_pass) {
         tt->trust_now = now;
         tt->trust_main = main_at;
+        tt->trust_tick = tt->ticks;
     }
 }
 

@@ -17,6 +17,7 @@ enum { A_CORO, A_FUT_WAITER, A_LOOP, A_STATE, A_CALLBACKS, N_ATTRS };
  * gt.parent_id) and what phase 2 adds to it (acc_wall, acc_count) are in its first. */
 typedef struct tstack {
     uint32_t visits;       /* ticks it was found unchanged, while it has no parent */
+    uint32_t acc_tick;     /* the tick its ticks are counted up to (0: none yet) */
     int64_t acc_wall;      /* not recorded yet: wall time, ticks */
     uint64_t acc_count;
     gthread gt; /* ident, native_id, name, task_name, task_id, parent_*, n_frames, n_labels */
@@ -137,6 +138,7 @@ typedef struct task_table {
      * first sample counts. */
     int64_t acc_now, acc_main, acc_step;
     int64_t trust_now, trust_main; /* those of the last one that followed a hook pass */
+    uint32_t ticks, trust_tick;    /* the ticks so far (record_tasks), and that one */
     uint32_t pass;       /* passes so far (tentry.pass) */
     /* Hook passes (sampler_tasks.c): the marks taken at this pass (MARKS_CAP), the
      * marked tasks to visit again at the next one (held: not settled yet), the
@@ -208,6 +210,9 @@ void ppk_py_hook_release(SamplerObject *sp);
 int64_t ppk_py_retire(task_table *tt, tentry *e);
 /* Gives entry e stack st instead of the one it had (retired). */
 void ppk_py_replace_stack(task_table *tt, tentry *e, tstack *st);
+/* `task` is awaited by a task just read: its entry's stack gets the parent it has now
+ * (a hook pass may not visit it). */
+void ppk_py_task_awaited(task_table *tt, PyObject *task);
 /* Entry i's task is sampled at this pass: tt->seen, and tt->steady once. */
 void ppk_py_task_seen(task_table *tt, size_t i);
 
