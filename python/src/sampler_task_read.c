@@ -220,6 +220,17 @@ static uint32_t *loop_slot(const task_table *tt, PyObject *loop) {
 
 /* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
  * that ident, as in a child forked while another thread ran the loop). */
+unsigned long ppk_py_loop_thread(PyObject *loop) {
+    PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
+    unsigned long ident = tid && PyLong_Check(tid) ? PyLong_AsUnsignedLong(tid) : 0;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        ident = 0;
+    }
+    Py_XDECREF(tid);
+    return ident;
+}
+
 static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, threads_dict *active) {
     uint32_t *slot = tt->loop_index_cap ? loop_slot(tt, loop) : NULL;
     if (slot && *slot) {
@@ -229,16 +240,7 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, thre
     if (loops_reserve(tt)) return NULL; /* its tasks are not sampled this pass */
     *loop_slot(tt, loop) = (uint32_t)tt->n_loops + 1;
     loopinfo *li = loop_at(tt, tt->n_loops++);
-    *li = (loopinfo){loop, 0, 0, NULL, ppk_py_hook_covers(loop), 0};
-    PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
-    if (tid && PyLong_Check(tid)) {
-        li->ident = PyLong_AsUnsignedLong(tid);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            li->ident = 0;
-        }
-    }
-    Py_XDECREF(tid);
+    *li = (loopinfo){loop, ppk_py_loop_thread(loop), 0, NULL, ppk_py_hook_covers(loop), 0};
     if (!li->ident) return NULL;
     int found = 0;
     for (PyThreadState *t = PyInterpreterState_ThreadHead(sp->interp); t;

@@ -258,7 +258,9 @@ static void end_cycle(SamplerObject *sp, task_table *tt) {
 #define SWEEP 64
 
 static void sweep(SamplerObject *sp, task_table *tt) {
-    for (int k = 0; k < SWEEP && tt->cap; k++) {
+    /* A hook pass, whose tasks are mostly unchanged, looks at a quarter of that (each
+     * entry's weak reference is a cold line). */
+    for (int k = 0; k < (tt->hook_pass ? SWEEP / 4 : SWEEP) && tt->cap; k++) {
         tentry *e = &tt->e[tt->sweep_cursor++ & (tt->cap - 1)];
         if (e->task && e->task != TOMB && e->wr && !ppk_py_weak_target(e->wr)) entry_remove(sp, tt, e);
     }
@@ -294,22 +296,10 @@ static void note_loop(task_table *tt, loopinfo *li) {
 /* Whether every loop hook passes rely on still runs in its thread: one that stopped
  * (its tasks are no longer waiting) or moved is forgotten, and the scans take over. */
 static int check_hook_loops(SamplerObject *sp, task_table *tt) {
-    static PyObject *s_thread_id;
-    if (!s_thread_id && !(s_thread_id = PyUnicode_InternFromString("_thread_id"))) {
-        PyErr_Clear();
-        return 0;
-    }
     int ok = 1;
     for (size_t k = 0; k < tt->hook_loops.n;) {
         hook_loop *h = &AT(tt->hook_loops, hook_loop, k);
-        PyObject *tid = ppk_py_safe_getattr(h->loop, s_thread_id);
-        unsigned long ident = tid && PyLong_Check(tid) ? PyLong_AsUnsignedLong(tid) : 0;
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            ident = 0;
-        }
-        Py_XDECREF(tid);
-        if (ident == h->ident) {
+        if (ppk_py_loop_thread(h->loop) == h->ident) {
             k++;
             continue;
         }
@@ -799,7 +789,7 @@ static void account(SamplerObject *sp, task_table *tt, tentry *e, const tick_tim
     st->acc_count = 0;
 }
 
-/* After a hook pass: the ticks of the steady entries, each once a `coalesce` at least
+/* After a hook pass: the ticks of the steady entries, each twice a `coalesce` at least
  * (in turn, max_tasks of them a tick at most), each counting the time since its
  * previous sample. An entry of an unchanged task need not be accounted more often: its
  * time is the same then, and a stack that goes gets its time up to the last tick
@@ -810,7 +800,9 @@ static void account_steady(SamplerObject *sp, task_table *tt, const tick_times *
                            rec_counts *c) {
     size_t *list = tt->steady.items;
     size_t k = tt->steady_cursor < tt->steady.n ? tt->steady_cursor : 0, done = 0;
-    size_t due = (size_t)((double)tt->steady.n * (double)sp->period_ns / (double)tm->coalesce) + 1;
+    /* (Twice a coalesce: once would find most entries just short of it, and record
+     * them at the next.) */
+    size_t due = (size_t)(2.0 * (double)tt->steady.n * (double)sp->period_ns / (double)tm->coalesce) + 1;
     if (due > sp->max_tasks) due = sp->max_tasks;
     while (k < tt->steady.n && done < due) {
         tentry *e = &tt->e[list[k]];

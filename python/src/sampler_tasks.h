@@ -169,6 +169,8 @@ int ppk_py_task_done(PyObject *task);
 PyObject *ppk_py_weak_target(PyObject *wr);
 /* asyncio's task set's underlying set (a new reference), or NULL. */
 PyObject *ppk_py_task_set(void);
+/* The thread ident a loop runs in (its _thread_id), or 0: it is not running. */
+unsigned long ppk_py_loop_thread(PyObject *loop);
 /* The running loop of `task` and its thread (cached for the pass), or NULL: its loop is
  * not running. */
 loopinfo *ppk_py_task_loop(SamplerObject *sp, task_table *tt, PyObject *task,
