@@ -44,11 +44,11 @@
  * in turn). It can do so once every task has been visited since the hook was there:
  * hook passes begin after a whole scan cycle that followed it (tt->clean_from), and
  * wait for another whenever marks may have been missed or cannot be followed (more
- * than MARKS_CAP between two passes, more to read than four times the bound of reads,
- * a running loop that the hook does not cover, a loop that stopped; only entries
- * visited since are accounted). A stack that a pass after a
- * hook pass retires (the task moved, ended, runs) gets the time up to the previous
- * tick: as phase 2 accounts the entries in turn, it may not have had it yet.
+ * than MARKS_CAP between two passes, more left to read than four passes read, a
+ * running loop that the hook does not cover, a loop that stopped; only entries
+ * visited since are accounted). A stack that a pass after a hook pass retires (the
+ * task moved, ended, runs) gets the time up to the previous tick: as phase 2 accounts
+ * the entries in turn, it may not have had it yet.
  *
  * The parent task is found from the task's done callbacks: another task's wakeup (a C
  * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
@@ -392,10 +392,13 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
 
 /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
  * no fewer than 16 (~30 us: fewer would only slow finding new tasks). A hook pass,
- * which visits few tasks, may read twice that: the tasks that moved come in bursts. */
-static size_t max_walks_of(const SamplerObject *sp, int hook_pass) {
+ * which visits few tasks, may read twice that (the tasks that moved come in bursts),
+ * and so may a pass of the clean cycle, which reads the marked tasks as well as those
+ * its scan finds moved (the cycle must end before the marks pile up). */
+static size_t max_walks_of(const SamplerObject *sp) {
+    const task_table *tt = sp->tasks;
     size_t n = sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
-    return hook_pass ? 2 * n : n;
+    return tt->hook_pass || tt->cycle == tt->clean_from ? 2 * n : n;
 }
 
 /* How many elements ahead of the one visited each stage of scan() works: enough cache
@@ -465,7 +468,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     size_t n = tt->slots.n, mask = tt->cap - 1;
     /* The tasks after the one that reached the bound of reads are visited at the next
      * tick. */
-    size_t max_walks = max_walks_of(sp, tt->hook_pass);
+    size_t max_walks = max_walks_of(sp);
     /* Element k is visited after element k + SCAN_AHEAD's third stage, k + 2 *
      * SCAN_AHEAD's second and k + 3 * SCAN_AHEAD's first (its weak reference). */
     for (size_t j = 0; j < n && j < 3 * SCAN_AHEAD; j++) __builtin_prefetch(v[j].key);
@@ -574,15 +577,15 @@ static void drop_pending(SamplerObject *sp, task_table *tt) {
 
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
- * the clean cycle they are of no use: released. -1: they could not be kept (lost,
- * or more to read than four times a hook pass's bound of reads: the hook passes wait
+ * the clean cycle they are of no use: released. -1: they could not be kept (lost, or
+ * more to read than four passes read: the passes do not keep up; the hook passes wait
  * for another clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
     size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
     if (!n && !overflow) return 0;
-    int lost = overflow || tt->pending.n + n > 4 * max_walks_of(sp, 1) ||
+    int lost = overflow || tt->pending.n + n > 4 * max_walks_of(sp) ||
                vec_reserve(&tt->pending, n);
     if (lost || tt->cycle < tt->clean_from) {
         for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
@@ -606,7 +609,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
 /* Visits the marked tasks, as many as the bound of reads lets; their number. */
 static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task *running,
                            size_t n_running, threads_dict *active) {
-    size_t max_walks = max_walks_of(sp, tt->hook_pass), k = 0;
+    size_t max_walks = max_walks_of(sp), k = 0;
     for (; k < tt->pending.n && tt->walk.n < max_walks; k++) {
         PyObject *task = AT(tt->pending, PyObject *, k), *key;
         size_t i = entry_find(tt, task);
