@@ -8,7 +8,8 @@ uniformly from (--modes):
   idle   10 s to 60 s: ~N / 35 a second (29 for 1,000), most ticks find the loop idle.
 Most tasks wait at any tick (each task's first sleep is drawn from 0 to the maximum,
 so that wake-ups are spread from the start). After a 1 s warm-up it starts the variant,
-and after 5 s more (the sampler reads each task once first) measures --seconds:
+and after 5 s more (15 s for 10,000 tasks: the sampler reads each task once first)
+measures --seconds:
   off        no profiler;
   threads    the profiler without task sampling (--no-asyncio-tasks: the thread only);
   scan       the profiler with task sampling, max_tasks_per_tick --cap (default 1000),
@@ -55,7 +56,7 @@ VARIANTS = ("off", "threads", "scan", "tasks")
 
 
 MODES = {"busy": (0.05, 1.0), "idle": (10.0, 60.0)}
-SETTLE = 5.0
+SETTLE = 5.0  # seconds for 1,000 tasks, 1.5 s a 1,000 more
 
 
 def child(n, seconds, variant, cap, mode, budget):
@@ -85,8 +86,10 @@ def child(n, seconds, variant, cap, mode, budget):
                                   max_tasks_per_tick=cap, cpu_budget=budget)
             p.start()
         # The sampler reads every task once first (a 40th of the cap a tick: 4 s for
-        # 10,000 tasks); the figures are those of the steady state after it.
-        await asyncio.sleep(SETTLE)
+        # 10,000 tasks at 100 ticks a second, longer when the CPU budget spaces the
+        # ticks), then a turn of the set begins the hook passes; the figures are those
+        # of the steady state after it.
+        await asyncio.sleep(max(SETTLE, 1.5e-3 * n))
         st0 = p.sampler.stats() if p else None
         d0, t0, c0 = done[0], time.monotonic(), time.thread_time()
         await asyncio.sleep(seconds)
