@@ -720,8 +720,9 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     }
     Py_XDECREF(set);
     int64_t t1 = mono_ns();
-    /* A hook pass samples the steady tasks (phase 2, up to max_tasks), a scan pass
-     * those it visited (and skips the rest of the set). */
+    /* A hook pass counts the steady tasks as sampled, up to max_tasks (phase 2
+     * accounts them in turn, each with its time since its previous sample); a scan
+     * pass those it visited (and skips the rest of the set). */
     size_t sampled = tt->seen.n, skipped = tt->live > tt->visits ? tt->live - tt->visits : 0;
     if (tt->hook_pass) {
         sampled = tt->steady.n < sp->max_tasks ? tt->steady.n : sp->max_tasks;
