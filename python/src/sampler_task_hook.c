@@ -11,8 +11,9 @@
  * C callable (a method descriptor, like the function it replaces) that notes the task
  * of a callback that is one of a task's steps or its wakeup (a TaskStepMethWrapper, or
  * a C function or method bound to a task), then calls the replaced function with the
- * same arguments. Nothing else changes for the program: ~20 ns a call_soon, and one
- * reference to the task until the sampler's next pass. A loop whose class or instance
+ * same arguments. Nothing else changes for the program: a type check or two and a
+ * probe of a small table a call_soon, and one reference to the task until the
+ * sampler's next pass. A loop whose class or instance
  * has a call_soon of its own (uvloop, a subclass that overrides it) is not covered; its
  * tasks are found by scanning, as without the hook.
  *
