@@ -130,11 +130,11 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assertEqual(st["task_ticks_hooked"], 0, st)
 
     def test_movers_among_many(self):
-        # 2,000 tasks that wait and, once the ticks are hook passes (the sampler has read
-        # them all, 16 a tick, then scanned them all), 20 that wait 0.4 s in first() then 0.8 s in
-        # second(), with a cap of 50: a tick visits the tasks the loop scheduled (the
-        # movers as they wake) and 16 others, so a mover's move is read at the next
-        # tick. The movers' time in each: the measured sum within 3 intervals a mover
+        # 2,000 tasks that wait and, once the ticks are hook passes (the sampler has
+        # read them all, 16 a tick, then scanned them all), 20 that wait 0.4 s in
+        # first() then 0.8 s in second(), with a cap of 50: a tick visits the tasks the
+        # loop scheduled (the movers as they wake) and 16 others, so a mover's move is
+        # read at the next tick. The movers' time in each: the measured sum within 3 intervals a mover
         # (its first sample's interval, the tick that reads its move, its end). Scanning
         # instead (50 tasks a tick of 2,020: each task every ~40 ticks), a move would be
         # read up to that late; so with hook passes that missed the marks (16 others a
