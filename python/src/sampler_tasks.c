@@ -700,7 +700,8 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
         dirty(tt);
     } else {
         size_t visited = visit_marked(sp, tt, running, n_running, active);
-        scan(sp, tt, so, running, n_running, active, tt->hook_pass ? hook_quota(sp) : sp->max_tasks);
+        scan(sp, tt, so, running, n_running, active,
+             tt->hook_pass ? hook_quota(sp) : sp->max_tasks);
         note_running(sp, tt, running, n_running);
         /* Their stacks are compared with what is read (cold too). */
         for (size_t k = 0; k < tt->walk.n; k++) {
@@ -806,7 +807,8 @@ static void account_steady(SamplerObject *sp, task_table *tt, const tick_times *
     size_t k = tt->steady_cursor < tt->steady.n ? tt->steady_cursor : 0, done = 0;
     /* (Twice a coalesce: once would find most entries just short of it, and record
      * them at the next.) */
-    size_t due = (size_t)(2.0 * (double)tt->steady.n * (double)sp->period_ns / (double)tm->coalesce) + 1;
+    size_t due =
+        (size_t)(2.0 * (double)tt->steady.n * (double)sp->period_ns / (double)tm->coalesce) + 1;
     if (due > sp->max_tasks) due = sp->max_tasks;
     while (k < tt->steady.n && done < due) {
         tentry *e = &tt->e[list[k]];

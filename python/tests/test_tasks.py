@@ -134,11 +134,11 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         # read them all, 16 a tick, then scanned them all), 20 that wait 0.4 s in
         # first() then 0.8 s in second(), with a cap of 50: a tick visits the tasks the
         # loop scheduled (the movers as they wake) and 16 others, so a mover's move is
-        # read at the next tick. The movers' time in each: the measured sum within 3 intervals a mover
-        # (its first sample's interval, the tick that reads its move, its end). Scanning
-        # instead (50 tasks a tick of 2,020: each task every ~40 ticks), a move would be
-        # read up to that late; so with hook passes that missed the marks (16 others a
-        # tick: every ~126 ticks).
+        # read at the next tick. The movers' time in each: the measured sum within 3
+        # intervals a mover (its first sample's interval, the tick that reads its move,
+        # its end). Scanning instead (50 tasks a tick of 2,020: each task every ~40
+        # ticks), a move would be read up to that late; so with hook passes that missed
+        # the marks (16 others a tick: every ~126 ticks).
         run = self.cli(["--max-tasks-per-tick", "50", "--cpu-budget", "0", "movers.py",
                         "2000", "20"])
         (me,) = run.json()
