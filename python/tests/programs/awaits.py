@@ -31,9 +31,11 @@
   a task runs its first step as it is made, not scheduled by call_soon.
 
 Every long task is created at once at the start and cancelled at the end. Prints one
-JSON line: the lifetime (ns) of the long tasks and of the half-sleeper (from before
-their creation to after their cancellation), the sum of the ephemeral tasks' lifetimes
-(from before their creation to after their end), the profiler's figures.
+JSON line: the lifetime (ns) of each long task and of the half-sleeper, by name (from
+before their creation to their last step, which notes the time: the main task, which
+cancels them and awaits their end, can run much later, as it waits for the GIL), the
+sum of the ephemeral tasks' lifetimes (from before their creation to after their end),
+the profiler's figures.
 """
 
 import asyncio
@@ -54,14 +56,28 @@ OWN_LOOP = "ownloop" in sys.argv[3:]
 EAGER = "eager" in sys.argv[3:]
 HOUR = 3600
 LATE = 0.3
+ENDED = {}  # a long task's name: the time of its end (monotonic ns)
+
+
+class ending:
+    """`with ending():` around a task's body notes the time of the task's last step (its
+    end) under its name in ENDED."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        ENDED[asyncio.current_task().get_name()] = time.monotonic_ns()
 
 
 async def sleeper():
-    await asyncio.sleep(HOUR)
+    with ending():
+        await asyncio.sleep(HOUR)
 
 
 async def getter(q):
-    await q.get()
+    with ending():
+        await q.get()
 
 
 def spin_step():
@@ -69,50 +85,60 @@ def spin_step():
 
 
 async def spinner():
-    while True:
-        spin_step()
-        await asyncio.sleep(0)
+    with ending():
+        while True:
+            spin_step()
+            await asyncio.sleep(0)
 
 
 async def gathered():
-    await asyncio.sleep(HOUR)
+    with ending():
+        await asyncio.sleep(HOUR)
 
 
 async def gatherer():
-    await asyncio.gather(asyncio.create_task(gathered(), name="gathered-1"),
-                         asyncio.create_task(gathered(), name="gathered-2"))
+    with ending():
+        await asyncio.gather(asyncio.create_task(gathered(), name="gathered-1"),
+                             asyncio.create_task(gathered(), name="gathered-2"))
 
 
 async def grouped():
-    await asyncio.sleep(HOUR)
+    with ending():
+        await asyncio.sleep(HOUR)
 
 
 async def grouper():
-    async with asyncio.TaskGroup() as tg:
-        tg.create_task(grouped(), name="grouped-1")
-        tg.create_task(grouped(), name="grouped-2")
+    with ending():
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(grouped(), name="grouped-1")
+            tg.create_task(grouped(), name="grouped-2")
 
 
 async def waited():
-    await asyncio.sleep(HOUR)
+    with ending():
+        await asyncio.sleep(HOUR)
 
 
 async def waiter(children):
-    children += [asyncio.create_task(waited(), name="waited-%d" % i) for i in (1, 2)]
-    await asyncio.wait(children)
+    with ending():
+        children += [asyncio.create_task(waited(), name="waited-%d" % i) for i in (1, 2)]
+        await asyncio.wait(children)
 
 
 async def awaited():
-    await asyncio.sleep(HOUR)
+    with ending():
+        await asyncio.sleep(HOUR)
 
 
 async def awaiter(t):
-    await t
+    with ending():
+        await t
 
 
 async def late_awaiter(t):
-    await asyncio.sleep(LATE)
-    await t
+    with ending():
+        await asyncio.sleep(LATE)
+        await t
 
 
 async def ephemeral(i):
@@ -156,17 +182,17 @@ async def main():
     await asyncio.sleep(RUN / 2)
     half.cancel()
     await asyncio.gather(half, return_exceptions=True)
-    half_ns = time.monotonic_ns() - half_start
     await asyncio.sleep(RUN / 2)
     tasks += waited_tasks
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     # Every task created since start has ended (the children with their parents).
-    end = time.monotonic_ns()
     assert all(t.done() for t in done)
-    print(json.dumps({"lifetime_ns": end - start, "ephemeral_ns": ephemeral_ns,
-                      "late_ns": int(LATE * 1e9), "half_ns": half_ns,
+    lifetimes = {name: end - (half_start if name == "half-sleeper" else start)
+                 for name, end in ENDED.items()}
+    print(json.dumps({"lifetimes_ns": lifetimes, "ephemeral_ns": ephemeral_ns,
+                      "late_ns": int(LATE * 1e9),
                       "ephemeral": EPHEMERAL, **progutil.sampler_info()}), flush=True)
     await asyncio.sleep(0.3)  # the done ephemeral tasks stay in the task set meanwhile
     done.clear()
