@@ -253,6 +253,18 @@ static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, thre
         li->ident = 0;
         return NULL;
     }
+    /* Its thread's name: that of the thread's sample at this pass (it has frames: it
+     * runs the loop), or else threading's (an int made for the lookup in
+     * threading._active, the lookup, the attribute: a few microseconds when they are
+     * cold, as they are at every pass). */
+    const gbuf *b = tt->threads;
+    for (size_t k = 0; b && k < b->threads.n; k++) {
+        const gthread *g = &AT(b->threads, gthread, k);
+        if (g->ident == li->ident && g->name_obj) {
+            li->name = g->name_obj; /* (a reference kept until the next pass) */
+            return li;
+        }
+    }
     PyObject *ident = PyLong_FromUnsignedLong(li->ident);
     PyObject *thread = ppk_py_thread_of(active, ident);
     Py_XDECREF(ident);
@@ -323,6 +335,24 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     size_t k = read > MAX_TASK_FRAMES ? read % MAX_TASK_FRAMES : 0;
     reverse(tt->frames.items, 0, k);
     reverse(tt->frames.items, k, tt->frames.n);
+}
+
+void ppk_py_prefetch_coro(PyObject *task) {
+    PyObject *coro = ppk_py_task_attr(task, A_CORO);
+    if (!coro) return;
+    /* (The reference taken is a write to its first line.) */
+    for (int line = 1; line < 4; line++) __builtin_prefetch((char *)coro + 64 * line);
+    Py_DECREF(coro);
+}
+
+void ppk_py_prefetch_awaited(PyObject *task) {
+    PyObject *coro = ppk_py_task_attr(task, A_CORO);
+    if (!coro) return;
+    PyObject *aw = PyCoro_CheckExact(coro) ? PyObject_GetAttr(coro, s_cr_await) : NULL;
+    if (!aw) PyErr_Clear();
+    for (int line = 1; aw && line < 4; line++) __builtin_prefetch((char *)aw + 64 * line);
+    Py_XDECREF(aw);
+    Py_DECREF(coro);
 }
 
 /* Whether o is an asyncio task (C or pure Python), or a future. */

@@ -406,32 +406,40 @@ static size_t max_walks_of(const SamplerObject *sp) {
  * evicted before their use. */
 #define SCAN_AHEAD 8
 
-/* A scan's second stage: the task a weak reference points to (read raw: a dead one's
- * address is only prefetched) and the task's entry. */
-static void prefetch_task(const task_table *tt, tslotv *v, size_t mask) {
-    if (!PyWeakref_CheckRef(v->key)) {
-        v->key = NULL; /* not a task's */
-        return;
-    }
-    const char *t = (const char *)((PyWeakReference *)v->key)->wr_object;
+/* Prefetches task t's object and the line of the table where its entry begins. */
+static void prefetch_task(const task_table *tt, const char *t, size_t mask) {
     for (int line = 0; line < 4; line++) __builtin_prefetch(t + 64 * line);
     __builtin_prefetch(&tt->e[ppk_py_ptr_hash(t, mask)]);
 }
 
-/* The third: the task (NULL: dead), and what its entry points to that visit() reads:
- * its stack, its future (reading _fut_waiter takes a reference: a write) and the weak
- * reference to that future. */
-static void prefetch_entry(const task_table *tt, tslotv *v, size_t mask) {
-    v->task = v->key ? ppk_py_weak_target(v->key) : NULL;
-    if (!v->task) return;
-    for (size_t i = ppk_py_ptr_hash(v->task, mask); tt->e[i].task; i = (i + 1) & mask) {
+/* A scan's second stage: the task a weak reference points to (read raw: a dead one's
+ * address is only prefetched) and the task's entry. */
+static void prefetch_slot_task(const task_table *tt, tslotv *v, size_t mask) {
+    if (!PyWeakref_CheckRef(v->key)) {
+        v->key = NULL; /* not a task's */
+        return;
+    }
+    prefetch_task(tt, (const char *)((PyWeakReference *)v->key)->wr_object, mask);
+}
+
+/* What the entry of `task` points to that visit() reads: its stack, its future
+ * (reading _fut_waiter takes a reference: a write) and the weak reference to that
+ * future. */
+static void prefetch_entry(const task_table *tt, const PyObject *task, size_t mask) {
+    for (size_t i = ppk_py_ptr_hash(task, mask); tt->e[i].task; i = (i + 1) & mask) {
         const tentry *e = &tt->e[i];
-        if (e->task != v->task) continue;
+        if (e->task != task) continue;
         if (e->stack) __builtin_prefetch(e->stack, 1);
         if (e->fut_wr) __builtin_prefetch(e->fut_wr);
         if (e->fut) __builtin_prefetch(e->fut, 1);
         return;
     }
+}
+
+/* The third: the task (NULL: dead), and what its entry points to. */
+static void prefetch_slot_entry(const task_table *tt, tslotv *v, size_t mask) {
+    v->task = v->key ? ppk_py_weak_target(v->key) : NULL;
+    if (v->task) prefetch_entry(tt, v->task, mask);
 }
 
 /* Visits up to max_tasks elements of the task set's table from the cursor. Waiting tasks
@@ -472,12 +480,12 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
     /* Element k is visited after element k + SCAN_AHEAD's third stage, k + 2 *
      * SCAN_AHEAD's second and k + 3 * SCAN_AHEAD's first (its weak reference). */
     for (size_t j = 0; j < n && j < 3 * SCAN_AHEAD; j++) __builtin_prefetch(v[j].key);
-    for (size_t j = 0; j < n && j < 2 * SCAN_AHEAD; j++) prefetch_task(tt, &v[j], mask);
-    for (size_t j = 0; j < n && j < SCAN_AHEAD; j++) prefetch_entry(tt, &v[j], mask);
+    for (size_t j = 0; j < n && j < 2 * SCAN_AHEAD; j++) prefetch_slot_task(tt, &v[j], mask);
+    for (size_t j = 0; j < n && j < SCAN_AHEAD; j++) prefetch_slot_entry(tt, &v[j], mask);
     for (size_t k = 0; k < n; k++) {
         if (k + 3 * SCAN_AHEAD < n) __builtin_prefetch(v[k + 3 * SCAN_AHEAD].key);
-        if (k + 2 * SCAN_AHEAD < n) prefetch_task(tt, &v[k + 2 * SCAN_AHEAD], mask);
-        if (k + SCAN_AHEAD < n) prefetch_entry(tt, &v[k + SCAN_AHEAD], mask);
+        if (k + 2 * SCAN_AHEAD < n) prefetch_slot_task(tt, &v[k + 2 * SCAN_AHEAD], mask);
+        if (k + SCAN_AHEAD < n) prefetch_slot_entry(tt, &v[k + SCAN_AHEAD], mask);
         if (tt->walk.n >= max_walks) {
             tt->cursor = v[k].pos;
             tt->visits = k;
@@ -606,12 +614,32 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
     return 0;
 }
 
-/* Visits the marked tasks, as many as the bound of reads lets; their number. */
+/* How many tasks ahead of the one visited or read each stage of visit_marked() and
+ * read_tasks() works (a visit or a read takes 0.3-1 us: time for the lines to come). */
+#define READ_AHEAD 4
+
+/* A marked task's second stage: what its entry points to, and its coroutine. */
+static void prefetch_marked(const task_table *tt, PyObject *task, size_t mask) {
+    prefetch_entry(tt, task, mask);
+    ppk_py_prefetch_coro(task);
+}
+
+/* Visits the marked tasks, as many as the bound of reads lets; their number. They are
+ * cold (they waited since their last step, and the program ran meanwhile): as in
+ * scan(), each goes through stages ahead of its visit, the first prefetching the task
+ * and the line of its entry, the second what the entry points to and the task's
+ * coroutine (which its read begins with). */
 static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task *running,
                            size_t n_running, threads_dict *active) {
-    size_t max_walks = max_walks_of(sp), k = 0;
-    for (; k < tt->pending.n && tt->walk.n < max_walks; k++) {
-        PyObject *task = AT(tt->pending, PyObject *, k), *key;
+    size_t max_walks = max_walks_of(sp), k = 0, n = tt->pending.n, mask = tt->cap - 1;
+    PyObject **p = tt->pending.items;
+    for (size_t j = 0; j < n && j < 2 * READ_AHEAD; j++)
+        prefetch_task(tt, (const char *)p[j], mask);
+    for (size_t j = 0; j < n && j < READ_AHEAD; j++) prefetch_marked(tt, p[j], mask);
+    for (; k < n && tt->walk.n < max_walks; k++) {
+        if (k + 2 * READ_AHEAD < n) prefetch_task(tt, (const char *)p[k + 2 * READ_AHEAD], mask);
+        if (k + READ_AHEAD < n) prefetch_marked(tt, p[k + READ_AHEAD], mask);
+        PyObject *task = p[k], *key;
         size_t i = entry_find(tt, task);
         if (i != SIZE_MAX && tt->e[i].wr && ppk_py_weak_target(tt->e[i].wr) == task) {
             key = Py_NewRef(tt->e[i].wr);
@@ -657,6 +685,29 @@ static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
     tt->pending.n -= visited - kept;
 }
 
+/* Reads the chains of the tasks to read (tt->walk); the time it took. Their stacks are
+ * compared with what is read (cold too): prefetched first. Each task then goes through
+ * stages ahead of its read: its coroutine, then what the coroutine awaits (one link
+ * down the chain; the next are found as the read goes). */
+static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
+    const twalk *w = tt->walk.items;
+    size_t n = tt->walk.n;
+    for (size_t k = 0; k < n; k++) {
+        const tstack *st = tt->e[w[k].entry].stack;
+        for (int line = 0; st && line < 4; line++) __builtin_prefetch((const char *)st + 64 * line);
+    }
+    int64_t t0 = mono_ns();
+    const tentry *e = tt->e;
+    for (size_t j = 0; j < n && j < 2 * READ_AHEAD; j++) ppk_py_prefetch_coro(e[w[j].entry].task);
+    for (size_t j = 0; j < n && j < READ_AHEAD; j++) ppk_py_prefetch_awaited(e[w[j].entry].task);
+    for (size_t k = 0; k < n; k++) {
+        if (k + 2 * READ_AHEAD < n) ppk_py_prefetch_coro(e[w[k + 2 * READ_AHEAD].entry].task);
+        if (k + READ_AHEAD < n) ppk_py_prefetch_awaited(e[w[k + READ_AHEAD].entry].task);
+        ppk_py_walk_task(sp, tt, &w[k]);
+    }
+    return mono_ns() - t0;
+}
+
 /* A hook pass visits this many tasks of the set (with the marks), so that tasks that
  * were never marked (made by an eager task factory: their first step runs at once)
  * are found, within a scan cycle. */
@@ -671,6 +722,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
     int64_t t0 = mono_ns();
     tt->main_at = main_at;
     tt->main_ident = sp->main_ident;
+    tt->threads = pass;
     tt->pass++;
     release_recorded(sp, tt);
     tt->seen.n = tt->walk.n = 0;
@@ -703,15 +755,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
         scan(sp, tt, so, running, n_running, active,
              tt->hook_pass ? hook_quota(sp) : sp->max_tasks);
         note_running(sp, tt, running, n_running);
-        /* Their stacks are compared with what is read (cold too). */
-        for (size_t k = 0; k < tt->walk.n; k++) {
-            const tentry *e = &tt->e[AT(tt->walk, twalk, k).entry];
-            for (int line = 0; e->stack && line < 4; line++)
-                __builtin_prefetch((char *)e->stack + 64 * line);
-        }
-        t_read = mono_ns();
-        for (size_t k = 0; k < tt->walk.n; k++) ppk_py_walk_task(sp, tt, &AT(tt->walk, twalk, k));
-        t_read = mono_ns() - t_read;
+        t_read = read_tasks(sp, tt);
         keep_pending(sp, tt, visited);
         sweep(sp, tt);
         if (tt->hook_pass)

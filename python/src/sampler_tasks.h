@@ -133,6 +133,7 @@ typedef struct task_table {
     size_t loop_index_cap;
     size_t live, visits; /* tasks in the set, and visited, at this pass */
     int64_t main_at;     /* ppk_py_gather_tasks's main_at of this pass */
+    const gbuf *threads; /* the threads this pass gathered (their names: loop_of) */
     unsigned long main_ident; /* the main thread's (SamplerObject.main_ident) */
     /* The last tick's samples (record_tasks): their times, and the interval a task's
      * first sample counts. */
@@ -182,6 +183,10 @@ void ppk_py_loops_free(task_table *tt);
 int ppk_py_is_task(PyObject *o);
 /* Reads the chain of a task that moved (or is new); adds it to tt->seen. */
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w);
+/* Prefetches a task's coroutine (its frame's first lines: what its read begins with). */
+void ppk_py_prefetch_coro(PyObject *task);
+/* Prefetches what a task's coroutine awaits (once the coroutine is in the cache). */
+void ppk_py_prefetch_awaited(PyObject *task);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */
 void ppk_py_find_parent_again(task_table *tt, tentry *e);
 
