@@ -432,14 +432,18 @@ static PyObject *parent_of(PyObject *task) {
     return p != task ? p : NULL;
 }
 
-/* Whether stack st shows the frames of tt->frames, and the same name, tags, thread and
- * parent. */
+/* Whether two names (str or NULL) are equal. */
+static int same_str(PyObject *a, PyObject *b) {
+    return a == b || (a && b && PyUnicode_Check(a) && PyUnicode_Check(b) &&
+                      PyUnicode_Compare(a, b) == 0);
+}
+
+/* Whether stack st shows the frames of tt->frames, and the same name, tags, thread (and
+ * its name) and parent. */
 static int same_stack(const tstack *st, const task_table *tt, PyObject *name, PyObject *tags,
                       const loopinfo *li, PyObject *parent, ppk_str state) {
-    int same_name = st->name == name ||
-                    (st->name && name && PyUnicode_Check(st->name) && PyUnicode_Check(name) &&
-                     PyUnicode_Compare(st->name, name) == 0);
-    if (st->gt.n_frames != tt->frames.n || !same_name || st->tags != tags ||
+    if (st->gt.n_frames != tt->frames.n || !same_str(st->name, name) || st->tags != tags ||
+        !same_str(st->thread_name, li->name) ||
         st->gt.task_state.ptr != state.ptr ||
         st->gt.ident != li->ident ||
         st->gt.parent_id != (int64_t)(uintptr_t)parent)

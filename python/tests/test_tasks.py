@@ -333,6 +333,22 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
             self.assertGreater(wall, me["lifetime_ns"] - (160 // 25 + 2) * interval,
                                "%s's wall time; sampler: %s" % (name, me["sampler"]))
 
+    def test_loop_thread_renamed(self):
+        # A loop's thread renamed while its task waits: the task's samples name the
+        # thread as its own samples do (the name read again every 16 passes:
+        # test_profiler's test_thread_renamed has the bounds).
+        run = self.cli(["renamed.py", "0.6", "1.5", "loop"])
+        (me,) = run.json()
+        self.check_summary(run)
+        interval = longest_interval(me["rate"], me["sampler"])
+        wall = collections.Counter()
+        for names, labels, values in self.waiting(load(run.files))["waiter"]:
+            wall[labels["thread name"]] += values["wall-time"]
+        self.assertEqual(set(wall), {"before", "after"}, wall)
+        for name in ("before", "after"):
+            self.assert_near(wall[name], me[name], 18 * interval, "%s: wall %r, measured %r" % (
+                name, dict(wall), {n: me[n] for n in ("before", "after")}))
+
     def test_deep_chain(self):
         # A chain of 300 awaits, each coroutine a function of its own: a task's stack
         # keeps its 256 innermost frames, leaf first (asyncio.sleep, d0, d1, ... d254).

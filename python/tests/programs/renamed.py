@@ -1,9 +1,11 @@
-"""A thread that another thread renames: `renamed.py W1 W2 [busy]` (seconds). The
+"""A thread that another thread renames: `renamed.py W1 W2 [busy|loop]` (seconds). The
 thread, started as "before", waits on an event (or, with "busy", runs a Python loop until
-the event is set); the main thread renames it "after" W1 seconds later and lets it go W2
-seconds after that. Prints a JSON line with the two durations as the main thread measured
-them and what progutil reports."""
+the event is set; with "loop", runs an event loop whose task "waiter" sleeps 50 ms at a
+time until the event is set); the main thread renames it "after" W1 seconds later and
+lets it go W2 seconds after that. Prints a JSON line with the two durations as the main
+thread measured them and what progutil reports."""
 
+import asyncio
 import json
 import sys
 import threading
@@ -20,11 +22,23 @@ def spin(go):
     return x
 
 
+async def waiter(go):
+    while not go.is_set():
+        await asyncio.sleep(0.05)
+
+
+def run_loop(go):
+    async def main():
+        await asyncio.create_task(waiter(go), name="waiter")
+    asyncio.run(main())
+
+
 def main():
     w1, w2 = (float(x) for x in sys.argv[1:3])
     go = threading.Event()
-    busy = sys.argv[3:4] == ["busy"]
-    t = threading.Thread(target=spin if busy else go.wait, args=(go,) if busy else (),
+    mode = sys.argv[3] if len(sys.argv) > 3 else None
+    target = {"busy": spin, "loop": run_loop}.get(mode)
+    t = threading.Thread(target=target or go.wait, args=(go,) if target else (),
                          name="before")
     t0 = time.monotonic_ns()
     t.start()
