@@ -439,14 +439,16 @@ static int same_str(PyObject *a, PyObject *b) {
 }
 
 /* Whether stack st shows the frames of tt->frames, and the same name, tags, thread (and
- * its name) and parent. */
+ * its name) and parent (and its name). */
 static int same_stack(const tstack *st, const task_table *tt, PyObject *name, PyObject *tags,
-                      const loopinfo *li, PyObject *parent, ppk_str state) {
+                      const loopinfo *li, PyObject *parent, PyObject *parent_name,
+                      ppk_str state) {
     if (st->gt.n_frames != tt->frames.n || !same_str(st->name, name) || st->tags != tags ||
         !same_str(st->thread_name, li->name) ||
         st->gt.task_state.ptr != state.ptr ||
         st->gt.ident != li->ident ||
-        st->gt.parent_id != (int64_t)(uintptr_t)parent)
+        st->gt.parent_id != (int64_t)(uintptr_t)parent ||
+        !same_str(st->parent_name, parent_name))
         return 0;
     for (size_t i = 0; i < tt->frames.n; i++) {
         const gframe *a = &st->frames[i], *b = &AT(tt->frames, gframe, i);
@@ -462,7 +464,8 @@ static void take(tstack *st, PyObject *o) {
 
 /* A new stack of tt->frames for `task`. NULL: no memory. */
 static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObject *tags,
-                         const loopinfo *li, PyObject *parent, ppk_str state) {
+                         const loopinfo *li, PyObject *parent, PyObject *parent_name,
+                         ppk_str state) {
     tt->labels.n = 0;
     size_t nl = tags ? ppk_py_tag_labels(tags, &tt->labels) : 0;
     size_t nf = tt->frames.n, nr = nf + 7; /* codes, tags, 3 names and their bytes */
@@ -479,6 +482,7 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     st->name = name;
     st->tags = tags;
     st->thread_name = li->name;
+    st->parent_name = parent ? parent_name : NULL;
     st->visits = st->acc_tick = 0;
     st->acc_wall = 0;
     st->acc_count = 0;
@@ -508,13 +512,11 @@ static tstack *new_stack(task_table *tt, PyObject *task, PyObject *name, PyObjec
     }
     if (parent) {
         gt->parent_id = (int64_t)(uintptr_t)parent;
-        name = ppk_py_task_name(parent);
-        if (name) {
-            gt->parent_name = ppk_py_utf8_repair(name, tt->max_string_len, &bytes);
-            take(st, name);
+        if (parent_name) {
+            gt->parent_name = ppk_py_utf8_repair(parent_name, tt->max_string_len, &bytes);
+            take(st, parent_name);
             take(st, bytes);
             Py_XDECREF(bytes);
-            Py_DECREF(name);
         }
     }
     return st;
@@ -530,7 +532,10 @@ void ppk_py_find_parent_again(task_table *tt, tentry *e) {
     memcpy(tt->frames.items, old->frames, old->gt.n_frames * sizeof(gframe));
     tt->frames.n = old->gt.n_frames;
     loopinfo li = {NULL, old->gt.ident, old->gt.native_id, old->thread_name, 0, 0};
-    tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, old->gt.task_state);
+    PyObject *parent_name = ppk_py_task_name(parent);
+    tstack *st = new_stack(tt, e->task, old->name, old->tags, &li, parent, parent_name,
+                           old->gt.task_state);
+    Py_XDECREF(parent_name); /* the stack holds it */
     if (st) ppk_py_replace_stack(tt, e, st);
 }
 
@@ -561,14 +566,15 @@ void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
         tags = ppk_py_tags_of(sp->tags_task, key);
         Py_XDECREF(key);
     }
+    PyObject *parent_name = parent ? ppk_py_task_name(parent) : NULL;
     ppk_str state = e->fut ? S_WAITING : S_READY;
-    if (!e->stack || !same_stack(e->stack, tt, name, tags, li, parent, state)) {
-        tstack *st = new_stack(tt, task, name, tags, li, parent, state);
-        Py_XDECREF(name);
+    int same = e->stack && same_stack(e->stack, tt, name, tags, li, parent, parent_name, state);
+    tstack *st = same ? NULL : new_stack(tt, task, name, tags, li, parent, parent_name, state);
+    Py_XDECREF(name); /* the stack holds them */
+    Py_XDECREF(parent_name);
+    if (!same) {
         if (!st) return;
         ppk_py_replace_stack(tt, e, st);
-    } else {
-        Py_XDECREF(name); /* the stack holds it */
     }
     note_future(sp, e);
     ppk_py_task_seen(tt, i);

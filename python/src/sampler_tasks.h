@@ -25,6 +25,7 @@ typedef struct tstack {
     glabel *labels; /* pprofkit.tag() labels of the task */
     PyObject *name, *tags; /* the task's name and tags then (held: only compared) */
     PyObject *thread_name; /* its loop's thread's name (held) */
+    PyObject *parent_name; /* its parent task's name (held) */
     PyObject **refs;
     size_t n_refs;
 } tstack;

@@ -334,20 +334,31 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                                "%s's wall time; sampler: %s" % (name, me["sampler"]))
 
     def test_loop_thread_renamed(self):
-        # A loop's thread renamed while its task waits: the task's samples name the
-        # thread as its own samples do (the name read again every 16 passes:
-        # test_profiler's test_thread_renamed has the bounds).
+        # The task awaiting the sampled one renamed, then (0.3 s later) the loop's
+        # thread, while the task waits, moving every 50 ms: the task's samples name the
+        # parent by its new name from the task's next move on (within 50 ms, read at the
+        # next tick; an INTERVAL at each end), and the thread as its own samples do (the
+        # name read again every 16 passes: test_profiler's test_thread_renamed has the
+        # bounds). (Without comparing the names, the task's stack kept both old names
+        # for good: every sample said "before"; with the thread's name compared, the
+        # parent's new name came with the thread's, 0.3 s late.)
         run = self.cli(["renamed.py", "0.6", "1.5", "loop"])
         (me,) = run.json()
         self.check_summary(run)
         interval = longest_interval(me["rate"], me["sampler"])
-        wall = collections.Counter()
+        thread, parent = collections.Counter(), collections.Counter()
         for names, labels, values in self.waiting(load(run.files))["waiter"]:
-            wall[labels["thread name"]] += values["wall-time"]
-        self.assertEqual(set(wall), {"before", "after"}, wall)
+            thread[labels["thread name"]] += values["wall-time"]
+            parent[labels.get("parent task")] += values["wall-time"]
+        self.assertEqual(set(thread), {"before", "after"}, thread)
+        self.assertEqual(set(parent) - {None}, {"parent-before", "parent-after"}, parent)
+        self.assertLess(parent[None], 2 * interval, parent)
         for name in ("before", "after"):
-            self.assert_near(wall[name], me[name], 18 * interval, "%s: wall %r, measured %r" % (
-                name, dict(wall), {n: me[n] for n in ("before", "after")}))
+            self.assert_near(thread[name], me[name], 18 * interval, "%s: wall %r, measured %r"
+                             % (name, dict(thread), (me["before"], me["after"])))
+            name = "parent-" + name
+            self.assert_near(parent[name], me[name], 4 * interval, "%s: wall %r, measured %r"
+                             % (name, dict(parent), (me["parent-before"], me["parent-after"])))
 
     def test_deep_chain(self):
         # A chain of 300 awaits, each coroutine a function of its own: a task's stack
