@@ -567,8 +567,14 @@ void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w) {
         Py_XDECREF(key);
     }
     PyObject *parent_name = parent ? ppk_py_task_name(parent) : NULL;
+    /* A name that could not be read now (a signal pending: ppk_py_task_name) is taken
+     * to be unchanged: the stack would be made again without it, then again with it. */
+    tstack *old = e->stack;
+    if (!name && old) name = Py_XNewRef(old->name);
+    if (!parent_name && parent && old && old->gt.parent_id == (int64_t)(uintptr_t)parent)
+        parent_name = Py_XNewRef(old->parent_name);
     ppk_str state = e->fut ? S_WAITING : S_READY;
-    int same = e->stack && same_stack(e->stack, tt, name, tags, li, parent, parent_name, state);
+    int same = old && same_stack(old, tt, name, tags, li, parent, parent_name, state);
     tstack *st = same ? NULL : new_stack(tt, task, name, tags, li, parent, parent_name, state);
     Py_XDECREF(name); /* the stack holds them */
     Py_XDECREF(parent_name);

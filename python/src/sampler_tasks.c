@@ -686,7 +686,8 @@ static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
 }
 
 /* Reads the chains of the tasks to read (tt->walk); the time it took. Their stacks are
- * compared with what is read (cold too): prefetched first. Each task then goes through
+ * compared with what is read (cold too): prefetched first (up to their first frame).
+ * Each task then goes through
  * stages ahead of its read: its coroutine, then what the coroutine awaits (one link
  * down the chain; the next are found as the read goes). */
 static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
@@ -694,7 +695,7 @@ static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
     size_t n = tt->walk.n;
     for (size_t k = 0; k < n; k++) {
         const tstack *st = tt->e[w[k].entry].stack;
-        for (int line = 0; st && line < 4; line++) __builtin_prefetch((const char *)st + 64 * line);
+        for (int line = 0; st && line < 5; line++) __builtin_prefetch((const char *)st + 64 * line);
     }
     int64_t t0 = mono_ns();
     const tentry *e = tt->e;
@@ -764,6 +765,7 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
             note_quiet(sp, tt, so, pass);
     }
     Py_XDECREF(set);
+    tt->threads = NULL; /* (this pass's) */
     int64_t t1 = mono_ns();
     /* A hook pass counts the steady tasks as sampled, up to max_tasks (phase 2
      * accounts them in turn, each with its time since its previous sample); a scan

@@ -334,15 +334,15 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                                "%s's wall time; sampler: %s" % (name, me["sampler"]))
 
     def test_loop_thread_renamed(self):
-        # The task awaiting the sampled one renamed, then (0.3 s later) the loop's
+        # The task awaiting the sampled one renamed, then (0.6 s later) the loop's
         # thread, while the task waits, moving every 50 ms: the task's samples name the
         # parent by its new name from the task's next move on (within 50 ms, read at the
         # next tick; an INTERVAL at each end), and the thread as its own samples do (the
         # name read again every 16 passes: test_profiler's test_thread_renamed has the
         # bounds). (Without comparing the names, the task's stack kept both old names
         # for good: every sample said "before"; with the thread's name compared, the
-        # parent's new name came with the thread's, 0.3 s late.)
-        run = self.cli(["renamed.py", "0.6", "1.5", "loop"])
+        # parent's new name came with the thread's, late by the time between the two.)
+        run = self.cli(["renamed.py", "1.2", "1.5", "loop"])
         (me,) = run.json()
         self.check_summary(run)
         interval = longest_interval(me["rate"], me["sampler"])

@@ -31,12 +31,14 @@ async def waiter(go):
 
 
 PARENT = []  # the loop's main task
+HAVE_PARENT = threading.Event()
 
 
 def run_loop(go):
     async def main():
         PARENT.append(asyncio.current_task())
         PARENT[0].set_name("parent-before")
+        HAVE_PARENT.set()
         await asyncio.create_task(waiter(go), name="waiter")
     asyncio.run(main())
 
@@ -53,6 +55,7 @@ def main():
     parents = {}
     if mode == "loop":
         time.sleep(w1 / 2)
+        HAVE_PARENT.wait()
         PARENT[0].set_name("parent-after")
         parents["parent-before"] = time.monotonic_ns() - t0
         time.sleep(w1 / 2)
