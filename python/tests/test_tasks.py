@@ -5,14 +5,14 @@ Tolerances (test_profiler.py's opening comment explains INTERVAL, the longest in
 between two ticks): a waiting task's wall time is the sum of the intervals between its
 samples; its first sample counts the interval before it (when it may not exist yet) and
 the interval from its last sample to its end (its last step, where awaits.py notes the
-time) is not recorded, so |wall - lifetime| <= 2 INTERVAL. Visiting at most max_tasks_per_tick tasks a tick, a task is sampled every
-ceil(live / max) ticks or so (the rotation through the task set's table also meets the
-tasks the program creates and ends meanwhile), its first sample counting one interval:
-the same bound with the interval between two samples of one task, (live / max + 1)
-INTERVAL. A task created, run and ended between
-two ticks is sampled only if a tick finds it not done, with at most one interval: the
-ephemeral tasks' wall time is at most their lifetimes plus INTERVAL for each of them
-sampled.
+time) is not recorded, so |wall - lifetime| <= 2 INTERVAL. Visiting at most
+max_tasks_per_tick tasks a tick, a task is sampled every ceil(live / max) ticks or so
+(the rotation through the task set's table also meets the tasks the program creates
+and ends meanwhile), its first sample counting one interval: the same bound with the
+interval between two samples of one task, (live / max + 1) INTERVAL. A task created, run
+and ended between two ticks is sampled only if a tick finds it not done, with at most
+one interval: the ephemeral tasks' wall time is at most their lifetimes plus INTERVAL for
+each of them sampled.
 """
 
 import collections
