@@ -218,8 +218,6 @@ static uint32_t *loop_slot(const task_table *tt, PyObject *loop) {
     return &tt->loop_index[j];
 }
 
-/* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
- * that ident, as in a child forked while another thread ran the loop). */
 unsigned long ppk_py_loop_thread(PyObject *loop) {
     PyObject *tid = ppk_py_safe_getattr(loop, s_thread_id);
     unsigned long ident = tid && PyLong_Check(tid) ? PyLong_AsUnsignedLong(tid) : 0;
@@ -231,6 +229,8 @@ unsigned long ppk_py_loop_thread(PyObject *loop) {
     return ident;
 }
 
+/* The thread running `loop` (NULL: it is not running: no _thread_id, or no thread of
+ * that ident, as in a child forked while another thread ran the loop). */
 static loopinfo *loop_of(SamplerObject *sp, task_table *tt, PyObject *loop, threads_dict *active) {
     uint32_t *slot = tt->loop_index_cap ? loop_slot(tt, loop) : NULL;
     if (slot && *slot) {
@@ -337,22 +337,16 @@ static void read_chain(SamplerObject *sp, task_table *tt, PyObject *coro) {
     reverse(tt->frames.items, k, tt->frames.n);
 }
 
-void ppk_py_prefetch_coro(PyObject *task) {
-    PyObject *coro = ppk_py_task_attr(task, A_CORO);
-    if (!coro) return;
+void ppk_py_prefetch_chain(PyObject *task, int awaited) {
+    PyObject *coro = ppk_py_task_attr(task, A_CORO), *o = coro;
+    if (coro && awaited) {
+        o = PyCoro_CheckExact(coro) ? PyObject_GetAttr(coro, s_cr_await) : NULL;
+        if (!o) PyErr_Clear();
+        Py_DECREF(coro);
+    }
     /* (The reference taken is a write to its first line.) */
-    for (int line = 1; line < 4; line++) __builtin_prefetch((char *)coro + 64 * line);
-    Py_DECREF(coro);
-}
-
-void ppk_py_prefetch_awaited(PyObject *task) {
-    PyObject *coro = ppk_py_task_attr(task, A_CORO);
-    if (!coro) return;
-    PyObject *aw = PyCoro_CheckExact(coro) ? PyObject_GetAttr(coro, s_cr_await) : NULL;
-    if (!aw) PyErr_Clear();
-    for (int line = 1; aw && line < 4; line++) __builtin_prefetch((char *)aw + 64 * line);
-    Py_XDECREF(aw);
-    Py_DECREF(coro);
+    for (int line = 1; o && line < 4; line++) __builtin_prefetch((char *)o + 64 * line);
+    Py_XDECREF(o);
 }
 
 /* Whether o is an asyncio task (C or pure Python), or a future. */

@@ -621,7 +621,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
 /* A marked task's second stage: what its entry points to, and its coroutine. */
 static void prefetch_marked(const task_table *tt, PyObject *task, size_t mask) {
     prefetch_entry(tt, task, mask);
-    ppk_py_prefetch_coro(task);
+    ppk_py_prefetch_chain(task, 0);
 }
 
 /* Visits the marked tasks, as many as the bound of reads lets; their number. They are
@@ -687,9 +687,8 @@ static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
 
 /* Reads the chains of the tasks to read (tt->walk); the time it took. Their stacks are
  * compared with what is read (cold too): prefetched first (up to their first frame).
- * Each task then goes through
- * stages ahead of its read: its coroutine, then what the coroutine awaits (one link
- * down the chain; the next are found as the read goes). */
+ * Each task then goes through stages ahead of its read: its coroutine, then what the
+ * coroutine awaits (one link down the chain; the next are found as the read goes). */
 static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
     const twalk *w = tt->walk.items;
     size_t n = tt->walk.n;
@@ -699,11 +698,12 @@ static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
     }
     int64_t t0 = mono_ns();
     const tentry *e = tt->e;
-    for (size_t j = 0; j < n && j < 2 * READ_AHEAD; j++) ppk_py_prefetch_coro(e[w[j].entry].task);
-    for (size_t j = 0; j < n && j < READ_AHEAD; j++) ppk_py_prefetch_awaited(e[w[j].entry].task);
+    for (size_t j = 0; j < n && j < 2 * READ_AHEAD; j++)
+        ppk_py_prefetch_chain(e[w[j].entry].task, 0);
+    for (size_t j = 0; j < n && j < READ_AHEAD; j++) ppk_py_prefetch_chain(e[w[j].entry].task, 1);
     for (size_t k = 0; k < n; k++) {
-        if (k + 2 * READ_AHEAD < n) ppk_py_prefetch_coro(e[w[k + 2 * READ_AHEAD].entry].task);
-        if (k + READ_AHEAD < n) ppk_py_prefetch_awaited(e[w[k + READ_AHEAD].entry].task);
+        if (k + 2 * READ_AHEAD < n) ppk_py_prefetch_chain(e[w[k + 2 * READ_AHEAD].entry].task, 0);
+        if (k + READ_AHEAD < n) ppk_py_prefetch_chain(e[w[k + READ_AHEAD].entry].task, 1);
         ppk_py_walk_task(sp, tt, &w[k]);
     }
     return mono_ns() - t0;

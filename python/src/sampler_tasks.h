@@ -184,10 +184,9 @@ void ppk_py_loops_free(task_table *tt);
 int ppk_py_is_task(PyObject *o);
 /* Reads the chain of a task that moved (or is new); adds it to tt->seen. */
 void ppk_py_walk_task(SamplerObject *sp, task_table *tt, const twalk *w);
-/* Prefetches a task's coroutine (its frame's first lines: what its read begins with). */
-void ppk_py_prefetch_coro(PyObject *task);
-/* Prefetches what a task's coroutine awaits (once the coroutine is in the cache). */
-void ppk_py_prefetch_awaited(PyObject *task);
+/* Prefetches a task's coroutine (its frame's first lines: what its read begins with),
+ * or with `awaited` what the coroutine awaits (once the coroutine is in the cache). */
+void ppk_py_prefetch_chain(PyObject *task, int awaited);
 /* Replaces entry e's stack by one with the parent its task has now, if it has one. */
 void ppk_py_find_parent_again(task_table *tt, tentry *e);
 
