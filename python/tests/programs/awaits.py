@@ -8,7 +8,9 @@
 - "grouper": an asyncio.TaskGroup of "grouped-1" and "grouped-2" (each in asyncio.sleep);
 - "waiter": asyncio.wait of "waited-1" and "waited-2" (each in asyncio.sleep);
 - "awaiter": awaits the task "awaited" (in asyncio.sleep);
-- "late-awaiter": sleeps LATE seconds, then awaits "late-awaited" (in asyncio.sleep):
+- "late-awaiter": sleeps LATE seconds (longer if the profiler has not finished two ticks
+  since "late-awaited" was made: a tick after a long pause, the CPU budget's or the
+  host's, would find it awaited already), then awaits "late-awaited" (in asyncio.sleep):
   a task that gets its parent long after its first sample;
 - a task whose name holds a lone surrogate ("bad\\udcffname", in asyncio.sleep);
 - EPHEMERAL (argv[2]) short tasks ("ephemeral-N"): each created, run to its end and kept
@@ -57,6 +59,8 @@ EAGER = "eager" in sys.argv[3:]
 HOUR = 3600
 LATE = 0.3
 ENDED = {}  # a long task's name: the time of its end (monotonic ns)
+LATE_AT = {}  # "ticks": the profiler's ticks when "late-awaited" was made; "awaited":
+              # when "late-awaiter" began to await it (monotonic ns)
 
 
 class ending:
@@ -135,9 +139,17 @@ async def awaiter(t):
         await t
 
 
+def ticks():
+    return progutil.sampler_info().get("sampler", {}).get("ticks")
+
+
 async def late_awaiter(t):
     with ending():
         await asyncio.sleep(LATE)
+        if LATE_AT["ticks"] is not None:
+            while ticks() < LATE_AT["ticks"] + 2:
+                await asyncio.sleep(0.01)
+        LATE_AT["awaited"] = time.monotonic_ns()
         await t
 
 
@@ -167,6 +179,7 @@ async def main():
     start = time.monotonic_ns()
     awaited_task = asyncio.create_task(awaited(), name="awaited")
     late_task = asyncio.create_task(awaited(), name="late-awaited")
+    LATE_AT["ticks"] = ticks()
     tasks = [asyncio.create_task(sleeper(), name="sleeper"),
              asyncio.create_task(getter(q), name="getter"),
              asyncio.create_task(gatherer(), name="gatherer"),
@@ -192,7 +205,7 @@ async def main():
     lifetimes = {name: end - (half_start if name == "half-sleeper" else start)
                  for name, end in ENDED.items()}
     print(json.dumps({"lifetimes_ns": lifetimes, "ephemeral_ns": ephemeral_ns,
-                      "late_ns": int(LATE * 1e9),
+                      "late_ns": LATE_AT.get("awaited", time.monotonic_ns()) - start,
                       "ephemeral": EPHEMERAL, **progutil.sampler_info()}), flush=True)
     await asyncio.sleep(0.3)  # the done ephemeral tasks stay in the task set meanwhile
     done.clear()
