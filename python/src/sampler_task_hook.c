@@ -17,6 +17,13 @@
  * has a call_soon of its own (uvloop, a subclass that overrides it) is not covered; its
  * tasks are found by scanning, as without the hook.
  *
+ * One step is not scheduled: on 3.12 and later, a task made by an eager task factory
+ * runs its first step as it is made. BaseEventLoop.create_task (which asyncio.create_task,
+ * TaskGroup.create_task and ensure_future call) is then wrapped the same way, and notes
+ * the task it returns if it is not done: a task that waits after its first step is read
+ * at the next pass, not when a pass's scan comes to it (with many tasks, seconds later,
+ * its time until then lost).
+ *
  * The marks are strong references (a task noted may end before the pass), each task
  * once a batch, at most MARKS_CAP a batch; more is an overflow, which the pass answers
  * by scanning. Everything here is under the GIL: the hook runs in the loops' threads,
@@ -31,11 +38,12 @@ typedef struct stepwrap {
     PyObject *arg;
 } stepwrap;
 
-typedef struct CallSoonObject {
+/* A method of BaseEventLoop replaced by a wrapper that notes tasks. */
+typedef struct HookObject {
     PyObject_HEAD
     PyObject *orig; /* the function it replaced */
     vectorcallfunc vectorcall;
-} CallSoonObject;
+} HookObject;
 
 static struct {
     SamplerObject *owner;   /* the sampler taking the marks, or NULL: none noted */
@@ -46,9 +54,12 @@ static struct {
     PyTypeObject *step_type; /* TaskStepMethWrapper, once met */
 } marks;
 
-static CallSoonObject *hook;   /* installed in hooked_class, or NULL */
-static PyTypeObject *hooked_class; /* held while it is */
-static PyObject *s_call_soon, *s_base_events, *s_BaseEventLoop;
+/* The wrapped methods: call_soon notes the task a callback steps, create_task the task
+ * it made (3.12 and later). */
+enum { H_CALL_SOON, H_CREATE_TASK, N_HOOKS };
+static HookObject *hook[N_HOOKS];  /* installed in hooked_class, or NULL */
+static PyTypeObject *hooked_class; /* held while one is */
+static PyObject *s_name[N_HOOKS], *s_base_events, *s_BaseEventLoop;
 
 #define SET_MASK (2 * MARKS_CAP - 1)
 
@@ -59,6 +70,8 @@ static int is_step_type(PyTypeObject *t) {
     return !strcmp(dot ? dot + 1 : t->tp_name, "TaskStepMethWrapper") &&
            t->tp_basicsize == sizeof(stepwrap);
 }
+
+static void note_task(PyObject *task);
 
 static void note(PyObject *cb) {
     PyTypeObject *t = Py_TYPE(cb);
@@ -75,7 +88,10 @@ static void note(PyObject *cb) {
     } else {
         return;
     }
-    if (!task || !ppk_py_is_task(task)) return;
+    if (task && ppk_py_is_task(task)) note_task(task);
+}
+
+static void note_task(PyObject *task) {
     size_t i = ppk_py_ptr_hash(task, SET_MASK);
     for (; marks.set[i]; i = (i + 1) & SET_MASK)
         if (marks.set[i] == task) return;
@@ -87,75 +103,92 @@ static void note(PyObject *cb) {
     marks.task[marks.n++] = Py_NewRef(task);
 }
 
-static PyObject *call_soon_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
-                                      PyObject *kwnames) {
-    /* (loop, callback, *args): as a method, the loop comes first. */
-    if (marks.owner && PyVectorcall_NARGS(nargsf) >= 2) note(args[1]);
-    PyObject *orig = ((CallSoonObject *)self)->orig;
+static PyObject *call_orig(PyObject *self, PyObject *const *args, size_t nargsf,
+                           PyObject *kwnames) {
+    PyObject *orig = ((HookObject *)self)->orig;
     if (!orig) {
-        PyErr_SetString(PyExc_RuntimeError, "call_soon: cleared");
+        PyErr_SetString(PyExc_RuntimeError, "pprofkit's loop hook: cleared");
         return NULL;
     }
     return PyObject_Vectorcall(orig, args, nargsf, kwnames);
 }
 
+static PyObject *call_soon_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+    /* (loop, callback, *args): as a method, the loop comes first. */
+    if (marks.owner && PyVectorcall_NARGS(nargsf) >= 2) note(args[1]);
+    return call_orig(self, args, nargsf, kwnames);
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *create_task_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                        PyObject *kwnames) {
+    PyObject *task = call_orig(self, args, nargsf, kwnames);
+    if (task && marks.owner && ppk_py_is_task(task) && !ppk_py_task_done(task)) note_task(task);
+    return task;
+}
+#endif
+
 /* Bound to an instance as the function was (a caller that gets the attribute rather
  * than the method: 3.11's _asyncio with a context). */
-static PyObject *call_soon_get(PyObject *self, PyObject *obj, PyObject *type) {
+static PyObject *hook_get(PyObject *self, PyObject *obj, PyObject *type) {
     (void)type;
     return obj && obj != Py_None ? PyMethod_New(self, obj) : Py_NewRef(self);
 }
 
-static int call_soon_traverse(CallSoonObject *h, visitproc visit, void *arg) {
+static int hook_traverse(HookObject *h, visitproc visit, void *arg) {
     Py_VISIT(h->orig);
     return 0;
 }
 
-static int call_soon_clear(CallSoonObject *h) {
+static int hook_clear(HookObject *h) {
     Py_CLEAR(h->orig);
     return 0;
 }
 
-static void call_soon_dealloc(CallSoonObject *h) {
+static void hook_dealloc(HookObject *h) {
     PyObject_GC_UnTrack(h);
-    call_soon_clear(h);
+    hook_clear(h);
     Py_TYPE(h)->tp_free((PyObject *)h);
 }
 
-static PyObject *call_soon_wrapped(CallSoonObject *h, void *unused) {
+static PyObject *hook_wrapped(HookObject *h, void *unused) {
     (void)unused;
     return Py_NewRef(h->orig ? h->orig : Py_None);
 }
 
-static PyGetSetDef call_soon_getset[] = {
-    {"__wrapped__", (getter)call_soon_wrapped, NULL, "the call_soon it calls", NULL},
+static PyGetSetDef hook_getset[] = {
+    {"__wrapped__", (getter)hook_wrapped, NULL, "the method it calls", NULL},
     {NULL}};
 
-static PyTypeObject CallSoonType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pprofkit._native.CallSoon",
-    .tp_doc = "BaseEventLoop.call_soon while pprofkit samples asyncio tasks: notes the task "
-              "a callback steps or wakes up, then calls __wrapped__ with the same arguments.",
-    .tp_basicsize = sizeof(CallSoonObject),
+static PyTypeObject HookType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pprofkit._native.LoopHook",
+    .tp_doc = "A method of BaseEventLoop while pprofkit samples asyncio tasks: call_soon "
+              "notes the task a callback steps or wakes up, create_task the task it made; "
+              "each calls __wrapped__ with the same arguments.",
+    .tp_basicsize = sizeof(HookObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_vectorcall_offset = offsetof(CallSoonObject, vectorcall),
+    .tp_vectorcall_offset = offsetof(HookObject, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_descr_get = call_soon_get,
-    .tp_traverse = (traverseproc)call_soon_traverse,
-    .tp_clear = (inquiry)call_soon_clear,
-    .tp_dealloc = (destructor)call_soon_dealloc,
-    .tp_getset = call_soon_getset,
+    .tp_descr_get = hook_get,
+    .tp_traverse = (traverseproc)hook_traverse,
+    .tp_clear = (inquiry)hook_clear,
+    .tp_dealloc = (destructor)hook_dealloc,
+    .tp_getset = hook_getset,
 };
 
 int ppk_py_hook_claim(SamplerObject *sp) {
     if (marks.owner) return -1;
-    if (!s_call_soon) {
-        s_call_soon = PyUnicode_InternFromString("call_soon");
+    if (!s_BaseEventLoop) {
+        s_name[H_CALL_SOON] = PyUnicode_InternFromString("call_soon");
+        s_name[H_CREATE_TASK] = PyUnicode_InternFromString("create_task");
         s_base_events = PyUnicode_InternFromString("asyncio.base_events");
         s_BaseEventLoop = PyUnicode_InternFromString("BaseEventLoop");
-        if (!s_call_soon || !s_base_events || !s_BaseEventLoop || PyType_Ready(&CallSoonType)) {
+        if (!s_name[H_CALL_SOON] || !s_name[H_CREATE_TASK] || !s_base_events ||
+            !s_BaseEventLoop || PyType_Ready(&HookType)) {
             PyErr_Clear();
-            Py_CLEAR(s_call_soon);
+            Py_CLEAR(s_BaseEventLoop);
             return -1;
         }
     }
@@ -173,35 +206,47 @@ int ppk_py_hook_claim(SamplerObject *sp) {
     return 0;
 }
 
-int ppk_py_hook_install(SamplerObject *sp) {
-    if (marks.owner != sp || hook) return 0;
-    PyObject *cls = ppk_py_module_attr(s_base_events, s_BaseEventLoop);
-    /* A plain class (no metaclass of its own: setting the attribute runs no Python
-     * code) whose call_soon is a function. */
-    if (!cls || !PyType_Check(cls) || !Py_IS_TYPE(cls, &PyType_Type)) return 0;
-    PyObject *orig = _PyType_Lookup((PyTypeObject *)cls, s_call_soon);
-    if (!orig || !PyFunction_Check(orig)) return 0;
-    CallSoonObject *h = PyObject_GC_New(CallSoonObject, &CallSoonType);
+/* Replaces method `which` of cls (a function) by its hook. 0: done. */
+static int install(PyObject *cls, int which, vectorcallfunc call) {
+    PyObject *orig = _PyType_Lookup((PyTypeObject *)cls, s_name[which]);
+    if (!orig || !PyFunction_Check(orig)) return -1;
+    HookObject *h = PyObject_GC_New(HookObject, &HookType);
     if (!h) {
         PyErr_Clear();
-        return 0;
+        return -1;
     }
     h->orig = Py_NewRef(orig);
-    h->vectorcall = call_soon_vectorcall;
+    h->vectorcall = call;
     PyObject_GC_Track(h);
-    if (PyObject_SetAttr(cls, s_call_soon, (PyObject *)h)) {
+    if (PyObject_SetAttr(cls, s_name[which], (PyObject *)h)) {
         PyErr_Clear();
         Py_DECREF(h);
-        return 0;
+        return -1;
     }
-    hook = h;
+    hook[which] = h;
+    return 0;
+}
+
+int ppk_py_hook_install(SamplerObject *sp) {
+    if (marks.owner != sp || hook[H_CALL_SOON]) return 0;
+    PyObject *cls = ppk_py_module_attr(s_base_events, s_BaseEventLoop);
+    /* A plain class (no metaclass of its own: setting the attribute runs no Python
+     * code) whose methods are functions. */
+    if (!cls || !PyType_Check(cls) || !Py_IS_TYPE(cls, &PyType_Type) ||
+        install(cls, H_CALL_SOON, call_soon_vectorcall))
+        return 0;
     hooked_class = (PyTypeObject *)Py_NewRef(cls);
+#if PY_VERSION_HEX >= 0x030C0000 /* eager task factories */
+    install(cls, H_CREATE_TASK, create_task_vectorcall); /* (without: found by scans) */
+#endif
     return 1;
 }
 
 int ppk_py_hook_covers(PyObject *loop) {
     PyTypeObject *t = Py_TYPE(loop);
-    if (!hook || !ppk_py_generic_first(t) || _PyType_Lookup(t, s_call_soon) != (PyObject *)hook)
+    PyObject *name = s_name[H_CALL_SOON];
+    if (!hook[H_CALL_SOON] || !ppk_py_generic_first(t) ||
+        _PyType_Lookup(t, name) != (PyObject *)hook[H_CALL_SOON])
         return 0;
     /* Nor one set on the loop itself. */
     PyObject *dict = PyObject_GenericGetDict(loop, NULL); /* an allocation at most */
@@ -209,7 +254,7 @@ int ppk_py_hook_covers(PyObject *loop) {
         PyErr_Clear();
         return 0;
     }
-    int own = ppk_py_dict_get(dict, s_call_soon, ppk_py_dict_plain(dict)) != NULL;
+    int own = ppk_py_dict_get(dict, name, ppk_py_dict_plain(dict)) != NULL;
     Py_DECREF(dict);
     return !own;
 }
@@ -234,16 +279,17 @@ size_t ppk_py_hook_take(SamplerObject *sp, PyObject **into, int *overflow) {
 void ppk_py_hook_release(SamplerObject *sp) {
     if (marks.owner != sp) return;
     marks.owner = NULL; /* first: what runs below notes nothing */
-    if (hook) {
-        CallSoonObject *h = hook;
-        hook = NULL;
+    for (int which = 0; which < N_HOOKS; which++) {
+        HookObject *h = hook[which];
+        if (!h) continue;
+        hook[which] = NULL;
         /* Given back only if it is still the hook (another wrapper may hold it). */
-        if (_PyType_Lookup(hooked_class, s_call_soon) == (PyObject *)h &&
-            PyObject_SetAttr((PyObject *)hooked_class, s_call_soon, h->orig))
+        if (_PyType_Lookup(hooked_class, s_name[which]) == (PyObject *)h &&
+            PyObject_SetAttr((PyObject *)hooked_class, s_name[which], h->orig))
             PyErr_Clear();
-        Py_CLEAR(hooked_class);
         Py_DECREF(h);
     }
+    Py_CLEAR(hooked_class);
     size_t n = marks.n;
     marks.n = 0;
     marks.overflow = 0;

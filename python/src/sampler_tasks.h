@@ -197,16 +197,16 @@ void ppk_py_find_parent_again(task_table *tt, tentry *e);
 
 /* Makes sp the sampler that takes the marks, if none is. 0: it is. */
 int ppk_py_hook_claim(SamplerObject *sp);
-/* Replaces BaseEventLoop.call_soon by the hook if sp has claimed the marks and it is
- * not done yet. 1: done now (the tasks met before were not marked); 0: already, or
- * not possible. */
+/* Replaces BaseEventLoop.call_soon (and on 3.12 and later create_task) by the hook if
+ * sp has claimed the marks and it is not done yet. 1: done now (the tasks met before
+ * were not marked); 0: already, or not possible. */
 int ppk_py_hook_install(SamplerObject *sp);
 /* Whether calls to loop.call_soon reach the hook. */
 int ppk_py_hook_covers(PyObject *loop);
 /* Moves the batch of marks (strong references) into `into` (MARKS_CAP); their number.
  * *overflow: marks were lost since the last batch. */
 size_t ppk_py_hook_take(SamplerObject *sp, PyObject **into, int *overflow);
-/* Gives up the marks (sp's, if it claimed them): BaseEventLoop.call_soon restored, the
+/* Gives up the marks (sp's, if it claimed them): BaseEventLoop's methods restored, the
  * batch released (with the GIL; may run finalizers). */
 void ppk_py_hook_release(SamplerObject *sp);
 

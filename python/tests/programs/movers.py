@@ -1,8 +1,10 @@
-"""Tasks that move while many others wait: `movers.py WAITERS MOVERS`. WAITERS tasks
-sleep all along; once the profiler's ticks are hook passes (it has read every waiter
-once; 20 s at most), MOVERS tasks each wait FIRST seconds in first() then SECOND seconds
-in second() (asyncio.sleep), one after the other. Prints one JSON line: the movers' times
-in each (ns, measured around each await) and what progutil reports."""
+"""Tasks that move while many others wait: `movers.py WAITERS MOVERS [eager]`. WAITERS
+tasks sleep all along; once the profiler's ticks are hook passes (it has read every
+waiter once; 20 s at most), MOVERS tasks each wait FIRST seconds in first() then SECOND
+seconds in second() (asyncio.sleep), one after the other. With "eager" (3.12 and later),
+the loop's task factory is asyncio.eager_task_factory: a mover's first step, to its wait
+in first(), runs as it is made, not scheduled by the loop. Prints one JSON line: the
+movers' times in each (ns, measured around each await) and what progutil reports."""
 
 import asyncio
 import json
@@ -34,7 +36,9 @@ async def waiter():
     await asyncio.sleep(3600)
 
 
-async def main(waiters, movers):
+async def main(waiters, movers, eager):
+    if eager:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
     idle = [asyncio.create_task(waiter(), name="waiter-%d" % i) for i in range(waiters)]
     for _ in range(2000):
         if progutil.sampler_info().get("sampler", {}).get("task_ticks_hooked", 1):
@@ -50,6 +54,6 @@ async def main(waiters, movers):
 
 
 if __name__ == "__main__":
-    times = asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))
+    times = asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]), "eager" in sys.argv[3:]))
     print(json.dumps(dict(progutil.sampler_info(), first_ns=sum(a for a, _ in times),
                           second_ns=sum(b for _, b in times))), flush=True)
