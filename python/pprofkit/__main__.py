@@ -162,7 +162,8 @@ def _parser():
                    help="do not sample the asyncio tasks that wait, only what each thread "
                         "runs (PPROFKIT_NO_ASYNCIO_TASKS)")
     r.add_argument("--no-asyncio-task-hook", action="store_true", default=None,
-                   help="do not wrap BaseEventLoop.call_soon to learn which asyncio tasks "
+                   help="do not wrap BaseEventLoop.call_soon (and create_task) to learn "
+                        "which asyncio tasks "
                         "moved: every tick visits the tasks instead "
                         "(PPROFKIT_NO_ASYNCIO_TASK_HOOK)")
     r.add_argument("--max-tasks-per-tick", type=int,

@@ -112,9 +112,10 @@ class Profiler:
     first sample and after its last, up to the ticks of one turn each); a task that has
     not moved for a while is recorded as one sample a second (a tenth of export_period
     if shorter). asyncio_task_hook: while tasks are sampled, BaseEventLoop.call_soon
-    is a wrapper that notes the tasks whose steps a loop schedules, so that a tick
-    reads those and not every task (restored at stop; False: every tick visits the
-    tasks, up to max_tasks_per_tick).
+    is a wrapper that notes the tasks whose steps a loop schedules (and on 3.12+
+    create_task one that notes the task it made: an eager task's first step is not
+    scheduled), so that a tick reads those and not every task (restored at stop;
+    False: every tick visits the tasks, up to max_tasks_per_tick).
     cpu_budget: the percentage of one core that sampling may take (the sampler's thread
     and the passes other threads run for it); when a tick costs more than that at the
     rate, ticks come later (fewer samples, each weighing the time it covers). 0: no

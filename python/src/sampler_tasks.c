@@ -39,7 +39,8 @@
  * task that was not has not moved. A pass then visits the marked tasks (those it
  * could not read for the bound of reads, and those not settled yet, running or ready
  * or woken up, are kept for the next), and a 64th of max_tasks elements of the set (a
- * task made by an eager task factory is never marked before it first waits); phase 2
+ * task whose first step ran unscheduled and unmarked, as an eager task factory's does
+ * when the loop's create_task is not the hook, is found so); phase 2
  * accounts a tick of each entry that has a stack (tt->steady, max_tasks of them a tick,
  * in turn). It can do so once every task has been visited since the hook was there:
  * hook passes begin after a whole scan cycle that followed it (tt->clean_from), and
@@ -710,8 +711,8 @@ static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
 }
 
 /* A hook pass visits this many tasks of the set (with the marks), so that tasks that
- * were never marked (made by an eager task factory: their first step runs at once)
- * are found, within a scan cycle. */
+ * were never marked (an eager task's first step, which runs at once, is marked only
+ * through the loop's create_task) are found, within a scan cycle. */
 static size_t hook_quota(const SamplerObject *sp) {
     return sp->max_tasks / 64 > 16 ? sp->max_tasks / 64 : 16;
 }
