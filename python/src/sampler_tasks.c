@@ -332,9 +332,18 @@ static void note_running(SamplerObject *sp, task_table *tt, const running_task *
     }
 }
 
-/* Visits the task the task set's element `key` refers to (once a pass). */
+/* Whether a hook pass knows where entry e's task is without reading it: it has a stack
+ * from a visit since the clean cycle began, and the loop has not marked it since
+ * (pending: marked, not settled at its last visit). */
+static int trusted(const task_table *tt, const tentry *e) {
+    return e->stack && e->cycle >= tt->clean_from && !e->pending && !e->done;
+}
+
+/* Visits the task the task set's element `key` refers to (once a pass); `marked`: one
+ * the loop marked (visit_marked). */
 static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *task,
-                  const running_task *running, size_t n_running, threads_dict *active) {
+                  const running_task *running, size_t n_running, threads_dict *active,
+                  int marked) {
     if (!task || (tt->used + tt->tombs + 1) * 4 > tt->cap * 3) return;
     size_t i = entry_get(tt, task);
     tentry *e = &tt->e[i];
@@ -349,16 +358,27 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         e->done = 0;
     }
     if (!e->wr) e->wr = Py_NewRef(key);
+    int known = !marked && tt->hook_pass && trusted(tt, e);
     tt->cycle_visits += e->cycle != tt->cycle;
     e->cycle = tt->cycle;
-    e->fut = NULL;
-    if (e->done) return;
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
-            running_now(sp, tt, e, running[k].ident);
+            e->fut = NULL;
+            if (!e->done) running_now(sp, tt, e, running[k].ident);
             return;
         }
     }
+    if (known) {
+        /* A task that the loop did not mark since a visit this pass trusts has not
+         * moved: the task itself is not read (its lines are cold). */
+        tstack *st = e->stack;
+        if (!st->gt.parent_id && (++st->visits <= 8 || st->visits % 64 == 0))
+            ppk_py_find_parent_again(tt, e);
+        ppk_py_task_seen(tt, i);
+        return;
+    }
+    e->fut = NULL;
+    if (e->done) return;
     loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
     if (!li) {
         ppk_py_retire(tt, e); /* its loop is not running: it is not waiting */
@@ -414,13 +434,18 @@ static void prefetch_task(const task_table *tt, const char *t, size_t mask) {
 }
 
 /* A scan's second stage: the task a weak reference points to (read raw: a dead one's
- * address is only prefetched) and the task's entry. */
+ * address is only prefetched) and the task's entry; in a hook pass, the entry only
+ * (most tasks are visited without reading them: visit()). */
 static void prefetch_slot_task(const task_table *tt, tslotv *v, size_t mask) {
     if (!PyWeakref_CheckRef(v->key)) {
         v->key = NULL; /* not a task's */
         return;
     }
-    prefetch_task(tt, (const char *)((PyWeakReference *)v->key)->wr_object, mask);
+    const char *t = (const char *)((PyWeakReference *)v->key)->wr_object;
+    if (tt->hook_pass)
+        __builtin_prefetch(&tt->e[ppk_py_ptr_hash(t, mask)]);
+    else
+        prefetch_task(tt, t, mask);
 }
 
 /* What the entry of `task` points to that visit() reads: its stack, its future
@@ -437,10 +462,20 @@ static void prefetch_entry(const task_table *tt, const PyObject *task, size_t ma
     }
 }
 
-/* The third: the task (NULL: dead), and what its entry points to. */
+/* The third: the task (NULL: dead), and what its entry points to; in a hook pass, the
+ * stack of an entry the pass trusts (what its visit reads), else the task too. */
 static void prefetch_slot_entry(const task_table *tt, tslotv *v, size_t mask) {
     v->task = v->key ? ppk_py_weak_target(v->key) : NULL;
-    if (v->task) prefetch_entry(tt, v->task, mask);
+    if (!v->task) return;
+    if (tt->hook_pass) {
+        size_t i = entry_find(tt, v->task);
+        if (i != SIZE_MAX && trusted(tt, &tt->e[i])) {
+            __builtin_prefetch(tt->e[i].stack, 1);
+            return;
+        }
+        for (int line = 0; line < 4; line++) __builtin_prefetch((const char *)v->task + 64 * line);
+    }
+    prefetch_entry(tt, v->task, mask);
 }
 
 /* Visits up to max_tasks elements of the task set's table from the cursor. Waiting tasks
@@ -494,7 +529,7 @@ static void scan(SamplerObject *sp, task_table *tt, PySetObject *so, const runni
             return;
         }
         if (k == wrap) end_cycle(sp, tt);
-        visit(sp, tt, v[k].key, v[k].task, running, n_running, active);
+        visit(sp, tt, v[k].key, v[k].task, running, n_running, active, 0);
     }
     if (wrap == n) end_cycle(sp, tt);
 }
@@ -648,7 +683,7 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
             PyErr_Clear();
             continue;
         }
-        visit(sp, tt, key, task, running, n_running, active);
+        visit(sp, tt, key, task, running, n_running, active, 1);
         ppk_py_keep_ref(sp, key);
     }
     return k;
