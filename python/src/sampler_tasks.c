@@ -294,13 +294,15 @@ static void note_loop(task_table *tt, loopinfo *li) {
     *h = (hook_loop){Py_NewRef(li->loop), li->ident};
 }
 
-/* Whether every loop hook passes rely on still runs in its thread: one that stopped
- * (its tasks are no longer waiting) or moved is forgotten, and the scans take over. */
+/* Whether every loop hook passes rely on still runs in its thread and calls the hook:
+ * one that stopped (its tasks are no longer waiting), moved, or whose call_soon is no
+ * longer the hook (replaced since, on its class or on itself) is forgotten, and the
+ * scans take over. */
 static int check_hook_loops(SamplerObject *sp, task_table *tt) {
     int ok = 1;
     for (size_t k = 0; k < tt->hook_loops.n;) {
         hook_loop *h = &AT(tt->hook_loops, hook_loop, k);
-        if (ppk_py_loop_thread(h->loop) == h->ident) {
+        if (ppk_py_loop_thread(h->loop) == h->ident && ppk_py_hook_covers(h->loop)) {
             k++;
             continue;
         }
@@ -333,10 +335,12 @@ static void note_running(SamplerObject *sp, task_table *tt, const running_task *
 }
 
 /* Whether a hook pass knows where entry e's task is without reading it: it has a stack
- * from a visit since the clean cycle began, and the loop has not marked it since
- * (pending: marked, not settled at its last visit). */
+ * from a visit since the clean cycle began that found it settled (a task woken or
+ * ready then moves by a step whose mark may have been lost: dropped before the clean
+ * cycle, or in a burst), and the loop has not marked it since (pending: marked, not
+ * settled at its last visit). */
 static int trusted(const task_table *tt, const tentry *e) {
-    return e->stack && e->cycle >= tt->clean_from && !e->pending && !e->done;
+    return e->stack && e->settled && e->cycle >= tt->clean_from && !e->pending && !e->done;
 }
 
 /* Visits the task the task set's element `key` refers to (once a pass); `marked`: one
@@ -364,13 +368,14 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
             e->fut = NULL;
+            e->settled = 0;
             if (!e->done) running_now(sp, tt, e, running[k].ident);
             return;
         }
     }
     if (known) {
         /* A task that the loop did not mark since a visit this pass trusts has not
-         * moved: the task itself is not read (its lines are cold). */
+         * moved: the task is not read (only its count, by the weak reference's check). */
         tstack *st = e->stack;
         if (!st->gt.parent_id && (++st->visits <= 8 || st->visits % 64 == 0))
             ppk_py_find_parent_again(tt, e);
@@ -378,6 +383,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         return;
     }
     e->fut = NULL;
+    e->settled = 0;
     if (e->done) return;
     loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
     if (!li) {
@@ -388,6 +394,8 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     PyObject *fut = ppk_py_task_attr(task, A_FUT_WAITER);
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
+    /* (Only hook passes trust it; without the hook, no getter call.) */
+    e->settled = e->fut && tt->clean_from != UINT64_MAX && !ppk_py_task_done(e->fut);
     if (!e->fut) {
         /* No future: ready to run, or done (for good). */
         e->done = ppk_py_task_done(task);
@@ -434,18 +442,20 @@ static void prefetch_task(const task_table *tt, const char *t, size_t mask) {
 }
 
 /* A scan's second stage: the task a weak reference points to (read raw: a dead one's
- * address is only prefetched) and the task's entry; in a hook pass, the entry only
- * (most tasks are visited without reading them: visit()). */
+ * address is only prefetched) and the task's entry; in a hook pass, the entry and the
+ * task's first line only (most tasks are visited without reading the task: visit()). */
 static void prefetch_slot_task(const task_table *tt, tslotv *v, size_t mask) {
     if (!PyWeakref_CheckRef(v->key)) {
         v->key = NULL; /* not a task's */
         return;
     }
     const char *t = (const char *)((PyWeakReference *)v->key)->wr_object;
-    if (tt->hook_pass)
+    if (tt->hook_pass) {
+        __builtin_prefetch(t); /* (the third stage reads its count) */
         __builtin_prefetch(&tt->e[ppk_py_ptr_hash(t, mask)]);
-    else
+    } else {
         prefetch_task(tt, t, mask);
+    }
 }
 
 /* What the entry of `task` points to that visit() reads: its stack, its future
@@ -694,7 +704,7 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
  * has scheduled the task's wakeup, which has not run yet), or it is running, or its
  * loop is not. */
 static int unsettled(const tentry *e) {
-    return !e->done && (!e->fut || ppk_py_task_done(e->fut));
+    return !e->done && !e->settled;
 }
 
 /* After the reads: of the first `visited` marked tasks (visited at this pass), keeps

@@ -53,8 +53,8 @@ typedef struct tentry {
     PyObject *wr;     /* a reference to a weak reference to the task (the task set's) */
     PyObject *fut_wr; /* one to a weak reference to the future it waited on when its
                        * chain was read (NULL: none) */
-    PyObject *fut;    /* its _fut_waiter at its last visit (only compared and prefetched;
-                       * NULL: none) */
+    PyObject *fut;    /* its _fut_waiter at its last full visit (only compared and
+                       * prefetched; NULL: none) */
     tstack *stack;    /* NULL: not read, running, done, or its loop not running */
     int64_t last_ns;  /* its previous sample (0: none; its first counts one interval) */
     uint64_t cycle;   /* the scan of the task set it was last visited in */
@@ -62,6 +62,8 @@ typedef struct tentry {
     uint8_t done;     /* the task is done: skipped from now on */
     uint8_t in_steady; /* its index is in task_table.steady (once) */
     uint8_t pending;  /* its task is in task_table.pending (once) */
+    uint8_t settled;  /* at its last full visit, it waited on a future not done: only a
+                       * step that its loop schedules (a mark) can move it */
 } tentry;
 
 /* A visit reads one cache line of the table (which is aligned to them). */

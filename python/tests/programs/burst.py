@@ -1,0 +1,57 @@
+"""Tasks woken in a burst while their loop is busy: `burst.py N BUSY SECOND`. N workers
+wait in first() on an asyncio.Event; once the profiler's ticks are hook passes again
+after the workers were made, the event is set (N wake-ups at once: more marks than the
+passes take, so they are dropped and the passes scan the task set again) and the loop
+computes for BUSY seconds, the workers woken but not run; then each worker waits
+SECOND seconds in second() on another event. Prints one JSON line: the workers' time
+in second() (ns, summed, measured around the wait) and what progutil reports."""
+
+import asyncio
+import json
+import sys
+import time
+
+import progutil
+
+
+def hooked():
+    return progutil.sampler_info().get("sampler", {}).get("task_ticks_hooked")
+
+
+async def first(ev):
+    await ev.wait()
+
+
+async def second(ev):
+    await ev.wait()
+
+
+async def worker(ev1, ev2, times):
+    await first(ev1)
+    t0 = time.monotonic_ns()
+    await second(ev2)
+    times.append(time.monotonic_ns() - t0)
+
+
+async def main(n, busy, second_s):
+    ev1, ev2 = asyncio.Event(), asyncio.Event()
+    times = []
+    workers = [asyncio.create_task(worker(ev1, ev2, times), name="worker-%d" % i)
+               for i in range(n)]
+    before = hooked()
+    for _ in range(2000):
+        if before is None or hooked() > before:
+            break
+        await asyncio.sleep(0.01)
+    ev1.set()
+    progutil.spin(busy)
+    await asyncio.sleep(second_s)
+    ev2.set()
+    await asyncio.gather(*workers)
+    return times
+
+
+if __name__ == "__main__":
+    n, busy, second_s = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    times = asyncio.run(main(n, busy, second_s))
+    print(json.dumps(dict(progutil.sampler_info(), second_ns=sum(times))), flush=True)
