@@ -561,6 +561,51 @@ class TestCallSoonHook(unittest.TestCase):
             self.assertIs(during_create, orig_create)
         self.assertGreater(stats["task_ticks_hooked"], 0, stats)
 
+    def test_call_soon_replaced(self):
+        # A loop (in a thread) whose call_soon stops reaching the hook (set on the loop,
+        # calling the original past it) after hook passes began, its tasks all waiting
+        # (none is read again): the passes that rely on its marks stop at the next tick.
+        import asyncio
+        import functools
+        import threading
+        import time
+        import pprofkit
+
+        loop = asyncio.new_event_loop()
+        stop = []
+
+        async def main():
+            stop.append(asyncio.Event())
+            waiters = [asyncio.create_task(asyncio.sleep(3600)) for _ in range(10)]
+            await stop[0].wait()
+            for t in waiters:
+                t.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+        th = threading.Thread(target=loop.run_until_complete, args=(main(),))
+        p = pprofkit.Profiler(out_dir=None, cpu_budget=0)
+        p.start()
+        try:
+            th.start()
+            for _ in range(200):
+                if p.sampler.stats()["task_ticks_hooked"] > 5:
+                    break
+                time.sleep(0.01)
+            loop.call_soon = functools.partial(asyncio.BaseEventLoop.call_soon.__wrapped__,
+                                               loop)
+            time.sleep(0.05)
+            at = p.sampler.stats()
+            time.sleep(0.3)
+            end = p.sampler.stats()
+            loop.call_soon_threadsafe(stop[0].set)
+            th.join()
+        finally:
+            p.stop()
+            loop.close()
+        self.assertGreater(at["task_ticks_hooked"], 5, at)
+        self.assertGreater(end["ticks"] - at["ticks"], 10, end)
+        self.assertEqual(end["task_ticks_hooked"], at["task_ticks_hooked"], (at, end))
+
     def test_not_installed_when_off(self):
         for options in ({"asyncio_task_hook": False}, {"asyncio_tasks": False}):
             origs, during, stats = self.run_loop(**options)
