@@ -349,12 +349,12 @@ void ppk_py_prefetch_chain(PyObject *task, int awaited) {
     Py_XDECREF(o);
 }
 
-/* Whether o is an asyncio task (C or pure Python), or a future. */
+/* Whether o is an asyncio task (C or pure Python). */
 static int is_task(PyObject *o) {
     return o && ppk_py_is_task(o);
 }
 
-static int is_future(PyObject *o) {
+int ppk_py_is_future(PyObject *o) {
     return o && ((c_future_type && PyObject_TypeCheck(o, c_future_type)) ||
                  (py_future_type && PyObject_TypeCheck(o, py_future_type)));
 }
@@ -386,7 +386,7 @@ static PyObject *woken_by_futures(PyObject *t) {
     PyObject *p = NULL;
     for (Py_ssize_t j = 0; !p && t && PyTuple_Check(t) && j < PyTuple_GET_SIZE(t); j++) {
         PyObject *v = PyTuple_GET_ITEM(t, j);
-        if (is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
+        if (ppk_py_is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
     }
     return p;
 }
@@ -406,7 +406,7 @@ static PyObject *awaiter_by(PyObject *fn) {
         for (Py_ssize_t j = 0; !p && cl && PyTuple_Check(cl) && j < PyTuple_GET_SIZE(cl); j++) {
             PyObject *cell = PyTuple_GET_ITEM(cl, j);
             PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
-            if (is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
+            if (ppk_py_is_future(v) && !is_task(v)) p = in_callbacks(v, woken_by);
         }
     } else if (!p && partial_type && Py_IS_TYPE(fn, partial_type)) {
         /* functools.partial over that future: 3.11's wait_for (_release_waiter, waiter).

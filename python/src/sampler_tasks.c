@@ -394,8 +394,11 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     PyObject *fut = ppk_py_task_attr(task, A_FUT_WAITER);
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
-    /* (Only hook passes trust it; without the hook, no getter call.) */
-    e->settled = e->fut && tt->clean_from != UINT64_MAX && !ppk_py_task_done(e->fut);
+    /* Only an asyncio task waiting on an asyncio future moves by a step its loop
+     * schedules (a third-party task or future may run a step itself). (Only hook passes
+     * trust it; without the hook, no getter call.) */
+    e->settled = e->fut && tt->clean_from != UINT64_MAX && ppk_py_is_task(task) &&
+                 ppk_py_is_future(e->fut) && !ppk_py_task_done(e->fut);
     if (!e->fut) {
         /* No future: ready to run, or done (for good). */
         e->done = ppk_py_task_done(task);

@@ -62,8 +62,9 @@ typedef struct tentry {
     uint8_t done;     /* the task is done: skipped from now on */
     uint8_t in_steady; /* its index is in task_table.steady (once) */
     uint8_t pending;  /* its task is in task_table.pending (once) */
-    uint8_t settled;  /* at its last full visit, it waited on a future not done: only a
-                       * step that its loop schedules (a mark) can move it */
+    uint8_t settled;  /* at its last full visit, an asyncio task waiting on an asyncio
+                       * future not done: only a step that its loop schedules (a mark)
+                       * can move it */
 } tentry;
 
 /* A visit reads one cache line of the table (which is aligned to them). */
@@ -169,6 +170,8 @@ void ppk_py_asyncio_find(void);
 PyObject *ppk_py_task_attr(PyObject *obj, int which);
 /* Whether a task is done (its _state is not PENDING). */
 int ppk_py_task_done(PyObject *task);
+/* Whether o is an asyncio future (C or pure Python; a task is one). */
+int ppk_py_is_future(PyObject *o);
 /* What weak reference wr points to, only to compare (NULL: dead). */
 PyObject *ppk_py_weak_target(PyObject *wr);
 /* asyncio's task set's underlying set (a new reference), or NULL. */
