@@ -335,10 +335,11 @@ static void note_running(SamplerObject *sp, task_table *tt, const running_task *
 }
 
 /* Whether a hook pass knows where entry e's task is without reading it: it has a stack
- * from a visit since the clean cycle began that found it settled (a task woken or
- * ready then moves by a step whose mark may have been lost: dropped before the clean
- * cycle, or in a burst), and the loop has not marked it since (pending: marked, not
- * settled at its last visit). */
+ * from a visit since the clean cycle began that found it settled (an asyncio task
+ * waiting on an asyncio future not done: a task woken or ready then moves by a step
+ * whose mark may have been lost, dropped before the clean cycle or in a burst, and a
+ * future of another kind may wake a task without the loop), and the loop has not
+ * marked it since (pending: marked, not settled at its last visit). */
 static int trusted(const task_table *tt, const tentry *e) {
     return e->stack && e->settled && e->cycle >= tt->clean_from && !e->pending && !e->done;
 }
@@ -368,7 +369,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
             e->fut = NULL;
-            e->settled = 0;
+            e->waits = e->settled = 0;
             if (!e->done) running_now(sp, tt, e, running[k].ident);
             return;
         }
@@ -383,7 +384,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         return;
     }
     e->fut = NULL;
-    e->settled = 0;
+    e->waits = e->settled = 0;
     if (e->done) return;
     loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
     if (!li) {
@@ -395,10 +396,10 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     if (fut && fut != Py_None) e->fut = fut; /* alive: the task holds it */
     Py_XDECREF(fut);
     /* Only an asyncio task waiting on an asyncio future moves by a step its loop
-     * schedules (a third-party task or future may run a step itself). (Only hook passes
-     * trust it; without the hook, no getter call.) */
-    e->settled = e->fut && tt->clean_from != UINT64_MAX && ppk_py_is_task(task) &&
-                 ppk_py_is_future(e->fut) && !ppk_py_task_done(e->fut);
+     * schedules (a third-party task or future may run a step itself). (Only the marks
+     * and hook passes use them; without the hook, no getter call.) */
+    e->waits = e->fut && tt->clean_from != UINT64_MAX && !ppk_py_task_done(e->fut);
+    e->settled = e->waits && ppk_py_is_task(task) && ppk_py_is_future(e->fut);
     if (!e->fut) {
         /* No future: ready to run, or done (for good). */
         e->done = ppk_py_task_done(task);
@@ -707,7 +708,7 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
  * has scheduled the task's wakeup, which has not run yet), or it is running, or its
  * loop is not. */
 static int unsettled(const tentry *e) {
-    return !e->done && !e->settled;
+    return !e->done && !e->waits;
 }
 
 /* After the reads: of the first `visited` marked tasks (visited at this pass), keeps

@@ -62,9 +62,10 @@ typedef struct tentry {
     uint8_t done;     /* the task is done: skipped from now on */
     uint8_t in_steady; /* its index is in task_table.steady (once) */
     uint8_t pending;  /* its task is in task_table.pending (once) */
-    uint8_t settled;  /* at its last full visit, an asyncio task waiting on an asyncio
-                       * future not done: only a step that its loop schedules (a mark)
-                       * can move it */
+    uint8_t waits : 1;   /* at its last full visit, it waited on a future not done
+                          * (computed while the hook is in use) */
+    uint8_t settled : 1; /* and it was an asyncio task, the future asyncio's: only a
+                          * step that its loop schedules (a mark) can move it */
 } tentry;
 
 /* A visit reads one cache line of the table (which is aligned to them). */
