@@ -303,6 +303,8 @@ static inline void gbuf_free(gbuf *b) {
     X(task_ticks_quiet)       /* ticks that found no loop's thread had run: none read */ \
     X(task_ticks_hooked)      /* ticks that visited only the tasks their loop had       \
                                * scheduled (sampler_task_hook.c) */                     \
+    X(task_marks_dropped)     /* tasks their loop scheduled past what the hook passes \
+                               * could read: read at their turn instead */             \
     X(started_ns)             /* CLOCK_MONOTONIC (time.monotonic_ns()) at the last start: \
                                * the first samples' wall time counts from it */
 

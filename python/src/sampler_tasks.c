@@ -44,12 +44,14 @@
  * accounts a tick of each entry that has a stack (tt->steady, max_tasks of them a tick,
  * in turn). It can do so once every task has been visited since the hook was there:
  * hook passes begin after a whole scan cycle that followed it (tt->clean_from), and
- * wait for another whenever marks may have been missed or cannot be followed (more
- * than MARKS_CAP between two passes, more left to read than four passes read, a
- * running loop that the hook does not cover, a loop that stopped; only entries
- * visited since are accounted). A stack that a pass after a hook pass retires (the
- * task moved, ended, runs) gets the time up to the previous tick: as phase 2 accounts
- * the entries in turn, it may not have had it yet.
+ * wait for another whenever marks may have been missed (more than MARKS_CAP between
+ * two passes, a running loop that the hook does not cover, a loop that stopped; only
+ * entries visited since are accounted). Marks past what four hook passes read are
+ * released, their tasks no longer trusted (read at their share's turn): a burst, or
+ * ticks that the CPU budget spaced out, would otherwise send the passes back to
+ * scanning, at more cost a tick, which spaced the ticks out further. A stack that a
+ * pass after a hook pass retires (the task moved, ended, runs) gets the time up to the
+ * previous tick: as phase 2 accounts the entries in turn, it may not have had it yet.
  *
  * The parent task is found from the task's done callbacks: another task's wakeup (a C
  * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
@@ -428,10 +430,13 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
  * which visits few tasks, may read twice that (the tasks that moved come in bursts),
  * and so may a pass of the clean cycle, which reads the marked tasks as well as those
  * its scan finds moved (the cycle must end before the marks pile up). */
+static size_t walks_base(const SamplerObject *sp) {
+    return sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
+}
+
 static size_t max_walks_of(const SamplerObject *sp) {
     const task_table *tt = sp->tasks;
-    size_t n = sp->max_tasks / 40 > 16 ? sp->max_tasks / 40 : 16;
-    return tt->hook_pass || tt->cycle == tt->clean_from ? 2 * n : n;
+    return tt->hook_pass || tt->cycle == tt->clean_from ? 2 * walks_base(sp) : walks_base(sp);
 }
 
 /* How many elements ahead of the one visited each stage of scan() works: enough cache
@@ -635,22 +640,25 @@ static void drop_pending(SamplerObject *sp, task_table *tt) {
 
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
- * the clean cycle they are of no use: released. -1: they could not be kept (lost, or
- * more to read than four passes read: the passes do not keep up; the hook passes wait
- * for another clean cycle). */
+ * the clean cycle they are of no use: released. Past what four hook passes read (the
+ * passes do not keep up: a burst, or ticks that the CPU budget spaced out), a marked
+ * task is released and its entry no longer trusted: a hook pass reads it at its
+ * share's turn, as it does a task never marked. -1: they could not be kept (marks
+ * lost, or no memory: the hook passes wait for another clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
     size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
     if (!n && !overflow) return 0;
-    int lost = overflow || tt->pending.n + n > 4 * max_walks_of(sp) ||
-               vec_reserve(&tt->pending, n);
+    int lost = overflow || vec_reserve(&tt->pending, n);
     if (lost || tt->cycle < tt->clean_from) {
         for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
         drop_pending(sp, tt);
         if (lost) dirty(tt);
         return lost ? -1 : 0;
     }
+    size_t room = 4 * 2 * walks_base(sp); /* what four hook passes read */
+    uint64_t excess = 0;
     for (size_t k = 0; k < n; k++) {
         PyObject *t = tt->taken[k];
         size_t i = entry_find(tt, t);
@@ -658,8 +666,19 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
             ppk_py_keep_ref(sp, t);
             continue;
         }
+        if (tt->pending.n >= room) {
+            if (i != SIZE_MAX) tt->e[i].settled = 0;
+            ppk_py_keep_ref(sp, t);
+            excess++;
+            continue;
+        }
         if (i != SIZE_MAX) tt->e[i].pending = 1;
         AT(tt->pending, PyObject *, tt->pending.n++) = t;
+    }
+    if (excess) {
+        pthread_mutex_lock(&sp->lock);
+        sp->st.task_marks_dropped += excess;
+        pthread_mutex_unlock(&sp->lock);
     }
     return 0;
 }

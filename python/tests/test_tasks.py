@@ -153,16 +153,23 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
 
     def test_burst_while_busy(self):
         # 300 tasks woken at once (an asyncio.Event set) while the ticks are hook
-        # passes: more marks than the passes take, dropped, so the passes scan the task
-        # set again; the loop computes 2 s before they run, so that scan finds them
-        # woken, not yet moved, and hook passes follow. Their move to second() then
-        # comes without a mark: each must be visited again by the hook passes' share of
-        # the set (16 tasks a tick: the 300 within ~19 ticks of their 2 s there), not
-        # left where the scan saw it (trusting what that scan saw: second() 0 and 0.22 s
-        # of 600 in two runs; 571 and 578 s now).
+        # passes: more marks than the passes hold (200 with max_tasks_per_tick 1,000),
+        # the rest released and their tasks no longer trusted; the ticks stay hook
+        # passes (scanning again instead cost more a tick: with the CPU budget, ticks
+        # further apart, more marks a tick, no hook pass for seconds). The loop computes
+        # 2 s before the tasks run, so the passes find them woken, not yet moved. Their
+        # move to second() then comes without a mark: each must be visited again (the
+        # marked ones as not settled, the others by the hook passes' share of the set:
+        # 16 tasks a tick, the 300 within ~19 ticks of their 2 s there), not left where
+        # a visit saw it woken (trusting that visit: second() 0 and 0.22 s of 600 in
+        # two runs; 571 and 578 s now).
         run = self.cli(["--cpu-budget", "0", "burst.py", "300", "2", "2"])
         (me,) = run.json()
         self.check_summary(run)
+        after = {k: me["at_end"][k] - me["at_burst"][k] for k in ("ticks", "task_ticks_hooked")}
+        self.assertGreaterEqual(me["at_end"]["task_marks_dropped"], 100, me["at_end"])
+        # (A snapshot may fall between a pass's two counts: one apart.)
+        self.assertLessEqual(after["ticks"] - after["task_ticks_hooked"], 1, after)
         walls = collections.Counter()
         for names, labels, values in (x for n, smp in self.waiting(load(run.files)).items()
                                       if n.startswith("worker-") for x in smp):

@@ -1,10 +1,11 @@
 """Tasks woken in a burst while their loop is busy: `burst.py N BUSY SECOND`. N workers
 wait in first() on an asyncio.Event; once the profiler's ticks are hook passes again
 after the workers were made, the event is set (N wake-ups at once: more marks than the
-passes take, so they are dropped and the passes scan the task set again) and the loop
-computes for BUSY seconds, the workers woken but not run; then each worker waits
-SECOND seconds in second() on another event. Prints one JSON line: the workers' time
-in second() (ns, summed, measured around the wait) and what progutil reports."""
+passes hold, the rest released) and the loop computes for BUSY seconds, the workers
+woken but not run; then each worker waits SECOND seconds in second() on another event.
+Prints one JSON line: the workers' time in second() (ns, summed, measured around the
+wait), what progutil reports, and the sampler's statistics as the event was set
+(at_burst) and once the workers ended (at_end)."""
 
 import asyncio
 import json
@@ -43,15 +44,17 @@ async def main(n, busy, second_s):
         if before is None or hooked() > before:
             break
         await asyncio.sleep(0.01)
+    at_burst = progutil.sampler_info().get("sampler", {})
     ev1.set()
     progutil.spin(busy)
     await asyncio.sleep(second_s)
     ev2.set()
     await asyncio.gather(*workers)
-    return times
+    return times, at_burst, progutil.sampler_info().get("sampler", {})
 
 
 if __name__ == "__main__":
     n, busy, second_s = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-    times = asyncio.run(main(n, busy, second_s))
-    print(json.dumps(dict(progutil.sampler_info(), second_ns=sum(times))), flush=True)
+    times, at_burst, at_end = asyncio.run(main(n, busy, second_s))
+    print(json.dumps(dict(progutil.sampler_info(), second_ns=sum(times), at_burst=at_burst,
+                          at_end=at_end)), flush=True)
