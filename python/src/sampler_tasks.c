@@ -439,6 +439,23 @@ static size_t max_walks_of(const SamplerObject *sp) {
     return tt->hook_pass || tt->cycle == tt->clean_from ? 2 * walks_base(sp) : walks_base(sp);
 }
 
+/* A hook pass visits this many tasks of the set (with the marks), so that tasks that
+ * were never marked (an eager task's first step, which runs at once, is marked only
+ * through the loop's create_task) are found, within a scan cycle. */
+static size_t hook_quota(const SamplerObject *sp) {
+    return sp->max_tasks / 64 > 16 ? sp->max_tasks / 64 : 16;
+}
+
+/* Of those, the reads the marked tasks may take: the scan keeps the rest, so that its
+ * cursor moves on however many are marked (a hook pass's share, which finds the tasks
+ * never marked and those whose marks were released, at most one read a task; the
+ * clean cycle's scan, a scan pass's bound). */
+static size_t marked_walks_of(const SamplerObject *sp) {
+    const task_table *tt = sp->tasks;
+    size_t keep = tt->hook_pass ? hook_quota(sp) : tt->cycle == tt->clean_from ? walks_base(sp) : 0;
+    return max_walks_of(sp) - keep;
+}
+
 /* How many elements ahead of the one visited each stage of scan() works: enough cache
  * misses in flight to overlap, not so many that the prefetched lines are dropped or
  * evicted before their use. */
@@ -693,14 +710,15 @@ static void prefetch_marked(const task_table *tt, PyObject *task, size_t mask) {
     ppk_py_prefetch_chain(task, 0);
 }
 
-/* Visits the marked tasks, as many as the bound of reads lets; their number. They are
+/* Visits the marked tasks, as many as their share of the bound of reads lets
+ * (marked_walks_of); their number. They are
  * cold (they waited since their last step, and the program ran meanwhile): as in
  * scan(), each goes through stages ahead of its visit, the first prefetching the task
  * and the line of its entry, the second what the entry points to and the task's
  * coroutine (which its read begins with). */
 static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task *running,
                            size_t n_running, threads_dict *active) {
-    size_t max_walks = max_walks_of(sp), k = 0, n = tt->pending.n, mask = tt->cap - 1;
+    size_t max_walks = marked_walks_of(sp), k = 0, n = tt->pending.n, mask = tt->cap - 1;
     PyObject **p = tt->pending.items;
     for (size_t j = 0; j < n && j < 2 * READ_AHEAD; j++)
         prefetch_task(tt, (const char *)p[j], mask);
@@ -776,13 +794,6 @@ static int64_t read_tasks(SamplerObject *sp, task_table *tt) {
         ppk_py_walk_task(sp, tt, &w[k]);
     }
     return mono_ns() - t0;
-}
-
-/* A hook pass visits this many tasks of the set (with the marks), so that tasks that
- * were never marked (an eager task's first step, which runs at once, is marked only
- * through the loop's create_task) are found, within a scan cycle. */
-static size_t hook_quota(const SamplerObject *sp) {
-    return sp->max_tasks / 64 > 16 ? sp->max_tasks / 64 : 16;
 }
 
 void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *active,

@@ -98,7 +98,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                 name, sorted(waiting), context))
             wall = sum(v["wall-time"] for _, _, v in smp)
             self.assert_near(wall, lifetimes[name], tol, "%s's wall time%s" % (name, context))
-            on_chain = 0
+            on_chain, off = 0, collections.Counter()
             for names, labels, values in smp:
                 # A task that has not begun yet shows its coroutine's first line: a
                 # root-aligned part of the chain.
@@ -111,10 +111,15 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                 if (names == chain and labels.get("parent task") == parent and
                         labels["task state"] == "waiting"):
                     on_chain += values["wall-time"]
+                else:
+                    off[(names[0], labels.get("parent task"), labels["task state"])] += \
+                        values["wall-time"] // 1000000
             # The chain and parent of the task waiting as the program made it wait: all
             # but what a first sample before its first step or a last one after its
             # cancellation (awaited by asyncio.run's main task) can show.
-            self.assertGreater(on_chain, wall - 2 * tol, (name, on_chain / MS, wall / MS))
+            self.assertGreater(on_chain, wall - 2 * tol, "%s: %.1f ms of %.1f on its chain; "
+                               "elsewhere (leaf, parent, state: ms): %s%s" % (
+                                   name, on_chain / MS, wall / MS, dict(off), context))
         return waiting, interval
 
     def test_waiting_tasks(self):
@@ -193,6 +198,27 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         for names, labels, values in self.waiting(load(run.files))["worker"]:
             walls["second" if "second" in names else "first"] += values["wall-time"]
         self.assert_near(walls["second"], me["second_ns"], 3 * interval,
+                         "the worker in second(): %s" % walls)
+
+    def test_share_among_many_marks(self):
+        # The duck future's worker among 100 tasks that wake every 10 ms: ~100 tasks
+        # marked a tick, more than the hook passes read with max_tasks_per_tick 50 (32
+        # a tick). The hook passes' share of the set must still move on (the marked
+        # tasks leave it 16 reads a tick), reaching the worker, never marked, every ~7
+        # ticks: its time in second() (1 s) within that and 3 intervals. (With every
+        # read given to the marked tasks, the share stood still: 0 ms in second() in
+        # 3 runs of 3.)
+        run = self.cli(["--max-tasks-per-tick", "50", "--cpu-budget", "0", "duckfuture.py",
+                        "1", "100"])
+        (me,) = run.json()
+        self.check_summary(run)
+        st = me["sampler"]
+        interval = longest_interval(me["rate"], st)
+        self.assertGreater(st["task_ticks_hooked"], st["ticks"] // 2, st)
+        walls = collections.Counter()
+        for names, labels, values in self.waiting(load(run.files))["worker"]:
+            walls["second" if "second" in names else "first"] += values["wall-time"]
+        self.assert_near(walls["second"], me["second_ns"], (101 / 16 + 3) * interval,
                          "the worker in second(): %s" % walls)
 
     def check_movers(self, *program):

@@ -1,11 +1,12 @@
 """An asyncio task that waits on a future of its own kind, which wakes the task itself:
-`duckfuture.py SECOND`. The task "worker" waits in first() on a Duck (awaitable the
-way asyncio.Task accepts: _asyncio_future_blocking, add_done_callback, ...), whose
+`duckfuture.py SECOND [CHURN]`. The task "worker" waits in first() on a Duck (awaitable
+the way asyncio.Task accepts: _asyncio_future_blocking, add_done_callback, ...), whose
 set_result runs the done callbacks at once instead of scheduling them with the loop;
 once the profiler's ticks are hook passes with the worker waiting, the loop calls
 set_result, so the worker's wakeup and its next step, to second() (asyncio.sleep for
-SECOND seconds), run without a step the loop schedules. Prints one JSON line: the
-worker's time in second() (ns, measured around the wait) and what progutil reports."""
+SECOND seconds), run without a step the loop schedules. With CHURN, as many tasks
+"churn-N" wake up every 10 ms all along. Prints one JSON line: the worker's time in
+second() (ns, measured around the wait) and what progutil reports."""
 
 import asyncio
 import json
@@ -81,8 +82,14 @@ async def worker(duck, seconds, times):
     times.append(time.monotonic_ns() - t0)
 
 
-async def main(seconds):
+async def churn():
+    while True:
+        await asyncio.sleep(0.01)
+
+
+async def main(seconds, n_churn):
     loop = asyncio.get_running_loop()
+    churners = [asyncio.create_task(churn(), name="churn-%d" % i) for i in range(n_churn)]
     duck, times = Duck(loop), []
     task = asyncio.create_task(worker(duck, seconds, times), name="worker")
     await asyncio.sleep(0)  # the worker waits on the duck
@@ -93,9 +100,12 @@ async def main(seconds):
         await asyncio.sleep(0.01)
     loop.call_soon(duck.set_result, None)
     await task
+    for t in churners:
+        t.cancel()
+    await asyncio.gather(*churners, return_exceptions=True)
     return times
 
 
 if __name__ == "__main__":
-    times = asyncio.run(main(float(sys.argv[1])))
+    times = asyncio.run(main(float(sys.argv[1]), int(sys.argv[2]) if sys.argv[2:] else 0))
     print(json.dumps(dict(progutil.sampler_info(), second_ns=sum(times))), flush=True)
