@@ -38,7 +38,8 @@
  * tasks whose step or wakeup a loop scheduled since the last pass are marked, and a
  * task that was not has not moved. A pass then visits the marked tasks (those it
  * could not read for the bound of reads, and those not settled yet, running or ready
- * or woken up, are kept for the next), and a 64th of max_tasks elements of the set (a
+ * or woken up, are kept for the next, as are such tasks that a visit of the set
+ * finds: hold_unsettled), and a 64th of max_tasks elements of the set (a
  * task whose first step ran unscheduled and unmarked, as an eager task factory's does
  * when the loop's create_task is not the hook, is found so); phase 2
  * accounts a tick of each entry that has a stack (tt->steady, max_tasks of them a tick,
@@ -336,6 +337,16 @@ static void note_running(SamplerObject *sp, task_table *tt, const running_task *
     }
 }
 
+/* Whether a marked task is still to visit at the next pass: it has not settled yet
+ * into a wait that only a new mark can end (on a future not done: one that is done
+ * has scheduled the task's wakeup, which has not run yet), or it is running, or its
+ * loop is not. */
+static int unsettled(const tentry *e) {
+    return !e->done && !e->waits;
+}
+
+static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObject *task);
+
 /* Whether a hook pass knows where entry e's task is without reading it: it has a stack
  * from a visit since the clean cycle began that found it settled (an asyncio task
  * waiting on an asyncio future not done: a task woken or ready then moves by a step
@@ -373,6 +384,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
             e->fut = NULL;
             e->waits = e->settled = 0;
             if (!e->done) running_now(sp, tt, e, running[k].ident);
+            if (!marked) hold_unsettled(sp, tt, e, task);
             return;
         }
     }
@@ -423,6 +435,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     }
     twalk *w = vec_push(&tt->walk);
     if (w) *w = (twalk){i, li};
+    if (!marked) hold_unsettled(sp, tt, e, task);
 }
 
 /* Reading a chain costs ~25 times a visit: at most a 40th of max_tasks a tick, and
@@ -655,6 +668,26 @@ static void drop_pending(SamplerObject *sp, task_table *tt) {
     tt->pending.n = 0;
 }
 
+/* The marked tasks held at most: what four hook passes read. */
+static size_t pending_room(const SamplerObject *sp) {
+    return 4 * 2 * walks_base(sp);
+}
+
+/* A task that a visit of the set (not of the marks) found running, ready or woken
+ * (not settled in a wait) is held with the marked tasks, to be visited at every pass
+ * until it settles, as a marked one is: its mark, if it had one, was taken before a
+ * clean cycle or released, and the move it makes next may have none (a running task
+ * that awaits a future). Otherwise it would wait for the share's turn (16 tasks a
+ * tick) on the stack found, as a task not started yet showed its first line. */
+static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObject *task) {
+    if (e->pending || !unsettled(e) || tt->clean_from == UINT64_MAX ||
+        tt->cycle < tt->clean_from || tt->pending.n >= pending_room(sp) ||
+        vec_reserve(&tt->pending, 1))
+        return;
+    e->pending = 1;
+    AT(tt->pending, PyObject *, tt->pending.n++) = Py_NewRef(task);
+}
+
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
  * the clean cycle they are of no use: released. Past what four hook passes read (the
@@ -674,7 +707,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
         if (lost) dirty(tt);
         return lost ? -1 : 0;
     }
-    size_t room = 4 * 2 * walks_base(sp); /* what four hook passes read */
+    size_t room = pending_room(sp);
     uint64_t excess = 0;
     for (size_t k = 0; k < n; k++) {
         PyObject *t = tt->taken[k];
@@ -738,14 +771,6 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
         ppk_py_keep_ref(sp, key);
     }
     return k;
-}
-
-/* Whether a marked task is still to visit at the next pass: it has not settled yet
- * into a wait that only a new mark can end (on a future not done: one that is done
- * has scheduled the task's wakeup, which has not run yet), or it is running, or its
- * loop is not. */
-static int unsettled(const tentry *e) {
-    return !e->done && !e->waits;
 }
 
 /* After the reads: of the first `visited` marked tasks (visited at this pass), keeps
