@@ -47,7 +47,7 @@
  * hook passes begin after a whole scan cycle that followed it (tt->clean_from), and
  * wait for another whenever marks may have been missed (more than MARKS_CAP between
  * two passes, a running loop that the hook does not cover, a loop that stopped; only
- * entries visited since are accounted). Marks past what four hook passes read are
+ * entries visited since are accounted). Marks past pending_room() are
  * released, their tasks no longer trusted (read at their share's turn): a burst, or
  * ticks that the CPU budget spaced out, would otherwise send the passes back to
  * scanning, at more cost a tick, which spaced the ticks out further. A stack that a
@@ -431,6 +431,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         if (!st->gt.parent_id && (++st->visits <= 8 || st->visits % 64 == 0))
             ppk_py_find_parent_again(tt, e);
         ppk_py_task_seen(tt, i);
+        if (!marked) hold_unsettled(sp, tt, e, task); /* woken: its future is done */
         return;
     }
     twalk *w = vec_push(&tt->walk);
@@ -668,7 +669,7 @@ static void drop_pending(SamplerObject *sp, task_table *tt) {
     tt->pending.n = 0;
 }
 
-/* The marked tasks held at most: what four hook passes read. */
+/* The marked tasks held at most: four times the reads of a hook pass (with its share's). */
 static size_t pending_room(const SamplerObject *sp) {
     return 4 * 2 * walks_base(sp);
 }
@@ -677,8 +678,8 @@ static size_t pending_room(const SamplerObject *sp) {
  * (not settled in a wait) is held with the marked tasks, to be visited at every pass
  * until it settles, as a marked one is: its mark, if it had one, was taken before a
  * clean cycle or released, and the move it makes next may have none (a running task
- * that awaits a future). Otherwise it would wait for the share's turn (16 tasks a
- * tick) on the stack found, as a task not started yet showed its first line. */
+ * that awaits a future). Otherwise it would wait for the share's turn (hook_quota
+ * tasks a tick) on the stack found, as a task not started yet showed its first line. */
 static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObject *task) {
     if (e->pending || !unsettled(e) || tt->clean_from == UINT64_MAX ||
         tt->cycle < tt->clean_from || tt->pending.n >= pending_room(sp) ||
@@ -690,7 +691,7 @@ static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObjec
 
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
- * the clean cycle they are of no use: released. Past what four hook passes read (the
+ * the clean cycle they are of no use: released. Past pending_room() (the
  * passes do not keep up: a burst, or ticks that the CPU budget spaced out), a marked
  * task is released and its entry no longer trusted: a hook pass reads it at its
  * share's turn, as it does a task never marked. -1: they could not be kept (marks
@@ -699,7 +700,12 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
     size_t n = ppk_py_hook_take(sp, tt->taken, &overflow);
-    if (!n && !overflow) return 0;
+    if (!n && !overflow) {
+        /* Held from before a dirty(): their tasks (in a loop that stopped, say) are
+         * not kept alive until the next mark. */
+        if (tt->cycle < tt->clean_from) drop_pending(sp, tt);
+        return 0;
+    }
     int lost = overflow || vec_reserve(&tt->pending, n);
     if (lost || tt->cycle < tt->clean_from) {
         for (size_t k = 0; k < n; k++) ppk_py_keep_ref(sp, tt->taken[k]);
@@ -773,11 +779,21 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
     return k;
 }
 
+static void reverse(PyObject **p, size_t n) {
+    for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
+        PyObject *t = p[a];
+        p[a] = p[b - 1];
+        p[b - 1] = t;
+    }
+}
+
 /* After the reads: of the first `visited` marked tasks (visited at this pass), keeps
- * those still to visit, each once, and releases the others; keeps the rest. */
+ * those still to visit, each once, after the rest (so that tasks read at every pass,
+ * a task that yields with sleep(0), do not keep the others from their visit), and
+ * releases the others. */
 static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
     PyObject **p = tt->pending.items;
-    size_t kept = 0;
+    size_t kept = 0, n = tt->pending.n;
     for (size_t k = 0; k < visited; k++) { /* (a new task had no entry when taken) */
         size_t i = entry_find(tt, p[k]);
         if (i != SIZE_MAX) tt->e[i].pending = 0;
@@ -792,9 +808,14 @@ static void keep_pending(SamplerObject *sp, task_table *tt, size_t visited) {
             ppk_py_keep_ref(sp, p[k]);
         }
     }
-    if (visited < tt->pending.n)
-        memmove(p + kept, p + visited, (tt->pending.n - visited) * sizeof *p);
-    tt->pending.n -= visited - kept;
+    if (visited < n) memmove(p + kept, p + visited, (n - visited) * sizeof *p);
+    n -= visited - kept;
+    if (kept && kept < n) { /* [kept | rest] -> [rest | kept] */
+        reverse(p, kept);
+        reverse(p + kept, n - kept);
+        reverse(p, n);
+    }
+    tt->pending.n = n;
 }
 
 /* Reads the chains of the tasks to read (tt->walk); the time it took. Their stacks are
