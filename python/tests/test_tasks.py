@@ -221,6 +221,30 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         self.assert_near(walls["second"], me["second_ns"], (101 / 16 + 3) * interval,
                          "the worker in second(): %s" % walls)
 
+    def test_found_not_started(self):
+        # 20 tasks made before the profiler started (their first step never marked),
+        # found not started by the visits of the set until the ticks are hook passes
+        # (the loop computes meanwhile), then waiting 0.5 s in second(), a move the
+        # loop does not mark either, among 2,000 tasks that sleep: held with the marked
+        # tasks once found not started, each is read at the tick after its move: each
+        # starter's time in second() within 3 intervals of its wait. (Left to the hook
+        # passes' share of the set, 16 tasks a tick, ~126 ticks for the set: the last
+        # found had 0.03-0.2 s there in 4 runs.)
+        out_dir = self.tmpdir()
+        run = self.run_python(["starters.py", out_dir, "2000", "20"], out_dir=out_dir)
+        (me,) = run.json()
+        st = me["sampler"]
+        interval = longest_interval(me["rate"], st)
+        self.assertGreater(st["task_ticks_hooked"], 5, st)
+        second = collections.Counter()
+        for n, smp in self.waiting(load(run.files)).items():
+            if n.startswith("starter-"):
+                second[n] += sum(v["wall-time"] for names, _, v in smp if "second" in names)
+        self.assertEqual(len(second), 20, second)
+        for n, wall in second.items():
+            self.assert_near(wall, me["second_ns"] / 20, 3 * interval,
+                             "%s in second(): %s" % (n, sorted(second.values())))
+
     def check_movers(self, *program):
         run = self.cli(["--max-tasks-per-tick", "50", "--cpu-budget", "0", "movers.py",
                         "2000", "20"] + list(program))
@@ -235,7 +259,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
             walls[names[-2] if len(names) > 1 else names[0]] += values["wall-time"]
         self.assert_near(walls["first"], me["first_ns"], 20 * 3 * interval,
                          "the movers in first(): %s" % walls)
-        self.assert_near(walls["second"], me["second_ns"], 20 * 3 * interval,
+        print(walls, me["second_ns"], interval, st["task_ticks_hooked"], st["ticks"]); self.assert_near(walls["second"], me["second_ns"], 20 * 3 * interval,
                          "the movers in second(): %s" % walls)
 
     def test_loop_not_covered(self):
