@@ -339,10 +339,11 @@ static void note_running(SamplerObject *sp, task_table *tt, const running_task *
 
 /* Whether a marked task is still to visit at the next pass: it has not settled yet
  * into a wait that only a new mark can end (on a future not done: one that is done
- * has scheduled the task's wakeup, which has not run yet), or it is running, or its
- * loop is not. */
+ * has scheduled the task's wakeup, which has not run yet), or it is running; not when
+ * its loop is not running (held, a task of a loop that stopped for good would be kept
+ * alive). */
 static int unsettled(const tentry *e) {
-    return !e->done && !e->waits;
+    return !e->done && !e->waits && !e->idle;
 }
 
 static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObject *task);
@@ -382,7 +383,7 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
     for (size_t k = 0; k < n_running; k++) {
         if (running[k].task == task) {
             e->fut = NULL;
-            e->waits = e->settled = 0;
+            e->waits = e->settled = e->idle = 0;
             if (!e->done) running_now(sp, tt, e, running[k].ident);
             if (!marked) hold_unsettled(sp, tt, e, task);
             return;
@@ -398,11 +399,12 @@ static void visit(SamplerObject *sp, task_table *tt, PyObject *key, PyObject *ta
         return;
     }
     e->fut = NULL;
-    e->waits = e->settled = 0;
+    e->waits = e->settled = e->idle = 0;
     if (e->done) return;
     loopinfo *li = ppk_py_task_loop(sp, tt, task, active);
     if (!li) {
         ppk_py_retire(tt, e); /* its loop is not running: it is not waiting */
+        e->idle = 1;
         return;
     }
     note_loop(tt, li);

@@ -66,6 +66,8 @@ typedef struct tentry {
                           * (computed while the hook is in use) */
     uint8_t settled : 1; /* and it was an asyncio task, the future asyncio's: only a
                           * step that its loop schedules (a mark) can move it */
+    uint8_t idle : 1;    /* at its last full visit, its loop was not running (a loop
+                          * that stopped ends the hook passes: the scans find it) */
 } tentry;
 
 /* A visit reads one cache line of the table (which is aligned to them). */

@@ -533,6 +533,16 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                   if len(names) > 1}
         self.assertEqual(stacks, {("sleep", "g0", "g1", "g2", "g3", "g4", "consume")})
 
+    def test_closed_loop_releases(self):
+        # A task marked as its loop stops, before its first step, the loop then closed:
+        # the sampler must not keep it alive (held for a visit at every pass as a task
+        # not settled in a wait, it was, for as long as the profiler ran).
+        run = self.cli(["--cpu-budget", "0", "closed_loop.py"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["sampler"]["task_ticks_hooked"], 2, me["sampler"])
+        self.assertFalse(me["alive"], me["sampler"])
+
     def test_stopped_loop(self):
         # A task whose loop has stopped waits on nothing that can end: it is sampled
         # while the loop runs, not after (its wall time is the loop's run, not the
