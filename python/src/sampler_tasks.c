@@ -47,12 +47,12 @@
  * hook passes begin after a whole scan cycle that followed it (tt->clean_from), and
  * wait for another whenever marks may have been missed (more than MARKS_CAP between
  * two passes, a running loop that the hook does not cover, a loop that stopped; only
- * entries visited since are accounted). Marks past pending_room() are
- * released, their tasks no longer trusted (read at their share's turn): a burst, or
- * ticks that the CPU budget spaced out, would otherwise send the passes back to
- * scanning, at more cost a tick, which spaced the ticks out further. A stack that a
- * pass after a hook pass retires (the task moved, ended, runs) gets the time up to the
- * previous tick: as phase 2 accounts the entries in turn, it may not have had it yet.
+ * entries visited since are accounted). Marks past pending_room() are released, their
+ * tasks no longer trusted (read at their share's turn): a burst, or ticks that the CPU
+ * budget spaced out, would otherwise send the passes back to scanning, at more cost a
+ * tick, which spaced the ticks out further. A stack that a pass after a hook pass
+ * retires (the task moved, ended, runs) gets the time up to the previous tick: as
+ * phase 2 accounts the entries in turn, it may not have had it yet.
  *
  * The parent task is found from the task's done callbacks: another task's wakeup (a C
  * function or a method bound to it: `await task`), TaskGroup._on_task_done (the group's
@@ -693,11 +693,11 @@ static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObjec
 
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
- * the clean cycle they are of no use: released. Past pending_room() (the
- * passes do not keep up: a burst, or ticks that the CPU budget spaced out), a marked
- * task is released and its entry no longer trusted: a hook pass reads it at its
- * share's turn, as it does a task never marked. -1: they could not be kept (marks
- * lost, or no memory: the hook passes wait for another clean cycle). */
+ * the clean cycle they are of no use: released. Past pending_room() (the passes do
+ * not keep up: a burst, or ticks that the CPU budget spaced out), a marked task is
+ * released and its entry no longer trusted: a hook pass reads it at its share's turn,
+ * as it does a task never marked. -1: they could not be kept (marks lost, or no
+ * memory: the hook passes wait for another clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
@@ -752,11 +752,10 @@ static void prefetch_marked(const task_table *tt, PyObject *task, size_t mask) {
 }
 
 /* Visits the marked tasks, as many as their share of the bound of reads lets
- * (marked_walks_of); their number. They are
- * cold (they waited since their last step, and the program ran meanwhile): as in
- * scan(), each goes through stages ahead of its visit, the first prefetching the task
- * and the line of its entry, the second what the entry points to and the task's
- * coroutine (which its read begins with). */
+ * (marked_walks_of); their number. They are cold (they waited since their last step,
+ * and the program ran meanwhile): as in scan(), each goes through stages ahead of its
+ * visit, the first prefetching the task and the line of its entry, the second what the
+ * entry points to and the task's coroutine (which its read begins with). */
 static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task *running,
                            size_t n_running, threads_dict *active) {
     size_t max_walks = marked_walks_of(sp), k = 0, n = tt->pending.n, mask = tt->cap - 1;
