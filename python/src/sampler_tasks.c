@@ -683,9 +683,9 @@ static size_t pending_room(const SamplerObject *sp) {
  * that awaits a future). Otherwise it would wait for the share's turn (hook_quota
  * tasks a tick) on the stack found, as a task not started yet showed its first line. */
 static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObject *task) {
-    if (e->pending || !unsettled(e) || tt->clean_from == UINT64_MAX ||
-        tt->cycle < tt->clean_from || tt->pending.n >= pending_room(sp) ||
-        vec_reserve(&tt->pending, 1))
+    /* (Without the hook, clean_from is UINT64_MAX.) */
+    if (e->pending || !unsettled(e) || tt->cycle < tt->clean_from ||
+        tt->pending.n >= pending_room(sp) || vec_reserve(&tt->pending, 1))
         return;
     e->pending = 1;
     AT(tt->pending, PyObject *, tt->pending.n++) = Py_NewRef(task);

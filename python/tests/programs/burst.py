@@ -15,10 +15,6 @@ import time
 import progutil
 
 
-def hooked():
-    return progutil.sampler_info().get("sampler", {}).get("task_ticks_hooked")
-
-
 async def first(ev):
     await ev.wait()
 
@@ -39,11 +35,7 @@ async def main(n, busy, second_s):
     times = []
     workers = [asyncio.create_task(worker(ev1, ev2, times), name="worker-%d" % i)
                for i in range(n)]
-    before = hooked()
-    for _ in range(2000):
-        if before is None or hooked() > before:
-            break
-        await asyncio.sleep(0.01)
+    await progutil.hook_passes_after(1)
     at_burst = progutil.sampler_info().get("sampler", {})
     ev1.set()
     progutil.spin(busy)

@@ -14,18 +14,6 @@ import weakref
 import progutil
 
 
-def hooked():
-    return progutil.sampler_info().get("sampler", {}).get("task_ticks_hooked", 0)
-
-
-async def until_hooked():
-    before = hooked()
-    for _ in range(2000):
-        if hooked() > before + 2:
-            break
-        await asyncio.sleep(0.01)
-
-
 async def forever():
     await asyncio.sleep(3600)
 
@@ -35,7 +23,7 @@ async def make_orphan():
 
 
 loop = asyncio.new_event_loop()
-loop.run_until_complete(until_hooked())
+loop.run_until_complete(progutil.hook_passes_after(3))
 ref = loop.run_until_complete(make_orphan())
 loop.close()
 gc.collect()

@@ -63,10 +63,6 @@ class Duck:
         return self.result()
 
 
-def hooked():
-    return progutil.sampler_info().get("sampler", {}).get("task_ticks_hooked")
-
-
 async def first(duck):
     await duck
 
@@ -93,11 +89,7 @@ async def main(seconds, n_churn):
     duck, times = Duck(loop), []
     task = asyncio.create_task(worker(duck, seconds, times), name="worker")
     await asyncio.sleep(0)  # the worker waits on the duck
-    before = hooked()
-    for _ in range(2000):
-        if before is None or hooked() > before + 5:
-            break
-        await asyncio.sleep(0.01)
+    await progutil.hook_passes_after(6)
     loop.call_soon(duck.set_result, None)
     await task
     for t in churners:

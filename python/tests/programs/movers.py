@@ -37,10 +37,6 @@ async def waiter():
     await asyncio.sleep(3600)
 
 
-def hooked():
-    return progutil.sampler_info().get("sampler", {}).get("task_ticks_hooked")
-
-
 async def main(waiters, movers, eager):
     if eager:
         asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
@@ -48,11 +44,7 @@ async def main(waiters, movers, eager):
     # Hook passes that began before the waiters were made (on an empty task set, while
     # the program started) do not count: the marks of so many new tasks stop them
     # until the passes have read every waiter.
-    before = hooked()
-    for _ in range(2000):
-        if before is None or hooked() > before:
-            break
-        await asyncio.sleep(0.01)
+    await progutil.hook_passes_after(1)
     times = []
     await asyncio.gather(*[asyncio.create_task(mover(times), name="mover-%d" % i)
                            for i in range(movers)])

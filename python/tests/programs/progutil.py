@@ -1,8 +1,9 @@
 """What the test programs report about the profiler running them (for the tests'
 tolerances): its rate, the sampler's and the recorder's statistics so far and when they
 were read (time.monotonic_ns()), or {} when none runs;
-the sampler's statistics once it stopped (report_at_stop); and spin(), the CPU loop of the
-programs that need no function of their own for it."""
+the sampler's statistics once it stopped (report_at_stop); the hook passes it ran and a
+wait for more (hook_passes, hook_passes_after); and spin(), the CPU loop of the programs
+that need no function of their own for it."""
 
 import json
 import os
@@ -30,6 +31,24 @@ def sampler_info():
         return {}
     return {"rate": p.rate, "sampler": p.sampler.stats(), "recorder": p.recorder.stats(),
             "now_ns": time.monotonic_ns()}
+
+
+def hook_passes():
+    """The sampler's hook passes so far (task_ticks_hooked), or None when no profiler
+    runs."""
+    return sampler_info().get("sampler", {}).get("task_ticks_hooked")
+
+
+async def hook_passes_after(count):
+    """Waits (at most 20 s) until the sampler has run `count` hook passes since the
+    call: passes that began after the state the program built before it (those on an
+    empty task set at startup do not count). At once when no profiler runs."""
+    import asyncio
+    before = hook_passes()
+    for _ in range(2000):
+        if before is None or hook_passes() >= before + count:
+            return
+        await asyncio.sleep(0.01)
 
 
 def report_at_stop():
