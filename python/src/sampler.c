@@ -128,6 +128,7 @@ static void add_counts(SamplerObject *sp, const rec_counts *c) {
     sp->st.task_samples += c->task_samples;
     sp->st.cpu_moved += c->cpu_moved;
     if (c->gap_ns > sp->st.tick_gap_ns_max) sp->st.tick_gap_ns_max = c->gap_ns;
+    if (c->tick_ns) sp->st.last_tick_ns = c->tick_ns;
 }
 
 /* A callback longer than this is charged its CPU time (callback_charge). */
@@ -192,6 +193,7 @@ static int main_callback(void *unused) {
         gt->main_mode = MAIN_RUNNING;
         int64_t cpu = ppk_py_main_deltas(sp, gt, now);
         ppk_py_record_thread(sp, sp->cb_builder, b, gt, cpu, &c);
+        ppk_py_keep_sample(&sp->main_last, b, gt); /* for the last pass, if this stops */
         ppk_py_apply_fixups(sp, b); /* the GIL is held here */
     }
     if (do_tasks) {
@@ -415,18 +417,22 @@ static void skip_pass(SamplerObject *sp) {
     pthread_mutex_unlock(&sp->lock);
 }
 
+/* A tick due before the CPU budget allows it comes this fraction of the difference
+ * later (charge_budget). */
+#define BUDGET_SPREAD 4
+
 /* Sleeps until the next deadline (a period apart on average, each drawn uniformly from
  * half to one and a half periods: a program that does something every period, a loop
- * with a 10 ms sleep, is then not always caught at the same point of it), or until the
- * CPU budget allows a tick, if later (and then as much again drawn from zero to half a
- * period). 1 when the sampler should stop instead. */
+ * with a 10 ms sleep, is then not always caught at the same point of it), later by a
+ * BUDGET_SPREAD-th of the time until the CPU budget allows a tick, if that is later.
+ * 1 when the sampler should stop instead. */
 static int sleep_until_next(SamplerObject *sp, int64_t *deadline, uint64_t *rng) {
     *rng = *rng * 6364136223846793005u + 1442695040888963407u;
     uint64_t draw = *rng >> 33;
     *deadline += sp->period_ns / 2 + (int64_t)(draw % (uint64_t)sp->period_ns);
     pthread_mutex_lock(&sp->lock);
     if (*deadline < sp->budget_until) {
-        int64_t later = sp->budget_until + (int64_t)(draw % (uint64_t)(sp->period_ns / 2 + 1));
+        int64_t later = *deadline + (sp->budget_until - *deadline) / BUDGET_SPREAD;
         sp->st.ticks_slowed++;
         sp->st.slowed_ns_total += (uint64_t)(later - *deadline);
         *deadline = later;
@@ -652,28 +658,37 @@ static uint64_t sampling_cpu_ns(SamplerObject *sp) {
 /* Periods of allowance a tick may use that earlier, cheaper ticks left: ticks whose
  * cost varies around less than the budget then rarely wait. */
 #define BUDGET_CARRY 4
-/* The budget delays a tick by at most this, or two periods if longer: a pass that a
- * finalizer or the scheduler stretched is charged its wall time, and must not stop
- * sampling for long. */
+/* The budget delays a tick by at most about this, or two periods if longer: a pass
+ * that a finalizer or the scheduler stretched is charged its wall time, and must not
+ * stop sampling for long. */
 #define BUDGET_WAIT_MAX_NS 1000000000
 
 /* The CPU budget: the tick that began at `start` cost C (the sampling CPU time since the
- * previous tick's end, its wake-up included), which moves the earliest next tick to
- * max(budget_until, start - BUDGET_CARRY periods) + C / budget, and never later than
- * BUDGET_WAIT_MAX_NS (or two periods, if longer) after `start`. Over any span of T the
- * sampling then takes at most budget x (T + BUDGET_CARRY periods) + the tick in
- * progress, unless a tick costs more than budget x BUDGET_WAIT_MAX_NS. */
+ * previous tick's end, its wake-up included), which moves budget_until, from when the
+ * sampling is within the budget, to max(budget_until, start - BUDGET_CARRY periods) +
+ * C / budget, never past BUDGET_SPREAD x BUDGET_WAIT_MAX_NS (or two periods, if longer)
+ * after `start` (what is owed past that is forgiven). A tick due before budget_until
+ * comes a BUDGET_SPREAD-th of the difference later (sleep_until_next): a tick dearer
+ * than its share (a process's first passes, a pass the scheduler preempted) slows the
+ * next ticks, each a little, instead of leaving a gap of up to a second after it in
+ * which threads ended and programs stopped unsampled; ticks that all cost C come
+ * C / budget apart. Over any span of T the sampling then takes at most budget x (T +
+ * BUDGET_CARRY periods + what it owes at the end of the span, budget_owed_ns) + the
+ * tick in progress, unless a tick costs more than budget x BUDGET_WAIT_MAX_NS. */
 static void charge_budget(SamplerObject *sp, int64_t start, uint64_t *spent) {
     if (!(sp->budget > 0)) return;
     uint64_t now = sampling_cpu_ns(sp);
     double cost = (double)(now - *spent);
     *spent = now;
+    pthread_mutex_lock(&sp->lock);
     int64_t from = start - BUDGET_CARRY * sp->period_ns;
     if (sp->budget_until > from) from = sp->budget_until;
     int64_t wait_max = 2 * sp->period_ns > BUDGET_WAIT_MAX_NS ? 2 * sp->period_ns
                                                                : BUDGET_WAIT_MAX_NS;
     double until = (double)from + cost / sp->budget;
-    sp->budget_until = until < (double)(start + wait_max) ? (int64_t)until : start + wait_max;
+    double most = (double)start + BUDGET_SPREAD * (double)wait_max;
+    sp->budget_until = until < most ? (int64_t)until : (int64_t)most;
+    pthread_mutex_unlock(&sp->lock);
 }
 
 static void *sampler_main(void *arg) {
@@ -707,9 +722,9 @@ static void *sampler_main(void *arg) {
     pthread_mutex_unlock(&sp->lock);
     if (!closed && stopped && !finalizing()) {
         /* A last pass: every thread's time from its last sample to the stop, which ticks
-         * spaced out (a low rate, the CPU budget) would leave out. Not the thread that
-         * stops the sampler (its stack is the stop's), nor by the GIL's holder (which
-         * does not wait for a stopping sampler). */
+         * spaced out (a low rate, the CPU budget) would leave out; the thread that stops
+         * the sampler on its last sample's stack (its stack is the stop's). Not by the
+         * GIL's holder (which does not wait for a stopping sampler). */
         pass_times t;
         sp->final = 1;
         sp->main_requested_now = 0;
@@ -768,6 +783,8 @@ static void free_buffers(SamplerObject *sp) {
     gbuf_free(&sp->tick);
     gbuf_free(&sp->prev);
     gbuf_free(&sp->cb);
+    kept_free(&sp->main_last);
+    kept_free(&sp->stopper_last);
     vec_free(&sp->remap);
     vec_free(&sp->running);
     vec_free(&sp->cb_running);
@@ -809,6 +826,7 @@ static int baseline(SamplerObject *sp, int64_t now) {
         }
     }
     sp->main_prev = (tslot){0};
+    sp->main_last.valid = 0;
     sp->prev_tick_ns = now;
     return 0;
 }
@@ -1119,6 +1137,8 @@ static PyObject *Sampler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     gbuf_init(&sp->tick);
     gbuf_init(&sp->prev);
     gbuf_init(&sp->cb);
+    kept_init(&sp->main_last);
+    kept_init(&sp->stopper_last);
     sp->remap = VEC(uint32_t);
     sp->running = sp->cb_running = VEC(running_task);
     sp->refs = VEC(PyObject *);
@@ -1167,6 +1187,8 @@ static PyObject *Sampler_stats(SamplerObject *sp, PyObject *unused) {
     (void)unused;
     pthread_mutex_lock(&sp->lock);
     sampler_stats st = sp->st;
+    int64_t now = mono_ns();
+    st.budget_owed_ns = sp->budget_until > now ? (uint64_t)(sp->budget_until - now) : 0;
     /* The thread is alive while own_tid is set: it clears it under the lock as it ends. */
     int64_t own = sp->own_tid ? thread_cpu_ns(sp->own_tid) : -1;
     if (own >= 0) st.cpu_ns = (uint64_t)own;

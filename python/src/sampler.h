@@ -53,6 +53,7 @@ typedef struct gthread {
     int reused;      /* its frames are phase 0's copy */
     unsigned unread; /* see tslot */
     int main_mode;   /* the main thread: MAIN_RUNNING, MAIN_BLOCKING or MAIN_BLOCKED */
+    int kept;        /* its frames and labels are a kept_sample's (below) */
     uint64_t held_since; /* see tslot */
 } gthread;
 
@@ -256,6 +257,31 @@ static inline void gbuf_free(gbuf *b) {
     vec_free(&b->fixups);
 }
 
+/* A thread's sample, kept in memory of its own (its frames by function id, its labels'
+ * bytes copied): the last pass records the thread that stops the sampler with the stack
+ * and labels of its last sample (ppk_py_gather), its own stack then being the stop's. */
+typedef struct kept_sample {
+    gthread gt; /* its strings point into `bytes`; first_frame, first_label: 0 */
+    vec frames; /* ppk_id_frame */
+    vec labels; /* glabel, their strings in `bytes` */
+    vec bytes;
+    int valid;
+} kept_sample;
+
+static inline void kept_init(kept_sample *k) {
+    k->frames = VEC(ppk_id_frame);
+    k->labels = VEC(glabel);
+    k->bytes = VEC(char);
+    k->valid = 0;
+}
+
+static inline void kept_free(kept_sample *k) {
+    vec_free(&k->frames);
+    vec_free(&k->labels);
+    vec_free(&k->bytes);
+    k->valid = 0;
+}
+
 /* ---- The object -------------------------------------------------------------------- */
 
 /* Sampler.stats(): name, and what it counts. One list for the struct and the dict. */
@@ -306,7 +332,11 @@ static inline void gbuf_free(gbuf *b) {
     X(task_marks_dropped)     /* tasks their loop scheduled past what the hook passes \
                                * could read: read at their turn instead */             \
     X(started_ns)             /* CLOCK_MONOTONIC (time.monotonic_ns()) at the last start: \
-                               * the first samples' wall time counts from it */
+                               * the first samples' wall time counts from it */      \
+    X(last_tick_ns)           /* CLOCK_MONOTONIC of the last tick's samples (0: none)  \
+                               * (a thread's time after it is not recorded yet) */   \
+    X(budget_owed_ns)         /* sampling time the CPU budget has not allowed yet, as \
+                               * stats() reads it (sampler.c: charge_budget) */
 
 #define PPK_PY_STAT_FIELD_(name) uint64_t name;
 typedef struct sampler_stats {
@@ -326,9 +356,8 @@ typedef struct SamplerObject {
     int task_hook;        /* learn which tasks moved from their loop's call_soon */
     size_t max_tasks;     /* tasks visited per tick at most */
     uint64_t coalesce;    /* ticks of an unchanged waiting task recorded as one sample */
-    /* The share of one core sampling may take (cpu_budget / 100; 0: no limit), and the
-     * earliest next tick that keeps it within that (CLOCK_MONOTONIC; the sampler
-     * thread's). */
+    /* The share of one core sampling may take (cpu_budget / 100; 0: no limit), and
+     * from when the sampling so far is within it (CLOCK_MONOTONIC; under lock). */
     double budget;
     int64_t budget_until;
 
@@ -346,10 +375,12 @@ typedef struct SamplerObject {
     pthread_cond_t handoff; /* CLOCK_MONOTONIC */
     atomic_int yield_pending;
     int stop;            /* under lock */
-    /* The thread that stopped the sampler (under lock), left out of the last pass
-     * (its stack is the stop's), which `final` marks. */
+    /* The thread that stopped the sampler (under lock): the last pass, which `final`
+     * marks, records it with its last sample's stack and labels (its stack is the
+     * stop's), kept in `stopper_last` (the sampler's thread). */
     unsigned long stopper;
     int final;
+    kept_sample stopper_last;
     /* Phase 1 run by whichever thread holds the GIL (holder_callback, CPython 3.12 and
      * later), while the sampler waits: holder_state (HOLDER_IDLE, _ASKED, _RUNNING,
      * _DONE) and holder_queued (calls in CPython's queue, not run yet) under lock;
@@ -433,6 +464,7 @@ typedef struct SamplerObject {
     int64_t main_wall_ns, main_cpu_ns; /* at the main thread's previous sample */
     int64_t main_cpu_carry;            /* CPU time not charged yet (main_deltas) */
     tslot main_prev; /* its frames in prev, if the sampler's pass gathered it there */
+    kept_sample main_last; /* main_callback's last sample (the main thread's, GIL) */
     int main_requested_now;            /* this tick asked main_callback to run */
     /* Requests made (main_seq, counted by the sampler thread), and the last one that
      * main_callback answered, with the number of other threads it saw then (besides the
@@ -492,7 +524,8 @@ static inline int64_t thread_cpu_ns(unsigned long tid) {
 typedef struct rec_counts {
     uint64_t samples, coalesced, failed, labels_refused, task_samples;
     uint64_t cpu_moved; /* samples of CPU time moved to a running stack */
-    uint64_t gap_ns; /* since the previous tick recorded */
+    uint64_t gap_ns;  /* since the previous tick recorded */
+    uint64_t tick_ns; /* the tick recorded (0: none) */
 } rec_counts;
 
 /* The loops running a task now: pairs (thread ident, task). */
@@ -513,6 +546,10 @@ void ppk_py_forget_frames(SamplerObject *sp);
 /* The sampler's pass: every thread but its own; the main thread only when it is
  * blocked. -1: no memory (the tick is skipped; the caller then forgets the frames). */
 int ppk_py_gather(SamplerObject *sp);
+/* Keeps thread gt's sample of b in k, once phase 2 has recorded it (its frames have
+ * their function ids then); k is not valid if a frame has none (the dictionary refused
+ * it, or ids are off), if frames past max_frames were only counted, or without memory. */
+void ppk_py_keep_sample(kept_sample *k, const gbuf *b, const gthread *gt);
 /* Evicts, from the next FCACHE_SWEEP entries of the frame cache, those whose code only
  * the cache holds (the program dropped it), their references released with the pass's;
  * and, once a turn of the whole cache, the repaired names (sp->repairs) that only the

@@ -231,9 +231,10 @@ void ppk_py_record(SamplerObject *sp, ppk_sample *s, vec *fixups, const gthread 
      * are checked at the flush): the sample again with one push a frame, which finds
      * the stale ones and interns them again; an eviction between those pushes and the
      * flush: by strings. Each refused flush is counted by the recorder
-     * (samples_dropped_stale). */
-    if (rc == PPK_ESTALE && sp->function_ids) rc = record(sp, s, fixups, &in, 1, 0, &refused);
-    if (rc == PPK_ESTALE) rc = record(sp, s, fixups, &in, 0, 0, &refused);
+     * (samples_dropped_stale). A kept sample (gather_stopper) has no strings: dropped. */
+    if (rc == PPK_ESTALE && sp->function_ids && !gt->kept)
+        rc = record(sp, s, fixups, &in, 1, 0, &refused);
+    if (rc == PPK_ESTALE && !gt->kept) rc = record(sp, s, fixups, &in, 0, 0, &refused);
     c->labels_refused += refused;
     if (rc) {
         c->failed++;
@@ -458,5 +459,6 @@ void ppk_py_record_all(SamplerObject *sp, int64_t now, rec_counts *c) {
     sp->tick = g;
     sp->main_prev = main_prev;
     if (now > sp->prev_tick_ns) c->gap_ns = (uint64_t)(now - sp->prev_tick_ns);
+    c->tick_ns = (uint64_t)now;
     sp->prev_tick_ns = now;
 }

@@ -792,6 +792,102 @@ void ppk_py_forget_frames(SamplerObject *sp) {
     sp->main_prev.name_obj = NULL;
 }
 
+/* Copies s into k->bytes at *at (room reserved). */
+static ppk_str keep_str(kept_sample *k, size_t *at, ppk_str s) {
+    if (!s.len) return (ppk_str){NULL, 0};
+    char *to = (char *)k->bytes.items + *at;
+    memcpy(to, s.ptr, s.len);
+    *at += s.len;
+    return (ppk_str){to, s.len};
+}
+
+void ppk_py_keep_sample(kept_sample *k, const gbuf *b, const gthread *gt) {
+    k->valid = 0;
+    k->frames.n = k->labels.n = k->bytes.n = 0;
+    size_t n = gt->n_frames;
+    const uint32_t *idx = &AT(b->frames, uint32_t, gt->first_frame);
+    const glabel *l = &AT(b->labels, glabel, gt->first_label);
+    size_t room = gt->name.len + gt->task_name.len + gt->parent_name.len + gt->task_state.len;
+    for (size_t i = 0; i < gt->n_labels; i++) room += l[i].key.len + l[i].str.len;
+    if (!n || gt->omitted || vec_reserve(&k->frames, n) || vec_reserve(&k->labels, gt->n_labels) ||
+        vec_reserve(&k->bytes, room))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const gframe *g = &AT(b->uniq, gframe, idx[i]);
+        if (!g->fid) return;
+        AT(k->frames, ppk_id_frame, i) = (ppk_id_frame){g->fid, g->line};
+    }
+    k->frames.n = n;
+    size_t at = 0;
+    k->gt = *gt;
+    k->gt.first_frame = k->gt.first_label = 0;
+    k->gt.name_obj = NULL;
+    k->gt.name_ref = NO_REF;
+    k->gt.name = keep_str(k, &at, gt->name);
+    k->gt.task_name = keep_str(k, &at, gt->task_name);
+    k->gt.parent_name = keep_str(k, &at, gt->parent_name);
+    k->gt.task_state = keep_str(k, &at, gt->task_state);
+    for (size_t i = 0; i < gt->n_labels; i++) {
+        glabel *to = &AT(k->labels, glabel, i);
+        *to = l[i];
+        to->key = keep_str(k, &at, l[i].key);
+        to->str = keep_str(k, &at, l[i].str);
+    }
+    k->labels.n = gt->n_labels;
+    k->bytes.n = at;
+    k->valid = 1;
+}
+
+/* The last pass's sample of the thread that stops the sampler, t (its stack is the
+ * stop's): its last sample's stack and labels, which the time since then goes to, the
+ * way a sample's stack gets the time since the sample before. The main thread's last
+ * sample is the previous pass's, if it gathered it (after any callback), else its last
+ * callback's. The stack is pushed by function id only: a function evicted meanwhile
+ * drops the sample (ppk_py_record), never names it wrongly. No sample without memory
+ * or a kept sample. */
+static void gather_stopper(SamplerObject *sp, PyThreadState *t) {
+    int is_main = t->thread_id == sp->main_ident;
+    const kept_sample *k = &sp->stopper_last;
+    if (is_main && !sp->main_prev.native_id) {
+        k = &sp->main_last;
+    } else {
+        sp->stopper_last.valid = 0;
+        for (size_t i = 0; i < sp->prev.threads.n; i++) {
+            const gthread *gt = &AT(sp->prev.threads, gthread, i);
+            if (gt->ident == t->thread_id) {
+                ppk_py_keep_sample(&sp->stopper_last, &sp->prev, gt);
+                break;
+            }
+        }
+    }
+    size_t n = k->frames.n, nl = k->labels.n;
+    gbuf *b = &sp->tick;
+    if (!k->valid || b->uniq.n + n > UINT32_MAX || vec_reserve(&b->uniq, n) ||
+        vec_reserve(&b->frames, n) || vec_reserve(&b->labels, nl) || vec_reserve(&b->threads, 1))
+        return;
+    gthread *gt = &AT(b->threads, gthread, b->threads.n++);
+    *gt = k->gt;
+    gt->first_frame = b->frames.n;
+    gt->first_label = b->labels.n;
+    for (size_t i = 0; i < n; i++) {
+        const ppk_id_frame *f = &AT(k->frames, ppk_id_frame, i);
+        AT(b->uniq, gframe, b->uniq.n) = (gframe){.fid = f->function, .line = f->line};
+        AT(b->frames, uint32_t, b->frames.n++) = (uint32_t)b->uniq.n++;
+    }
+    if (nl) memcpy(&AT(b->labels, glabel, b->labels.n), k->labels.items, nl * sizeof(glabel));
+    b->labels.n += nl;
+    gt->cpu_now = gt->cpu_pre = t->native_thread_id ? thread_cpu_ns(t->native_thread_id) : -1;
+    gt->wall_ns = 0;
+    gt->reused = 0;
+    gt->unread = 0;
+    gt->held_since = NOT_HELD;
+    gt->kept = 1;
+    /* A main thread last found running gets its CPU time since, and what was carried
+     * (ppk_py_main_deltas); last found blocking, its CPU time since is carried, and not
+     * recorded. */
+    gt->main_mode = !is_main ? 0 : k->gt.main_mode == MAIN_RUNNING ? MAIN_RUNNING : MAIN_BLOCKING;
+}
+
 /* Phase 1, in the sampler's thread or in the GIL's holder (sampler.c): every thread but
  * the sampler's, and the main thread only when it is blocked (its callback has not run
  * since it was asked for) or runs this. -1: no memory (tick skipped). */
@@ -839,7 +935,10 @@ int ppk_py_gather(SamplerObject *sp) {
             if (t == sp->ts || !ppk_py_tstate_bound(t) ||
                 t->thread_id == atomic_load_explicit(&hidden_thread, memory_order_relaxed))
                 continue;
-            if (sp->final && t->thread_id == sp->stopper) continue;
+            if (sp->final && t->thread_id == sp->stopper) {
+                gather_stopper(sp, t);
+                continue;
+            }
             int mode = 0;
             if (t->thread_id == sp->main_ident) {
                 atomic_store(&sp->main_ts, t);

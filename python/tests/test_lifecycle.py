@@ -129,10 +129,9 @@ import pprofkit
         # program): start() returns the command line's profiler, stop() leaves it
         # running (None), and it profiles the program to its end, into the command
         # line's directory (a RuntimeError, "already running", ended the program).
-        # The full rate (--cpu-budget 0, passed on to the child): the thread that stops
-        # the profiler, here the main thread at exit, has its time since its last tick
-        # left out, and the budget may space a new process's first ticks by up to a
-        # second (under ASan with a loaded host, 0.27 s of the 0.4 s spun went so).
+        # The full rate (--cpu-budget 0, passed on to the child): the budget may space a
+        # new process's first ticks by up to a second (its first passes cost more, more
+        # so under ASan), and a program this short may then have no tick in `spin`.
         prog = SPIN + """
 import sys, pprofkit
 p = pprofkit.start(out_dir="mine", rate=10)

@@ -76,7 +76,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         return out
 
     def check_tasks(self, run, me, profiles, slack):
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         tol = slack * 2 * interval
         waiting = self.waiting(profiles)
         lifetimes = me["lifetimes_ns"]
@@ -192,7 +192,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["--cpu-budget", "0", "duckfuture.py", "1"])
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         self.assertGreater(me["sampler"]["task_ticks_hooked"], 5, me["sampler"])
         walls = collections.Counter()
         for names, labels, values in self.waiting(load(run.files))["worker"]:
@@ -213,7 +213,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         (me,) = run.json()
         self.check_summary(run)
         st = me["sampler"]
-        interval = longest_interval(me["rate"], st)
+        interval = longest_interval(me["rate"], st, me["now_ns"])
         self.assertGreater(st["task_ticks_hooked"], st["ticks"] // 2, st)
         walls = collections.Counter()
         for names, labels, values in self.waiting(load(run.files))["worker"]:
@@ -234,7 +234,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.run_python(["starters.py", out_dir, "2000", "20"], out_dir=out_dir)
         (me,) = run.json()
         st = me["sampler"]
-        interval = longest_interval(me["rate"], st)
+        interval = longest_interval(me["rate"], st, me["now_ns"])
         self.assertGreater(st["task_ticks_hooked"], 5, st)
         second = collections.Counter()
         for n, smp in self.waiting(load(run.files)).items():
@@ -250,7 +250,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                         "2000", "20"] + list(program))
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         st = me["sampler"]
         self.assertGreater(st["task_ticks_hooked"], 100, st)  # the movers' 1.2 s
         walls = collections.Counter()
@@ -409,7 +409,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["sleepers.py", "100", "2"])
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         waiting = self.waiting(load(run.files))
         walls = {name: sum(v["wall-time"] for _, _, v in smp) for name, smp in waiting.items()
                  if name.startswith("sleeper-")}
@@ -426,7 +426,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["loops.py", "80", "2"])
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         waiting = self.waiting(load(run.files))
         walls = {}
         for name, smp in waiting.items():
@@ -453,7 +453,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["renamed.py", "1.2", "1.5", "loop"])
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         thread, parent = collections.Counter(), collections.Counter()
         for names, labels, values in self.waiting(load(run.files))["waiter"]:
             thread[labels["thread name"]] += values["wall-time"]
@@ -490,7 +490,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["waitfor.py", "1"])
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         waiting = self.waiting(load(run.files))
         parents = collections.Counter()
         for names, labels, values in waiting["waited-for"]:
@@ -510,7 +510,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["taskclasses.py", "1"])
         (me,) = run.json()
         self.check_summary(run)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         waiting = self.waiting(load(run.files))
         for name in ("c-task", "py-task"):
             smp = waiting.get(name)
@@ -550,7 +550,7 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
         run = self.cli(["stopped_loop.py"])
         (me,) = run.json()
         profiles = load(run.files)
-        interval = longest_interval(me["rate"], me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
         wall = sum(v["wall-time"] for _, _, v in self.waiting(profiles)["orphan"])
         self.assertGreater(wall, 0)
         self.assertLessEqual(wall, me["running_ns"] + 2 * interval,

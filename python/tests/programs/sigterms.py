@@ -95,6 +95,10 @@ def main(mode, *args):
         pprofkit.stop()
         print("survived", flush=True)
         return
+    if mode.startswith("sigint_"):
+        # Ctrl-C raises KeyboardInterrupt even if the parent ignored SIGINT (a shell
+        # runs a background job so, and its children inherit that).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if mode == "sigint_during_stop":
         import pprofkit
         port = silent_server()
