@@ -57,7 +57,8 @@
  * when many compete.
  *
  * At stop the thread runs a last pass before it ends (not by the GIL's holder): every
- * thread but the one stopping the sampler gets its time since its last sample.
+ * thread gets its time since its last sample, the one stopping the sampler on that
+ * sample's stack (sampler_walk.c: gather_stopper).
  *
  * During phase 2 the recorder counts the sampler as busy, so Recorder.close() waits for
  * it; a recorder closed under the sampler ends its thread (stop() still joins it).
@@ -736,6 +737,7 @@ static void *sampler_main(void *arg) {
     pthread_mutex_lock(&sp->lock);
     sp->st.cpu_ns = (uint64_t)own.tv_sec * 1000000000 + (uint64_t)own.tv_nsec;
     sp->own_tid = 0;
+    sp->budget_until = 0; /* nothing is owed once sampling stopped */
     pthread_mutex_unlock(&sp->lock);
     return NULL;
 }

@@ -548,7 +548,7 @@ void ppk_py_forget_frames(SamplerObject *sp);
 int ppk_py_gather(SamplerObject *sp);
 /* Keeps thread gt's sample of b in k, once phase 2 has recorded it (its frames have
  * their function ids then); k is not valid if a frame has none (the dictionary refused
- * it, or ids are off), if frames past max_frames were only counted, or without memory. */
+ * it, or ids are off), or without memory. */
 void ppk_py_keep_sample(kept_sample *k, const gbuf *b, const gthread *gt);
 /* Evicts, from the next FCACHE_SWEEP entries of the frame cache, those whose code only
  * the cache holds (the program dropped it), their references released with the pass's;

@@ -157,9 +157,10 @@ static inline gframe *frame_at(const rec_in *in, size_t i) {
 /* Pushes the sample's frames, leaf first: by id, each run of frames whose ids the frame
  * cache knows in one call (ID_BATCH at most) when `batch`, else one at a time (each id
  * checked as it is pushed: push_frame interns a stale one again); a frame without an
- * id yet one at a time. */
-static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in,
-                        int by_id, int batch) {
+ * id yet one at a time. A kept sample's frames (ids only, no strings) are pushed in
+ * runs or not at all: 0, or the error of the run refused. */
+static int push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in,
+                       int by_id, int batch) {
     size_t n = in->gt->n_frames;
     for (size_t i = 0; i < n;) {
         ppk_id_frame run[ID_BATCH];
@@ -169,25 +170,32 @@ static void push_frames(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec
             if (!g->fid) break;
             run[m] = (ppk_id_frame){g->fid, g->line};
         }
-        if (m && ppk_sample_push_frames_id(s, run, m) == 0) {
+        int rc = m ? ppk_sample_push_frames_id(s, run, m) : PPK_ESTALE;
+        if (rc == 0) {
             i += m;
             continue;
         }
+        if (in->gt->kept) return rc;
         for (size_t end = i + (m ? m : 1); i < end; i++)
             push_frame(sp, s, fixups, frame_at(in, i), by_id);
     }
     ppk_sample_omit_frames(s, in->gt->omitted); /* past max_frames, counted only */
+    return 0;
 }
 
 static int push_labels(ppk_sample *s, const gthread *gt, const glabel *labels);
 
-/* One sample, flushed: ppk_sample_flush's result, or PPK_ECLOSED. *labels_refused: 1 if
- * a label was refused. */
+/* One sample, flushed: ppk_sample_flush's result, PPK_ECLOSED, or the error that refused
+ * a kept sample's frames (push_frames). *labels_refused: 1 if a label was refused. */
 static int record(SamplerObject *sp, ppk_sample *s, vec *fixups, const rec_in *in, int by_id,
                   int batch, uint64_t *labels_refused) {
     const gthread *gt = in->gt;
     if (ppk_sample_start(s)) return PPK_ECLOSED; /* the recorder is gone */
-    push_frames(sp, s, fixups, in, by_id, batch);
+    int rc = push_frames(sp, s, fixups, in, by_id, batch);
+    if (rc) {
+        ppk_sample_drop(s);
+        return rc;
+    }
     *labels_refused = push_labels(s, gt, in->labels);
     if (sp->wall_idx >= 0) ppk_sample_set_value(s, (size_t)sp->wall_idx, gt->wall_ns);
     if (sp->cpu_idx >= 0) ppk_sample_set_value(s, (size_t)sp->cpu_idx, in->cpu);

@@ -790,6 +790,7 @@ void ppk_py_forget_frames(SamplerObject *sp) {
     }
     sp->main_prev.n_frames = 0;
     sp->main_prev.name_obj = NULL;
+    sp->prev.threads.n = 0; /* nor kept for the last pass (gather_stopper) */
 }
 
 /* Copies s into k->bytes at *at (room reserved). */
@@ -809,7 +810,7 @@ void ppk_py_keep_sample(kept_sample *k, const gbuf *b, const gthread *gt) {
     const glabel *l = &AT(b->labels, glabel, gt->first_label);
     size_t room = gt->name.len + gt->task_name.len + gt->parent_name.len + gt->task_state.len;
     for (size_t i = 0; i < gt->n_labels; i++) room += l[i].key.len + l[i].str.len;
-    if (!n || gt->omitted || vec_reserve(&k->frames, n) || vec_reserve(&k->labels, gt->n_labels) ||
+    if (!n || vec_reserve(&k->frames, n) || vec_reserve(&k->labels, gt->n_labels) ||
         vec_reserve(&k->bytes, room))
         return;
     for (size_t i = 0; i < n; i++) {
@@ -854,7 +855,7 @@ static void gather_stopper(SamplerObject *sp, PyThreadState *t) {
         sp->stopper_last.valid = 0;
         for (size_t i = 0; i < sp->prev.threads.n; i++) {
             const gthread *gt = &AT(sp->prev.threads, gthread, i);
-            if (gt->ident == t->thread_id) {
+            if (gt->ident == t->thread_id && gt->native_id == t->native_thread_id) {
                 ppk_py_keep_sample(&sp->stopper_last, &sp->prev, gt);
                 break;
             }
