@@ -691,13 +691,24 @@ static void hold_unsettled(SamplerObject *sp, task_table *tt, tentry *e, PyObjec
     AT(tt->pending, PyObject *, tt->pending.n++) = Py_NewRef(task);
 }
 
+static void reverse(PyObject **p, size_t n) {
+    for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
+        PyObject *t = p[a];
+        p[a] = p[b - 1];
+        p[b - 1] = t;
+    }
+}
+
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
  * the clean cycle they are of no use: released. Past pending_room() (the passes do
- * not keep up: a burst, or ticks that the CPU budget spaced out), a marked task is
- * released and its entry no longer trusted: a hook pass reads it at its share's turn,
- * as it does a task never marked. -1: they could not be kept (marks lost, or no
- * memory: the hook passes wait for another clean cycle). */
+ * not keep up: a burst, or ticks that the CPU budget spaced out), the oldest marks are
+ * released, their entries no longer trusted: a hook pass reads such a task at its
+ * share's turn, as it does a task never marked. The newest are kept: an older mark's
+ * task has more likely moved on, or ended (a burst of short tasks), and a task marked
+ * as it was made, which has no entry yet, would lose its time until that turn. -1:
+ * they could not be kept (marks lost, or no memory: the hook passes wait for another
+ * clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
     if (!tt->taken) return 0;
     int overflow;
@@ -715,9 +726,9 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
         if (lost) dirty(tt);
         return lost ? -1 : 0;
     }
-    size_t room = pending_room(sp);
+    size_t room = pending_room(sp), from = tt->pending.n;
     uint64_t excess = 0;
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = n; k-- > 0;) { /* newest first */
         PyObject *t = tt->taken[k];
         size_t i = entry_find(tt, t);
         if (i != SIZE_MAX && tt->e[i].pending) {
@@ -733,6 +744,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
         if (i != SIZE_MAX) tt->e[i].pending = 1;
         AT(tt->pending, PyObject *, tt->pending.n++) = t;
     }
+    reverse(&AT(tt->pending, PyObject *, from), tt->pending.n - from); /* oldest first */
     if (excess) {
         pthread_mutex_lock(&sp->lock);
         sp->st.task_marks_dropped += excess;
@@ -778,14 +790,6 @@ static size_t visit_marked(SamplerObject *sp, task_table *tt, const running_task
         ppk_py_keep_ref(sp, key);
     }
     return k;
-}
-
-static void reverse(PyObject **p, size_t n) {
-    for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
-        PyObject *t = p[a];
-        p[a] = p[b - 1];
-        p[b - 1] = t;
-    }
 }
 
 /* After the reads: of the first `visited` marked tasks (visited at this pass), keeps
@@ -1039,6 +1043,10 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
         tt->trust_main = main_at;
         tt->trust_tick = tt->ticks;
     }
+}
+
+int ppk_py_tasks_none(const SamplerObject *sp) {
+    return !sp->tasks || !sp->tasks->used;
 }
 
 void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c) {

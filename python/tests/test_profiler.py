@@ -359,6 +359,25 @@ class TestThreads(ProfilerTest):
         print("\n  busy main: (wall, lifetime, cpu, cpu of body; ms) %r; holder passes "
               "%d of %d ticks" % (report, st["holder_passes"], st["ticks"]), file=sys.stderr)
 
+    def test_main_alone(self):
+        # A main thread alone samples itself at every tick (its callback), the tick then
+        # needing no pass. Without asyncio tasks the sampler does not wait for its sample
+        # (a wake-up saved a tick); with tasks it waits, since the callback reads them.
+        run = self.cli(["alone.py", "0.5"])
+        alone, loop = (r["sampler"] for r in run.json())
+        self.check_summary(run)
+        report = (alone, loop)
+        # The first tick has a pass: the main thread was not known to be alone.
+        self.assertGreaterEqual(alone["ticks_without_gil"], alone["ticks"] - 2, report)
+        self.assertEqual(alone["main_answers_awaited"], 0, report)
+        ticks = loop["ticks"] - alone["ticks"]
+        awaited = loop["main_answers_awaited"]
+        # The first tick after the tasks appeared was not told of them yet.
+        self.assertGreaterEqual(awaited, ticks // 2, report)
+        waiting = merged_by(load(run.files), "wall-time",
+                            lambda s, l: (l.get("task name"), l.get("task state")))
+        self.assertGreater(waiting.get(("waiter", "waiting"), 0), 0.2e9, waiting)
+
     def test_many_running_threads(self):
         # Eight CPU-bound threads (four to a CPU here), then each idles LINGER (0.5 s,
         # ~50 ticks) before it ends: the profile

@@ -183,6 +183,28 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
                            "the workers in second(): %s, measured %.1f ms" % (
                                walls, me["second_ns"] / MS))
 
+    def test_latecomers_after_a_burst(self):
+        # 400 short tasks, then 10 that wait 1 s, made in one step while the ticks are
+        # hook passes: more marks than a pass holds (128 with max_tasks_per_tick 100).
+        # The newest are kept, so the late tasks are visited at the next pass and their
+        # wall time is their lifetime; were the oldest kept, the late ones would wait for
+        # the share of the set (16 tasks a tick of 410) and lose the time until then (up
+        # to ~0.25 s at 100 Hz).
+        run = self.cli(["--cpu-budget", "0", "--max-tasks-per-tick", "100",
+                        "latecomers.py", "400", "1"])
+        (me,) = run.json()
+        self.check_summary(run)
+        self.assertGreater(me["sampler"]["task_marks_dropped"], 0, me["sampler"])
+        interval = longest_interval(me["rate"], me["sampler"], me["now_ns"])
+        walls = collections.Counter()
+        for name, smp in self.waiting(load(run.files)).items():
+            walls[name] += sum(v["wall-time"] for _, _, v in smp)
+        report = {n: (round(walls[n] / MS, 1), round(t / MS, 1))
+                  for n, t in sorted(me["lifetimes_ns"].items())}
+        for name, lifetime in me["lifetimes_ns"].items():
+            self.assert_near(walls[name], lifetime, 2 * interval, "%s (wall, lifetime ms: %r)"
+                             % (name, report))
+
     def test_duck_future(self):
         # A task waiting on a future of its own kind, which wakes it without the loop
         # (its set_result runs the task's wakeup itself): the move to second() is not
