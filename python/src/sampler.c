@@ -49,10 +49,11 @@
  * CPython 3.11 and 3.12, internals.c makes the main thread notice the request.) When
  * the main thread was the only Python thread at its previous answer, the sampler skips
  * phases 0 to 2 (skip_pass): taking the GIL from a running main thread would only make
- * it wait, twice. If asyncio tasks were there, it first waits up to ANSWER_WAIT_NS for
- * this answer (the callback reads the tasks) and skips only if still alone; else it
- * does not wait (a wake-up saved; a thread started since is sampled from the next tick
- * on). When the
+ * it wait, twice. If it holds the GIL and no asyncio task was there, the sampler does
+ * not wait for this answer (a wake-up saved; a thread started since is sampled from the
+ * next tick on); else it waits up to ANSWER_WAIT_NS for it (the callback reads the
+ * tasks; a blocked main thread does not answer, and the pass samples it where it
+ * blocks) and skips only if still alone. When the
  * sampler does take the GIL, it also asks the main thread (a second pending call,
  * yield_gil) to hand it over: an event loop that lets the GIL go only for moments
  * would otherwise keep it from the sampler for seconds (yield_gil explains why). Other
@@ -85,9 +86,9 @@
  *
  * asyncio tasks that wait (asyncio_tasks=True) get samples of their own, read in phase 1
  * after the threads and recorded in phase 2 (sampler_tasks.c explains how). When the
- * main thread is alone, the sampler leaves them to main_callback (cb_tasks: the sampler
- * waits for its answer meanwhile, so the two never touch the task table at once), and
- * takes no GIL either; the task a callback's sample shows running is not sampled as
+ * main thread is alone and there are tasks, the sampler leaves them to main_callback
+ * (cb_tasks: the sampler waits for its answer meanwhile, so the two never touch the
+ * task table at once), and takes no GIL either; the task a callback's sample shows running is not sampled as
  * waiting by the pass of the same tick. At stop, what the tasks accumulated is recorded
  * before the recorder's last window.
  *
@@ -463,11 +464,18 @@ static int ask_main(SamplerObject *sp) {
     sp->main_requested_now = 0;
     if ((st != MAIN_IDLE && st != MAIN_DONE) || !sp->main_ident) return 0;
     pthread_mutex_lock(&sp->lock);
-    /* The previous request answered: the main thread was alone then; and with no
-     * asyncio task, none in the table either (no callback reads it now: the last one
-     * answered): its answer is not waited for. */
+    /* The previous request answered: the main thread was alone then. Its answer to
+     * this one is not waited for if, besides, no asyncio task was there, nothing of
+     * the tasks is left to record or release (no callback reads them now: the last one
+     * answered), and it holds the GIL: it runs Python code, and answers within
+     * microseconds where it runs. (Blocked, it would answer only when the blocking call
+     * returns, on that call's stack, with the CPU time it used before: the wait and the
+     * pass find it blocked instead, and carry that time to where it runs.) */
     int alone = sp->main_seq && sp->main_answered == sp->main_seq && sp->main_others == 0;
-    int unwaited = alone && sp->main_no_tasks && ppk_py_tasks_none(sp);
+    int locked = 0;
+    const PyThreadState *holder = alone ? ppk_py_gil_last_holder(sp->interp, &locked) : NULL;
+    int unwaited = alone && locked && holder == atomic_load(&sp->main_ts) &&
+                   sp->main_no_tasks && ppk_py_tasks_none(sp);
     sp->main_seq++;
     sp->cb_tasks = alone && !unwaited && sp->tasks ? TASKS_ASKED : TASKS_NONE;
     pthread_mutex_unlock(&sp->lock);
@@ -481,18 +489,18 @@ static int ask_main(SamplerObject *sp) {
     }
     sp->main_requested_now = 1;
     ppk_py_wake_main(sp->interp, atomic_load(&sp->main_ts));
-    /* The main thread was the only one at its previous sample, and no asyncio task was
-     * there: the tick needs no pass, and its answer comes while this thread sleeps
-     * (waiting for it would cost a wake-up, ~25 us of CPU time here, a quarter of such
-     * a tick). A thread that started since is sampled from the next tick on, its first
-     * sample counting from this one. */
+    /* The main thread was the only one at its previous sample, and runs: the tick
+     * needs no pass, and its answer comes while this thread sleeps (waiting for it
+     * would cost a wake-up, ~25 us of CPU time here, a quarter of such a tick). A thread
+     * that started since is sampled from the next tick on, its first sample counting
+     * from this one (its time before is lost: at most a tick's). */
     if (unwaited) {
         skip_pass(sp);
         return 1;
     }
-    /* Alone, with tasks: if it answers soon and still is, there is nothing else to
-     * sample (it reads the tasks), and taking the GIL would only make it wait (a forced
-     * switch, twice). */
+    /* Alone, with tasks or blocked: if it answers soon and still is, there is nothing
+     * else to sample (it reads the tasks), and taking the GIL would only make it wait (a
+     * forced switch, twice). */
     if (alone && wait_alone(sp, &sp->tasks_by_cb)) {
         skip_pass(sp);
         return 1;
@@ -932,6 +940,11 @@ static int sampler_start(SamplerObject *sp) {
     sp->cb_tasks = TASKS_NONE;
     sp->tasks_by_cb = 0;
     sp->main_task = NULL;
+    /* No answer of an earlier run (or of the parent, in a forked child) counts. */
+    sp->main_seq = sp->main_answered = 0;
+    sp->main_others = -1;
+    sp->main_no_tasks = 0;
+    sp->answer_awaited = 0;
     sp->holder_state = HOLDER_IDLE;
     sp->holder_queued = 0; /* one queued before a stop finds nothing to do */
     int rc = ppk_sample_create(sp->recorder->rec, &sp->builder);

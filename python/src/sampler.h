@@ -306,8 +306,8 @@ static inline void kept_free(kept_sample *k) {
     X(main_callback_ns_total) /* their time, in the main thread */                         \
     X(main_callback_charged_ns_total) /* what the CPU budget charged them (sampler.c,      \
                                * callback_charge) */                                      \
-    X(main_answers_awaited)   /* ticks that waited for its sample (it was alone, with     \
-                               * asyncio tasks: it reads them; sampler.c, ask_main) */    \
+    X(main_answers_awaited)   /* ticks that waited for its sample (it was alone, and      \
+                               * blocked or with asyncio tasks; sampler.c, ask_main) */   \
     X(main_blocked)           /* ticks that sampled the main thread where it blocked */ \
     X(stacks_reused)          /* threads whose frames were the previous pass's (idle) */ \
     X(cpu_moved)              /* of the samples, those of CPU time used between ticks   \
@@ -629,8 +629,8 @@ void ppk_py_gather_tasks(SamplerObject *sp, const gbuf *pass, threads_dict *acti
 void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c);
 /* Records what the tasks accumulated (at stop; the thread has ended). */
 void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c);
-/* Whether the table holds no task (none met, or all ended; the sampler thread, while
- * no phase 1 reads the tasks). */
+/* Whether the table holds nothing of any task (none met, or all ended and their
+ * stacks recorded and released; the sampler thread, while no phase 1 reads them). */
 int ppk_py_tasks_none(const SamplerObject *sp);
 /* Releases the table and its references (with the GIL, the thread stopped). */
 void ppk_py_free_tasks(SamplerObject *sp);

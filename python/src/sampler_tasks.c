@@ -1046,7 +1046,9 @@ void ppk_py_record_tasks(SamplerObject *sp, int64_t now, rec_counts *c) {
 }
 
 int ppk_py_tasks_none(const SamplerObject *sp) {
-    return !sp->tasks || !sp->tasks->used;
+    const task_table *tt = sp->tasks;
+    return !tt || (!tt->used && !tt->retired.n && !tt->recorded.n && !tt->unheld.n &&
+                   !tt->pending.n && !tt->hook_loops.n);
 }
 
 void ppk_py_flush_tasks(SamplerObject *sp, rec_counts *c) {

@@ -414,8 +414,10 @@ class TestAsyncioTasks(test_profiler.ProfilerTest):
     def test_idle_loop(self):
         # Without the spinner the loop waits all along: most ticks find that its thread
         # has not run since the last one, and read no task (the tasks the last full
-        # pass sampled are sampled again as they were).
-        run, me, profiles = self.run_awaits(idle=True)
+        # pass sampled are sampled again as they were). At the full rate: under ASan a
+        # tick costs ~2.5 ms, and the budget left 13 ticks in 1.5 s, 8 of them at
+        # start-up (not quiet: asyncio not running yet, the tasks being made).
+        run, me, profiles = self.run_awaits("--cpu-budget", "0", idle=True)
         st = me["sampler"]
         self.assertGreater(st["task_ticks_quiet"], st["ticks"] // 2, st)
         self.check_tasks(run, me, profiles, 1)
