@@ -88,9 +88,9 @@
  * after the threads and recorded in phase 2 (sampler_tasks.c explains how). When the
  * main thread is alone and there are tasks, the sampler leaves them to main_callback
  * (cb_tasks: the sampler waits for its answer meanwhile, so the two never touch the
- * task table at once), and takes no GIL either; the task a callback's sample shows running is not sampled as
- * waiting by the pass of the same tick. At stop, what the tasks accumulated is recorded
- * before the recorder's last window.
+ * task table at once), and takes no GIL either; the task a callback's sample shows
+ * running is not sampled as waiting by the pass of the same tick. At stop, what the
+ * tasks accumulated is recorded before the recorder's last window.
  *
  * Fork: the thread does not exist in a child. The module's _after_fork_child (the
  * package's os.register_at_fork handler) makes every sampler forget it; the sampler's
