@@ -702,11 +702,12 @@ static void reverse(PyObject **p, size_t n) {
 /* Takes the marks of the tasks whose loop scheduled a step since the last pass, after
  * those held from it (tt->pending; a task already there is not added again). Before
  * the clean cycle they are of no use: released. Past pending_room() (the passes do
- * not keep up: a burst, or ticks that the CPU budget spaced out), the oldest marks are
- * released, their entries no longer trusted: a hook pass reads such a task at its
- * share's turn, as it does a task never marked. The newest are kept: an older mark's
- * task has more likely moved on, or ended (a burst of short tasks), and a task marked
- * as it was made, which has no entry yet, would lose its time until that turn. -1:
+ * not keep up: a burst, or ticks that the CPU budget spaced out), the oldest marks,
+ * those held from before first, are released, their entries no longer trusted: a hook
+ * pass reads such a task at its share's turn, as it does a task never marked. The
+ * newest are kept: an older mark's task has more likely moved on, or ended (a burst of
+ * short tasks), and a task marked as it was made, which has no entry yet, would lose
+ * its time until that turn. -1:
  * they could not be kept (marks lost, or no memory: the hook passes wait for another
  * clean cycle). */
 static int take_marks(SamplerObject *sp, task_table *tt) {
@@ -726,7 +727,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
         if (lost) dirty(tt);
         return lost ? -1 : 0;
     }
-    size_t room = pending_room(sp), from = tt->pending.n;
+    size_t room = pending_room(sp), from = tt->pending.n, added = 0;
     uint64_t excess = 0;
     for (size_t k = n; k-- > 0;) { /* newest first */
         PyObject *t = tt->taken[k];
@@ -735,7 +736,7 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
             ppk_py_keep_ref(sp, t);
             continue;
         }
-        if (tt->pending.n >= room) {
+        if (added == room) {
             if (i != SIZE_MAX) tt->e[i].settled = 0;
             ppk_py_keep_ref(sp, t);
             excess++;
@@ -743,8 +744,21 @@ static int take_marks(SamplerObject *sp, task_table *tt) {
         }
         if (i != SIZE_MAX) tt->e[i].pending = 1;
         AT(tt->pending, PyObject *, tt->pending.n++) = t;
+        added++;
     }
-    reverse(&AT(tt->pending, PyObject *, from), tt->pending.n - from); /* oldest first */
+    PyObject **p = tt->pending.items;
+    reverse(p + from, added); /* oldest first */
+    /* The tasks held from before, oldest first, make way for newer marks past the room
+     * (a pass that came in the middle of a burst held its first part). */
+    size_t drop = tt->pending.n > room ? tt->pending.n - room : 0;
+    for (size_t j = 0; j < drop; j++) {
+        size_t i = entry_find(tt, p[j]);
+        if (i != SIZE_MAX) tt->e[i].pending = tt->e[i].settled = 0;
+        ppk_py_keep_ref(sp, p[j]);
+    }
+    if (drop) memmove(p, p + drop, (tt->pending.n - drop) * sizeof *p);
+    tt->pending.n -= drop;
+    excess += drop;
     if (excess) {
         pthread_mutex_lock(&sp->lock);
         sp->st.task_marks_dropped += excess;
