@@ -362,16 +362,16 @@ class TestThreads(ProfilerTest):
     def test_main_alone(self):
         # A main thread alone samples itself at every tick (its callback), the tick then
         # needing no pass. Running Python code (holding the GIL) without asyncio tasks,
-        # it is not waited for (a wake-up saved a tick): but at a few ticks that find it
-        # in a call that lets the GIL go (start-up's reads); with tasks it is, since the
-        # callback reads them.
+        # it is not waited for (a wake-up saved a tick): but at a few ticks of start-up,
+        # which may find it in a call that lets the GIL go (reading the program), and
+        # have passes (the first; on 3.12, 3 of 43 in a CI run); with tasks it is, since
+        # the callback reads them.
         run = self.cli(["alone.py", "0.5"])
         alone, loop = (r["sampler"] for r in run.json())
         self.check_summary(run)
         report = (alone, loop)
-        # The first tick has a pass: the main thread was not known to be alone.
-        self.assertGreaterEqual(alone["ticks_without_gil"], alone["ticks"] - 2, report)
-        self.assertLessEqual(alone["main_answers_awaited"], 3, report)
+        self.assertGreaterEqual(alone["ticks_without_gil"], alone["ticks"] - 5, report)
+        self.assertLessEqual(alone["main_answers_awaited"], 5, report)
         ticks = loop["ticks"] - alone["ticks"]
         awaited = loop["main_answers_awaited"]
         # The first tick after the tasks appeared was not told of them yet.
